@@ -1,0 +1,3 @@
+// Package client will hold the Go client library of tebis. It has no code
+// yet.
+package client

@@ -1,0 +1,207 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"go.uber.org/zap"
+)
+
+func (r *Region) startBackground() {
+	r.wg.Add(2)
+	go r.compactLoop()
+	go r.gcLoop()
+}
+
+// compactLoop runs compactions one at a time until none is needed.
+func (r *Region) compactLoop() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.closing:
+			return
+		case <-r.kick:
+		}
+		for {
+			select {
+			case <-r.closing:
+				return
+			default:
+			}
+			did, err := r.compactOnce()
+			if err != nil {
+				r.v.log.Error("compaction failed", zap.Uint64("region", r.desc.ID), zap.Error(err))
+				r.mu.Lock()
+				if r.bgErr == nil {
+					r.bgErr = fmt.Errorf("engine: region %d compaction: %w", r.desc.ID, err)
+				}
+				r.memCond.Broadcast()
+				r.mu.Unlock()
+				return
+			}
+			if !did {
+				break
+			}
+		}
+	}
+}
+
+// capacity is the number of pairs level i holds before it is compacted.
+func (r *Region) capacity(i int) int64 {
+	c := int64(r.v.opts.L0Pairs)
+	for ; i > 0 && c < 1<<50; i-- {
+		c *= int64(r.v.opts.GrowthFactor)
+	}
+	return c
+}
+
+func (r *Region) compactOnce() (bool, error) {
+	r.mu.Lock()
+	imm, immEnd := r.imm, r.immEnd
+	ver := r.cur
+	ver.refs.Add(1)
+	r.compacting = true
+	r.mu.Unlock()
+	defer func() {
+		r.release(ver)
+		r.mu.Lock()
+		r.compacting = false
+		r.mu.Unlock()
+	}()
+	if imm != nil {
+		return true, r.compactL0(imm, immEnd, ver)
+	}
+	for i := 1; i < len(ver.levels); i++ {
+		if l := ver.levels[i]; l != nil && l.pairs > r.capacity(i) {
+			return true, r.compactLevel(i, ver)
+		}
+	}
+	return false, nil
+}
+
+// compactL0 merges the frozen L0 into L1 and advances the recovery point.
+func (r *Region) compactL0(imm *memtable, immEnd uint64, ver *version) error {
+	// Every pointer of the new L1 must reach durable log bytes.
+	if err := r.log.syncTo(immEnd); err != nil {
+		return err
+	}
+	r.listener.LogFlushed(r.log.flushInfo(immEnd))
+	info := CompactionInfo{Region: r.desc.ID, Src: 0, Dst: 1}
+	srcs := []source{newMemIter(imm.t, nil, nil), newLevelIter(r.v, ver.level(1), nil, nil, IOCompaction)}
+	return r.mergeInstall(info, srcs, ver, func(nv *version) {
+		r.imm = nil
+		r.memCond.Broadcast()
+	}, immEnd)
+}
+
+// compactLevel merges Li into Li+1, or moves Li down when Li+1 is empty.
+func (r *Region) compactLevel(i int, ver *version) error {
+	info := CompactionInfo{Region: r.desc.ID, Src: i, Dst: i + 1}
+	if ver.level(i+1) == nil {
+		info.Move = true
+		r.listener.CompactionStarted(info)
+		r.metaMu.Lock()
+		defer r.metaMu.Unlock()
+		l := ver.level(i)
+		b := r.v.meta.NewBatch()
+		b.Delete(levelKey(r.desc.ID, i), nil)
+		b.Set(levelKey(r.desc.ID, i+1), l.encode(), nil)
+		if err := r.v.commit(b); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.installLocked(r.cur.with(i, nil).with(i+1, l), nil)
+		r.mu.Unlock()
+		r.v.ctr.levelMoves.Add(1)
+		r.v.ctr.compactions.Add(1)
+		r.listener.CompactionDone(info, l.info(i+1))
+		return nil
+	}
+	srcs := []source{newLevelIter(r.v, ver.level(i), nil, nil, IOCompaction), newLevelIter(r.v, ver.level(i+1), nil, nil, IOCompaction)}
+	return r.mergeInstall(info, srcs, ver, nil, 0)
+}
+
+// mergeInstall builds level info.Dst from srcs (newest first), commits it
+// together with the removal of info.Src, installs the new version and frees
+// the replaced levels' segments once no reader uses them. For an L0
+// compaction (Src 0) it also persists the new recovery point rp.
+func (r *Region) mergeInstall(info CompactionInfo, srcs []source, ver *version, onInstall func(*version), rp uint64) error {
+	r.listener.CompactionStarted(info)
+	garbage := map[uint64]int64{}
+	shadow := func(k []byte, e entry) { garbage[r.v.g.seg(e.ptr)] += int64(e.recSize(len(k))) }
+	last := ver.deepest() <= info.Dst
+	b := newBuilder(r.v, r.desc.ID, info.Dst, func(s BuiltSegment) error {
+		r.listener.SegmentBuilt(info, s)
+		return nil
+	})
+	m := newMergeIter(srcs, shadow)
+	for ; m.valid(); m.next() {
+		k, e := m.key(), m.entry()
+		if e.tomb && last {
+			shadow(k, e)
+			continue
+		}
+		if err := b.add(k, e); err != nil {
+			b.abort()
+			return err
+		}
+	}
+	if err := m.error(); err != nil {
+		b.abort()
+		return err
+	}
+	desc, err := b.finish()
+	if err != nil {
+		b.abort()
+		return err
+	}
+	r.metaMu.Lock()
+	defer r.metaMu.Unlock()
+	batch := r.v.meta.NewBatch()
+	if info.Src > 0 {
+		batch.Delete(levelKey(r.desc.ID, info.Src), nil)
+	} else {
+		batch.Set(regionKey(r.desc.ID, "rp"), binary.LittleEndian.AppendUint64(nil, rp), nil)
+	}
+	if desc.root == 0 {
+		batch.Delete(levelKey(r.desc.ID, info.Dst), nil)
+	} else {
+		batch.Set(levelKey(r.desc.ID, info.Dst), desc.encode(), nil)
+	}
+	r.log.setLogEntries(batch, r.log.applyGarbage(garbage))
+	if err := r.v.commit(batch); err != nil {
+		b.abort()
+		return err
+	}
+	var old []uint64
+	for _, n := range []int{info.Src, info.Dst} {
+		if l := ver.level(n); l != nil && n > 0 {
+			for _, s := range l.segs {
+				old = append(old, s.seg)
+			}
+		}
+	}
+	r.mu.Lock()
+	nv := r.cur.with(info.Dst, desc)
+	if info.Src > 0 {
+		nv = nv.with(info.Src, nil)
+	} else {
+		r.rp = rp
+	}
+	r.installLocked(nv, func() { r.v.alloc.release(old...) })
+	if onInstall != nil {
+		onInstall(nv)
+	}
+	r.mu.Unlock()
+	r.v.ctr.compactions.Add(1)
+	r.listener.CompactionDone(info, desc.info(info.Dst))
+	return r.freeDeadLogLocked()
+}
+
+func (l *levelDesc) info(n int) LevelInfo {
+	li := LevelInfo{Level: n, Root: l.root, Height: l.height, Pairs: l.pairs}
+	for _, s := range l.segs {
+		li.Segments = append(li.Segments, s.seg)
+	}
+	return li
+}

@@ -1,0 +1,32 @@
+package engine
+
+import "errors"
+
+// Sentinel errors. Callers test them with errors.Is.
+var (
+	// ErrNotFound is returned by Get for a key that is absent or deleted.
+	ErrNotFound = errors.New("engine: key not found")
+	// ErrClosed is returned by every operation after Close.
+	ErrClosed = errors.New("engine: closed")
+	// ErrCorrupt reports a checksum or structure failure read from the
+	// device. The wrapping error names the segment and offset.
+	ErrCorrupt = errors.New("engine: corrupt data")
+	// ErrEmptyKey is returned for a zero-length key.
+	ErrEmptyKey = errors.New("engine: empty key")
+	// ErrKeyTooLarge is returned for a key longer than MaxKeySize.
+	ErrKeyTooLarge = errors.New("engine: key too large")
+	// ErrValueTooLarge is returned for a value longer than the volume's
+	// maximum value size (see Volume.MaxValueSize).
+	ErrValueTooLarge = errors.New("engine: value too large")
+	// ErrNoSpace is returned when the volume has no free segment (its
+	// capacity is reached) or the file system reports that it is full.
+	ErrNoSpace = errors.New("engine: no space left on volume")
+	// ErrRegionExists is returned by CreateRegion for a used region id.
+	ErrRegionExists = errors.New("engine: region exists")
+	// ErrNoRegion is returned for an unknown region id.
+	ErrNoRegion = errors.New("engine: no such region")
+	// ErrOutOfRange is returned for a key outside the region's key range.
+	ErrOutOfRange = errors.New("engine: key outside region range")
+	// ErrBadOptions is returned by Open for inconsistent options.
+	ErrBadOptions = errors.New("engine: bad options")
+)

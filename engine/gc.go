@@ -1,0 +1,270 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// GCStats reports one GC pass.
+type GCStats struct {
+	Segments  int   // log segments scanned
+	Relocated int64 // bytes of live records re-appended
+	Freed     int   // log segments freed
+}
+
+// errGCBusy means a record's liveness kept changing under GC; the segment
+// is left for a later pass.
+var errGCBusy = errors.New("engine: gc: index changing too fast")
+
+func (r *Region) gcLoop() {
+	defer r.wg.Done()
+	if r.v.opts.GCInterval < 0 {
+		return
+	}
+	t := time.NewTicker(r.v.opts.GCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.closing:
+			return
+		case <-t.C:
+			if _, err := r.GC(); err != nil && !errors.Is(err, ErrClosed) {
+				r.v.log.Warn("value-log gc failed", zap.Uint64("region", r.desc.ID), zap.Error(err))
+			}
+		}
+	}
+}
+
+// GC runs one value-log GC pass now: every sealed log segment wholly before
+// the L0 recovery point whose garbage reaches the configured ratio has its
+// live records re-appended (so they replicate like puts), and segments no
+// longer needed are freed after the index stops pointing into them.
+func (r *Region) GC() (GCStats, error) {
+	r.gcMu.Lock()
+	defer r.gcMu.Unlock()
+	var st GCStats
+	for _, ls := range r.gcCandidates() {
+		select {
+		case <-r.closing:
+			return st, ErrClosed
+		default:
+		}
+		moved, err := r.gcSegment(ls)
+		st.Segments++
+		st.Relocated += moved
+		if errors.Is(err, errGCBusy) {
+			continue
+		}
+		if err != nil {
+			return st, err
+		}
+	}
+	before := r.v.ctr.gcFreed.Load()
+	r.metaMu.Lock()
+	err := r.freeDeadLogLocked()
+	r.metaMu.Unlock()
+	st.Freed = int(r.v.ctr.gcFreed.Load() - before)
+	r.v.ctr.gcRuns.Add(1)
+	return st, err
+}
+
+func (r *Region) gcCandidates() []logSeg {
+	r.mu.RLock()
+	rpIdx := r.rp >> r.v.g.shift
+	r.mu.RUnlock()
+	r.metaMu.Lock()
+	defer r.metaMu.Unlock()
+	l := r.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []logSeg
+	for _, ls := range l.segs {
+		data := float64(ls.end - segHeaderSize)
+		if ls.end != 0 && ls.idx < rpIdx && !r.gcDone[ls.seg] && float64(ls.garbage) >= r.v.opts.GCGarbageRatio*data {
+			out = append(out, *ls)
+		}
+	}
+	return out
+}
+
+// gcSegment relocates the live records of one sealed log segment.
+func (r *Region) gcSegment(ls logSeg) (int64, error) {
+	data := make([]byte, ls.end)
+	if err := r.v.readAt(data, r.v.g.fileOff(ls.seg), IOGC); err != nil {
+		return 0, err
+	}
+	if h, err := decodeSegHeader(data, ls.seg); err != nil {
+		return 0, err
+	} else if h.Seq != ls.seq {
+		return 0, fmt.Errorf("%w: segment %d: sequence %d, log expects %d", ErrCorrupt, ls.seg, h.Seq, ls.seq)
+	}
+	var moved int64
+	for off := int64(segHeaderSize); off < ls.end; {
+		rec, ok := decodeRecord(data[off:], ls.seq)
+		if !ok {
+			return moved, errBadRecord(ls.seg, off, "fails its checksum during gc")
+		}
+		did, err := r.relocate(rec, r.v.g.ptr(ls.seg, off))
+		if err != nil {
+			return moved, err
+		}
+		if did {
+			moved += int64(rec.Size)
+		}
+		off += int64(rec.Size)
+	}
+	if err := r.log.syncTo(r.log.pos()); err != nil {
+		return moved, err
+	}
+	r.v.ctr.gcRelocated.Add(uint64(moved))
+	r.metaMu.Lock()
+	r.gcDone[ls.seg] = true
+	r.metaMu.Unlock()
+	return moved, nil
+}
+
+// relocate re-appends rec if the index still points at p.
+func (r *Region) relocate(rec record, p ptr) (bool, error) {
+	inL0 := func() bool {
+		if _, ok := r.mem.get(rec.Key); ok {
+			return true
+		}
+		if r.imm != nil {
+			_, ok := r.imm.get(rec.Key)
+			return ok
+		}
+		return false
+	}
+	for try := 0; try < 100; try++ {
+		ver := r.acquire()
+		r.mu.RLock()
+		newer := inL0()
+		r.mu.RUnlock()
+		live := false
+		for i := 1; !newer && i < len(ver.levels); i++ {
+			e, ok, err := r.v.levelGet(ver.levels[i], rec.Key, IOGC)
+			if err != nil {
+				r.release(ver)
+				return false, err
+			}
+			if ok {
+				live = e.ptr == p
+				break
+			}
+		}
+		if !live {
+			r.release(ver)
+			return false, nil
+		}
+		applied, err := r.write(rec.Kind, rec.Key, rec.Value, func() bool { return r.cur == ver && !inL0() })
+		r.release(ver)
+		if err != nil || applied {
+			return applied, err
+		}
+	}
+	return false, errGCBusy
+}
+
+// freeDeadLogLocked frees sealed log segments before the recovery point
+// that no level points into, or whose live records GC relocated. Called
+// with metaMu held.
+func (r *Region) freeDeadLogLocked() error {
+	r.mu.RLock()
+	ver, rpIdx := r.cur, r.rp>>r.v.g.shift
+	r.mu.RUnlock()
+	l := r.log
+	var dead []*logSeg
+	l.mu.Lock()
+	for _, ls := range l.segs {
+		if ls.end != 0 && ls.idx < rpIdx && (r.gcDone[ls.seg] || !ver.refersToLog(ls.seg)) {
+			dead = append(dead, ls)
+		}
+	}
+	l.mu.Unlock()
+	if len(dead) == 0 {
+		return nil
+	}
+	b := r.v.meta.NewBatch()
+	for _, ls := range dead {
+		b.Delete(logKey(r.desc.ID, ls.idx), nil)
+	}
+	if err := r.v.commit(b); err != nil {
+		return err
+	}
+	l.dropSegs(dead)
+	segs := make([]uint64, len(dead))
+	for i, ls := range dead {
+		segs[i] = ls.seg
+		delete(r.gcDone, ls.seg)
+	}
+	r.mu.Lock()
+	r.installLocked(r.cur.with(0, nil), func() {
+		l.mu.Lock()
+		for _, s := range segs {
+			delete(l.bySeg, s)
+		}
+		l.mu.Unlock()
+		r.v.alloc.release(segs...)
+	})
+	r.mu.Unlock()
+	r.v.ctr.gcFreed.Add(uint64(len(dead)))
+	return nil
+}
+
+// dropSegs removes freed segments from the log's list (readers of older
+// versions still find them through bySeg until they are released).
+func (l *vlog) dropSegs(dead []*logSeg) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	gone := map[*logSeg]bool{}
+	for _, d := range dead {
+		gone[d] = true
+		d.dropped = true
+	}
+	kept := l.segs[:0]
+	for _, s := range l.segs {
+		if !gone[s] {
+			kept = append(kept, s)
+		}
+	}
+	l.segs = kept
+}
+
+// applyGarbage adds compaction-found garbage to sealed segments and returns
+// copies of the changed descriptors to persist. The tail's garbage stays in
+// memory (its descriptor is the log's to write). Called with metaMu held.
+func (l *vlog) applyGarbage(g map[uint64]int64) []*logSeg {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*logSeg
+	for seg, n := range g {
+		ls := l.bySeg[seg]
+		if ls == nil || ls.dropped {
+			continue
+		}
+		ls.garbage = min(ls.garbage+n, l.g.segSize)
+		if ls.end != 0 {
+			c := *ls
+			out = append(out, &c)
+		}
+	}
+	return out
+}
+
+// flushInfo describes the log flushed up to pos.
+func (l *vlog) flushInfo(pos uint64) LogFlush {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	idx := pos >> l.g.shift
+	f := LogFlush{Region: l.r.desc.ID, End: int64(pos & (uint64(l.g.segSize) - 1))}
+	for _, s := range l.segs {
+		if s.idx == idx {
+			f.Segment = s.seg
+		}
+	}
+	return f
+}
+

@@ -1,0 +1,124 @@
+package engine
+
+// Listener receives a region's events: the hooks replication builds on.
+// Callbacks run synchronously on the goroutine doing the work (a writer for
+// log events, the compaction goroutine for compaction events), must not call
+// back into the region, and should return quickly. Byte slices are valid
+// only during the call.
+type Listener interface {
+	// LogAppended reports a record appended to the log tail at Ptr.
+	LogAppended(LogAppend)
+	// LogSealed reports that the tail segment filled, was persisted, and
+	// that appends continue in segment Next.
+	LogSealed(LogSeal)
+	// LogFlushed reports that the partly filled tail was persisted up to
+	// End before an L0 compaction (so every pointer of the new L1 is
+	// translatable on a replica that flushes too).
+	LogFlushed(LogFlush)
+	// CompactionStarted reports a compaction of level Src into Dst.
+	CompactionStarted(CompactionInfo)
+	// SegmentBuilt reports one finished segment of the new level, in build
+	// order (children before parents).
+	SegmentBuilt(CompactionInfo, BuiltSegment)
+	// CompactionDone reports the installed level (after the metadata commit).
+	CompactionDone(CompactionInfo, LevelInfo)
+}
+
+// LogAppend describes one appended record.
+type LogAppend struct {
+	Region  uint64
+	Ptr     uint64
+	Segment uint64
+	Offset  int64
+	Record  []byte // the encoded record (nil unless the listener wants records)
+}
+
+// LogSeal describes a filled log segment.
+type LogSeal struct {
+	Region  uint64
+	Segment uint64
+	Index   uint64 // position of the segment in the region's log
+	End     int64
+	Next    uint64
+}
+
+// LogFlush describes a tail flush.
+type LogFlush struct {
+	Region  uint64
+	Segment uint64
+	End     int64
+}
+
+// CompactionInfo names a compaction. Src 0 is L0. Move is set when Src is
+// moved to Dst without rewriting (Dst was empty).
+type CompactionInfo struct {
+	Region uint64
+	Src    int
+	Dst    int
+	Move   bool
+}
+
+// BuiltSegment is one finished index segment of a level being built.
+type BuiltSegment struct {
+	Segment uint64
+	Seq     uint64
+	Data    []byte // the whole segment as written
+}
+
+// LevelInfo describes an installed level.
+type LevelInfo struct {
+	Level    int
+	Root     uint64
+	Height   int
+	Pairs    int64
+	Segments []uint64
+}
+
+// RecordListener is implemented by listeners that want LogAppend.Record.
+type RecordListener interface {
+	WantsRecords() bool
+}
+
+// hooks wraps an optional Listener.
+type hooks struct{ l Listener }
+
+func (h hooks) wantsRecords() bool {
+	rl, ok := h.l.(RecordListener)
+	return ok && rl.WantsRecords()
+}
+
+func (h hooks) LogAppended(e LogAppend) {
+	if h.l != nil {
+		h.l.LogAppended(e)
+	}
+}
+
+func (h hooks) LogSealed(e LogSeal) {
+	if h.l != nil {
+		h.l.LogSealed(e)
+	}
+}
+
+func (h hooks) LogFlushed(e LogFlush) {
+	if h.l != nil {
+		h.l.LogFlushed(e)
+	}
+}
+
+func (h hooks) CompactionStarted(c CompactionInfo) {
+	if h.l != nil {
+		h.l.CompactionStarted(c)
+	}
+}
+
+func (h hooks) SegmentBuilt(c CompactionInfo, s BuiltSegment) {
+	if h.l != nil {
+		h.l.SegmentBuilt(c, s)
+	}
+}
+
+func (h hooks) CompactionDone(c CompactionInfo, l LevelInfo) {
+	if h.l != nil {
+		h.l.CompactionDone(c, l)
+	}
+}

@@ -1,0 +1,198 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"sort"
+)
+
+// Node layout (nodeSize bytes):
+//
+//	crc u32 | type u8 | height u8 | count u16 | used u16 | reserved [6]
+//	entries...
+//
+// leaf entry:     flags u8 | keyLen u16 | valLen u32 | valuePtr u64 | key
+// internal entry: keyLen u16 | childPtr u64 | key   (key = child's first key)
+//
+// The checksum covers bytes [4, nodeSize).
+const (
+	nodeHeaderLen    = 16
+	nodeLeaf         = 1
+	nodeInternal     = 2
+	leafEntryFixed   = 15
+	internalEntryFix = 10
+	flagTombstone    = 1
+)
+
+// entry is what an index (L0 or a level) holds for a key.
+type entry struct {
+	ptr  ptr    // the log record
+	vlen uint32 // value length (record size is derivable)
+	tomb bool
+}
+
+// recSize is the log record size this entry points to.
+func (e entry) recSize(keyLen int) int { return recordSize(keyLen, int(e.vlen)) }
+
+// node is a decoded B+tree node. Keys alias the node's buffer.
+type node struct {
+	leaf    bool
+	height  int
+	keys    [][]byte
+	ptrs    []ptr    // leaf: value pointers; internal: children
+	vlens   []uint32 // leaf only
+	flags   []uint8  // leaf only
+	segSeq  uint64   // sequence of the segment it was read from (cache check)
+	encoded []byte
+}
+
+// search returns, for a leaf, the index of key and whether it is present;
+// for an internal node, the child whose range holds key.
+func (n *node) search(key []byte) (int, bool) {
+	i := sort.Search(len(n.keys), func(i int) bool { return bytes.Compare(n.keys[i], key) >= 0 })
+	if n.leaf {
+		return i, i < len(n.keys) && bytes.Equal(n.keys[i], key)
+	}
+	if i < len(n.keys) && bytes.Equal(n.keys[i], key) {
+		return i, true
+	}
+	if i > 0 {
+		i--
+	}
+	return i, false
+}
+
+func (n *node) entry(i int) entry {
+	return entry{ptr: n.ptrs[i], vlen: n.vlens[i], tomb: n.flags[i]&flagTombstone != 0}
+}
+
+// nodeWriter accumulates entries into one node buffer.
+type nodeWriter struct {
+	buf    []byte
+	leaf   bool
+	height int
+	count  int
+	used   int
+	first  []byte // copy of the first key
+}
+
+func newNodeWriter(size int, leaf bool, height int) *nodeWriter {
+	return &nodeWriter{buf: make([]byte, size), leaf: leaf, height: height, used: nodeHeaderLen}
+}
+
+func (w *nodeWriter) reset() {
+	clear(w.buf)
+	w.count, w.used, w.first = 0, nodeHeaderLen, w.first[:0]
+}
+
+func entrySize(leaf bool, keyLen int) int {
+	if leaf {
+		return leafEntryFixed + keyLen
+	}
+	return internalEntryFix + keyLen
+}
+
+func (w *nodeWriter) fits(keyLen int) bool { return w.used+entrySize(w.leaf, keyLen) <= len(w.buf) }
+
+func (w *nodeWriter) addLeaf(key []byte, e entry) {
+	b := w.buf[w.used:]
+	if e.tomb {
+		b[0] = flagTombstone
+	}
+	binary.LittleEndian.PutUint16(b[1:], uint16(len(key)))
+	binary.LittleEndian.PutUint32(b[3:], e.vlen)
+	binary.LittleEndian.PutUint64(b[7:], e.ptr)
+	copy(b[leafEntryFixed:], key)
+	w.added(key, leafEntryFixed)
+}
+
+func (w *nodeWriter) addChild(key []byte, child ptr) {
+	b := w.buf[w.used:]
+	binary.LittleEndian.PutUint16(b[0:], uint16(len(key)))
+	binary.LittleEndian.PutUint64(b[2:], child)
+	copy(b[internalEntryFix:], key)
+	w.added(key, internalEntryFix)
+}
+
+func (w *nodeWriter) added(key []byte, fixed int) {
+	if w.count == 0 {
+		w.first = append(w.first[:0], key...)
+	}
+	w.count++
+	w.used += fixed + len(key)
+}
+
+// seal writes the header and checksum; buf is then the encoded node.
+func (w *nodeWriter) seal() []byte {
+	b := w.buf
+	if w.leaf {
+		b[4] = nodeLeaf
+	} else {
+		b[4] = nodeInternal
+	}
+	b[5] = uint8(w.height)
+	binary.LittleEndian.PutUint16(b[6:], uint16(w.count))
+	binary.LittleEndian.PutUint16(b[8:], uint16(w.used))
+	binary.LittleEndian.PutUint32(b[0:], crc32.Checksum(b[4:], castagnoli))
+	return b
+}
+
+// decodeNode verifies and parses an encoded node read from p.
+func decodeNode(b []byte, p ptr, g geometry) (*node, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("%w: segment %d offset %d: node %s", ErrCorrupt, g.seg(p), g.off(p), why)
+	}
+	if len(b) < nodeHeaderLen {
+		return nil, bad("short")
+	}
+	if binary.LittleEndian.Uint32(b[0:]) != crc32.Checksum(b[4:], castagnoli) {
+		return nil, bad("checksum mismatch")
+	}
+	typ, height := b[4], int(b[5])
+	count := int(binary.LittleEndian.Uint16(b[6:]))
+	used := int(binary.LittleEndian.Uint16(b[8:]))
+	if (typ != nodeLeaf && typ != nodeInternal) || used > len(b) || used < nodeHeaderLen || count == 0 {
+		return nil, bad("header invalid")
+	}
+	n := &node{leaf: typ == nodeLeaf, height: height, encoded: b,
+		keys: make([][]byte, count), ptrs: make([]ptr, count)}
+	if (n.leaf) != (height == 0) {
+		return nil, bad("type does not match height")
+	}
+	if n.leaf {
+		n.vlens = make([]uint32, count)
+		n.flags = make([]uint8, count)
+	}
+	off := nodeHeaderLen
+	for i := 0; i < count; i++ {
+		fixed := internalEntryFix
+		if n.leaf {
+			fixed = leafEntryFixed
+		}
+		if off+fixed > used {
+			return nil, bad("entry overruns node")
+		}
+		e := b[off:]
+		var kl int
+		if n.leaf {
+			n.flags[i] = e[0]
+			kl = int(binary.LittleEndian.Uint16(e[1:]))
+			n.vlens[i] = binary.LittleEndian.Uint32(e[3:])
+			n.ptrs[i] = binary.LittleEndian.Uint64(e[7:])
+		} else {
+			kl = int(binary.LittleEndian.Uint16(e[0:]))
+			n.ptrs[i] = binary.LittleEndian.Uint64(e[2:])
+		}
+		if kl == 0 || off+fixed+kl > used {
+			return nil, bad("key overruns node")
+		}
+		n.keys[i] = b[off+fixed : off+fixed+kl]
+		if i > 0 && bytes.Compare(n.keys[i-1], n.keys[i]) >= 0 {
+			return nil, bad("keys out of order")
+		}
+		off += fixed + kl
+	}
+	return n, nil
+}

@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"fmt"
+	"math/bits"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap"
+)
+
+// SyncMode selects when a write is acknowledged.
+type SyncMode int
+
+const (
+	// SyncModeSync acknowledges a write after its log record is on stable
+	// storage. Concurrent writers share one fdatasync (group commit).
+	SyncModeSync SyncMode = iota
+	// SyncModeAsync acknowledges a write once its record is in the log
+	// buffer; Region.Sync makes it durable.
+	SyncModeAsync
+)
+
+func (m SyncMode) String() string {
+	if m == SyncModeAsync {
+		return "async"
+	}
+	return "sync"
+}
+
+// ParseSyncMode parses "sync" or "async".
+func ParseSyncMode(s string) (SyncMode, error) {
+	switch s {
+	case "sync":
+		return SyncModeSync, nil
+	case "async":
+		return SyncModeAsync, nil
+	}
+	return 0, fmt.Errorf("%w: sync mode %q (want sync or async)", ErrBadOptions, s)
+}
+
+// Documented limits.
+const (
+	// DefaultSegmentSize is the paper's segment size: 2 MiB.
+	DefaultSegmentSize = 2 << 20
+	// DefaultNodeSize is the size of every B+tree node.
+	DefaultNodeSize = 4096
+	// MaxKeySize is the largest key accepted, in bytes.
+	MaxKeySize = 1024
+	// MaxValueSize is the largest value accepted on a volume with the
+	// default segment size; smaller segments lower it (Volume.MaxValueSize).
+	MaxValueSize = 1 << 20
+)
+
+// Options configure a volume and the regions it hosts. The zero value of
+// every field but FS and Dir means "the default".
+type Options struct {
+	// FS is the file system every engine file goes through. Default: vfs.Default.
+	FS vfs.FS
+	// Dir is the volume's data directory. Required.
+	Dir string
+	// SegmentSize is the size of a segment: a power of two between 64 KiB
+	// and 1 GiB. Fixed when the volume is created. Default 2 MiB.
+	SegmentSize int64
+	// NodeSize is the size of a B+tree node, a power of two between 4 KiB
+	// and 64 KiB. Fixed when the volume is created. Default 4 KiB.
+	NodeSize int
+	// MaxSegments caps the volume at this many segments (a device's size);
+	// 0 means unlimited (the file system's own limit applies).
+	MaxSegments int64
+	// L0Pairs is the capacity of L0 in key-value pairs. Default 96K.
+	L0Pairs int
+	// L0Bytes, if positive, also caps L0 by the bytes of keys and values.
+	L0Bytes int64
+	// GrowthFactor f: level i holds up to L0Pairs*f^i pairs. Default 4.
+	GrowthFactor int
+	// SyncMode selects when writes are acknowledged. Default SyncModeSync.
+	SyncMode SyncMode
+	// CacheBytes is the node cache's budget. Default 64 MiB; negative
+	// disables the cache.
+	CacheBytes int64
+	// GCGarbageRatio is the fraction of garbage at which a sealed log
+	// segment becomes a GC candidate. Default 0.5.
+	GCGarbageRatio float64
+	// GCInterval is how often the background GC looks for candidates;
+	// negative disables automatic GC (Region.GC still works). Default 10s.
+	GCInterval time.Duration
+	// Logger receives the engine's logs. Default: zap.NewNop().
+	Logger *zap.Logger
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Dir == "" {
+		return o, fmt.Errorf("%w: Dir is required", ErrBadOptions)
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = DefaultSegmentSize
+	}
+	if o.NodeSize == 0 {
+		o.NodeSize = DefaultNodeSize
+	}
+	if o.SegmentSize < 64<<10 || o.SegmentSize > 1<<30 || bits.OnesCount64(uint64(o.SegmentSize)) != 1 {
+		return o, fmt.Errorf("%w: segment size %d is not a power of two in [64 KiB, 1 GiB]", ErrBadOptions, o.SegmentSize)
+	}
+	if o.NodeSize < 4096 || o.NodeSize > 64<<10 || bits.OnesCount(uint(o.NodeSize)) != 1 || int64(o.NodeSize)*8 > o.SegmentSize {
+		return o, fmt.Errorf("%w: node size %d is not a power of two in [4 KiB, 64 KiB] and at most 1/8 of a segment", ErrBadOptions, o.NodeSize)
+	}
+	if o.L0Pairs == 0 {
+		o.L0Pairs = 96 * 1024
+	}
+	if o.L0Pairs < 2 {
+		return o, fmt.Errorf("%w: L0Pairs %d < 2", ErrBadOptions, o.L0Pairs)
+	}
+	if o.GrowthFactor == 0 {
+		o.GrowthFactor = 4
+	}
+	if o.GrowthFactor < 2 {
+		return o, fmt.Errorf("%w: growth factor %d < 2", ErrBadOptions, o.GrowthFactor)
+	}
+	if o.CacheBytes == 0 {
+		o.CacheBytes = 64 << 20
+	}
+	if o.GCGarbageRatio == 0 {
+		o.GCGarbageRatio = 0.5
+	}
+	if o.GCGarbageRatio < 0 || o.GCGarbageRatio > 1 {
+		return o, fmt.Errorf("%w: GC garbage ratio %v outside [0,1]", ErrBadOptions, o.GCGarbageRatio)
+	}
+	if o.GCInterval == 0 {
+		o.GCInterval = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	return o, nil
+}

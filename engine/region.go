@@ -1,0 +1,278 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Region is one key range's LSM tree on a volume. It is safe for concurrent
+// use; its compaction and GC goroutines stop at Volume.Close.
+type Region struct {
+	v        *Volume
+	desc     RegionDesc
+	log      *vlog
+	listener hooks
+
+	mu         sync.RWMutex // mem, imm, immEnd, cur, bgErr, compacting
+	memCond    *sync.Cond   // signalled when L0 has room or bgErr is set
+	mem        *memtable
+	imm        *memtable // frozen L0 being compacted into L1
+	immEnd     uint64    // log position where imm ends
+	cur        *version
+	rp         uint64 // persisted L0 recovery point
+	bgErr      error
+	compacting bool
+	closed     bool
+
+	freeMu  sync.Mutex
+	pending []pendingFree
+
+	metaMu sync.Mutex      // serializes level installs and log-segment frees
+	gcDone map[uint64]bool // log segments whose live records GC relocated; under metaMu
+	gcMu   sync.Mutex      // one GC pass at a time
+
+	kick    chan struct{}
+	closing chan struct{}
+	wg      sync.WaitGroup
+}
+
+// CreateRegion creates an empty region with its first log segment.
+func (v *Volume) CreateRegion(desc RegionDesc) (*Region, error) {
+	if v.closed.Load() {
+		return nil, ErrClosed
+	}
+	if desc.End != nil && desc.Start != nil && bytes.Compare(desc.Start, desc.End) >= 0 {
+		return nil, fmt.Errorf("%w: region %d range is empty", ErrBadOptions, desc.ID)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.regions[desc.ID]; ok {
+		return nil, fmt.Errorf("%w: %d", ErrRegionExists, desc.ID)
+	}
+	s, err := v.alloc.alloc()
+	if err != nil {
+		return nil, err
+	}
+	ls := &logSeg{idx: 0, seg: s.seg, seq: s.seq}
+	if err := v.writeLogHeader(desc.ID, ls); err != nil {
+		v.alloc.release(s.seg)
+		return nil, err
+	}
+	st := &regionState{desc: desc, rp: segHeaderSize, logs: []*logSeg{ls}}
+	b := v.meta.NewBatch()
+	st.writeAll(b)
+	if err := v.commit(b); err != nil {
+		v.alloc.release(s.seg)
+		return nil, err
+	}
+	r, err := recoverRegion(v, st)
+	if err != nil {
+		return nil, err
+	}
+	v.regions[desc.ID] = r
+	return r, nil
+}
+
+// Region returns an open region by id.
+func (v *Volume) Region(id uint64) (*Region, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	r, ok := v.regions[id]
+	return r, ok
+}
+
+// Regions returns every region of the volume.
+func (v *Volume) Regions() []*Region {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make([]*Region, 0, len(v.regions))
+	for _, r := range v.regions {
+		out = append(out, r)
+	}
+	return out
+}
+
+// Desc returns the region's descriptor.
+func (r *Region) Desc() RegionDesc { return r.desc }
+
+// SetListener installs the listener for the region's events (nil removes
+// it). Set it before writes start; it is not synchronized with them.
+func (r *Region) SetListener(l Listener) { r.listener = hooks{l: l} }
+
+func (r *Region) newEmptyState() {
+	r.mem = newMemtable()
+	r.memCond = sync.NewCond(&r.mu)
+	r.kick = make(chan struct{}, 1)
+	r.closing = make(chan struct{})
+	r.gcDone = map[uint64]bool{}
+}
+
+func (r *Region) checkKey(key []byte) error {
+	switch {
+	case len(key) == 0:
+		return ErrEmptyKey
+	case len(key) > MaxKeySize:
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrKeyTooLarge, len(key), MaxKeySize)
+	case r.desc.Start != nil && bytes.Compare(key, r.desc.Start) < 0,
+		r.desc.End != nil && bytes.Compare(key, r.desc.End) >= 0:
+		return fmt.Errorf("%w: region %d", ErrOutOfRange, r.desc.ID)
+	}
+	return nil
+}
+
+// Put stores value under key.
+func (r *Region) Put(key, value []byte) error {
+	if len(value) > r.v.MaxValueSize() {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), r.v.MaxValueSize())
+	}
+	_, err := r.write(recPut, key, value, nil)
+	return err
+}
+
+// Delete removes key (a tombstone; dropped at the last level).
+func (r *Region) Delete(key []byte) error {
+	_, err := r.write(recDelete, key, nil, nil)
+	return err
+}
+
+// write appends a record and indexes it in L0. cond, if set, is checked
+// under the region lock right before the append; false skips the write.
+func (r *Region) write(kind uint8, key, value []byte, cond func() bool) (bool, error) {
+	if err := r.checkKey(key); err != nil {
+		return false, err
+	}
+	r.mu.Lock()
+	if err := r.waitRoomLocked(); err != nil {
+		r.mu.Unlock()
+		return false, err
+	}
+	if cond != nil && !cond() {
+		r.mu.Unlock()
+		return false, nil
+	}
+	p, end, err := r.log.append(kind, key, value)
+	if err != nil {
+		r.mu.Unlock()
+		return false, err
+	}
+	k := append([]byte(nil), key...)
+	if old, had := r.mem.put(k, entry{ptr: p, vlen: uint32(len(value)), tomb: kind == recDelete}); had {
+		r.log.addGarbage(old.ptr, old.recSize(len(key)))
+	}
+	r.mu.Unlock()
+	if r.v.opts.SyncMode == SyncModeSync {
+		if err := r.log.syncTo(end); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func (r *Region) memFull() bool {
+	return r.mem.len() >= r.v.opts.L0Pairs || (r.v.opts.L0Bytes > 0 && r.mem.kvBytes >= r.v.opts.L0Bytes)
+}
+
+// waitRoomLocked freezes a full L0, or waits (a stall) while the previous
+// one is still being compacted.
+func (r *Region) waitRoomLocked() error {
+	var start time.Time
+	for {
+		if r.closed {
+			return ErrClosed
+		}
+		if r.bgErr != nil {
+			return r.bgErr
+		}
+		if !r.memFull() {
+			break
+		}
+		if r.imm == nil {
+			r.freezeLocked()
+			break
+		}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		r.memCond.Wait()
+	}
+	if !start.IsZero() {
+		r.v.ctr.stallNanos.Add(int64(time.Since(start)))
+	}
+	return nil
+}
+
+// freezeLocked turns the L0 into the immutable one and starts compaction.
+func (r *Region) freezeLocked() {
+	r.imm, r.immEnd = r.mem, r.log.pos()
+	r.mem = newMemtable()
+	r.signal()
+}
+
+func (r *Region) signal() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Get returns a copy of the value stored under key, or ErrNotFound.
+func (r *Region) Get(key []byte) ([]byte, error) {
+	if err := r.checkKey(key); err != nil {
+		return nil, err
+	}
+	r.mu.RLock()
+	if r.closed {
+		r.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	e, ok := r.mem.get(key)
+	if !ok && r.imm != nil {
+		e, ok = r.imm.get(key)
+	}
+	ver := r.cur
+	ver.refs.Add(1)
+	r.mu.RUnlock()
+	defer r.release(ver)
+	for i := 1; !ok && i < len(ver.levels); i++ {
+		var err error
+		if e, ok, err = r.v.levelGet(ver.levels[i], key, IOIndex); err != nil {
+			return nil, fmt.Errorf("engine: region %d level %d: %w", r.desc.ID, i, err)
+		}
+	}
+	if !ok || e.tomb {
+		return nil, ErrNotFound
+	}
+	rec, err := r.log.read(e.ptr, key, e.vlen, IOIndex)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(nil), rec.Value...), nil
+}
+
+// Sync makes every write acknowledged before it durable.
+func (r *Region) Sync() error {
+	r.mu.RLock()
+	closed := r.closed
+	r.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	return r.log.syncTo(r.log.pos())
+}
+
+// close stops the background goroutines and syncs the log.
+func (r *Region) close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.memCond.Broadcast()
+	r.mu.Unlock()
+	close(r.closing)
+	r.wg.Wait()
+	return r.log.syncTo(r.log.pos())
+}

@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"sort"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// regionState is a region's persisted metadata, as loaded at open.
+type regionState struct {
+	desc   RegionDesc
+	rp     uint64 // L0 recovery point: replay the log from this position
+	logs   []*logSeg
+	levels map[int]*levelDesc
+}
+
+// usedSegments lists every segment the state references.
+func (st *regionState) usedSegments() []segRef {
+	var out []segRef
+	for _, l := range st.logs {
+		out = append(out, segRef{seg: l.seg, seq: l.seq})
+	}
+	for _, l := range st.levels {
+		out = append(out, l.segs...)
+	}
+	return out
+}
+
+// writeAll adds the whole state to a batch (region creation).
+func (st *regionState) writeAll(b *pebble.Batch) {
+	id := st.desc.ID
+	b.Set(regionKey(id, "desc"), st.desc.encode(), nil)
+	b.Set(regionKey(id, "rp"), binary.LittleEndian.AppendUint64(nil, st.rp), nil)
+	for _, l := range st.logs {
+		b.Set(logKey(id, l.idx), l.encode(), nil)
+	}
+	for n, l := range st.levels {
+		b.Set(levelKey(id, n), l.encode(), nil)
+	}
+}
+
+// loadRegionStates reads every region's metadata.
+func (v *Volume) loadRegionStates() (map[uint64]*regionState, error) {
+	it, err := v.meta.NewIter(&pebble.IterOptions{LowerBound: []byte("r/"), UpperBound: []byte("r0")})
+	if err != nil {
+		return nil, fmt.Errorf("engine: read metadata: %w", err)
+	}
+	defer it.Close()
+	states := map[uint64]*regionState{}
+	for it.First(); it.Valid(); it.Next() {
+		k, val := it.Key(), it.Value()
+		if len(k) < 11 || k[10] != '/' {
+			return nil, fmt.Errorf("%w: metadata key %q", ErrCorrupt, k)
+		}
+		id := binary.BigEndian.Uint64(k[2:10])
+		st := states[id]
+		if st == nil {
+			st = &regionState{levels: map[int]*levelDesc{}}
+			states[id] = st
+		}
+		suffix := k[11:]
+		switch {
+		case bytes.Equal(suffix, []byte("desc")):
+			if st.desc, err = decodeRegionDesc(val); err != nil {
+				return nil, err
+			}
+		case bytes.Equal(suffix, []byte("rp")):
+			if len(val) != 8 {
+				return nil, fmt.Errorf("%w: region %d recovery point", ErrCorrupt, id)
+			}
+			st.rp = binary.LittleEndian.Uint64(val)
+		case bytes.HasPrefix(suffix, []byte("log/")) && len(suffix) == 12:
+			ls, err := decodeLogSeg(binary.BigEndian.Uint64(suffix[4:]), val)
+			if err != nil {
+				return nil, err
+			}
+			st.logs = append(st.logs, &ls)
+		case bytes.HasPrefix(suffix, []byte("lvl/")) && len(suffix) == 12:
+			l, err := decodeLevelDesc(val)
+			if err != nil {
+				return nil, err
+			}
+			st.levels[int(binary.BigEndian.Uint64(suffix[4:]))] = l
+		default:
+			return nil, fmt.Errorf("%w: metadata key %q", ErrCorrupt, k)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("engine: read metadata: %w", err)
+	}
+	for id, st := range states {
+		if st.desc.ID != id || len(st.logs) == 0 {
+			return nil, fmt.Errorf("%w: region %d metadata incomplete", ErrCorrupt, id)
+		}
+		sort.Slice(st.logs, func(i, j int) bool { return st.logs[i].idx < st.logs[j].idx })
+	}
+	return states, nil
+}

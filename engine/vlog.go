@@ -1,0 +1,225 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// vlog is one region's value log, which is also its write-ahead log. Records
+// are appended to an in-memory image of the tail segment and written to the
+// device by sync (group commit) or when the segment fills. A log position
+// (pos) is idx<<shift | offset: it grows monotonically.
+//
+// Lock order: syncMu before mu.
+type vlog struct {
+	r *Region
+	v *Volume
+	g geometry
+
+	syncMu  sync.Mutex // held by the one goroutine writing+syncing the tail
+	mu      sync.Mutex // tail state and segment list
+	segs    []*logSeg  // by idx, ascending; the last is the tail
+	bySeg   map[uint64]*logSeg
+	tail    *logSeg
+	buf     []byte // image of the tail segment
+	off     int64  // next append offset in the tail
+	flushed int64  // tail bytes already written to the device
+	durable atomic.Uint64
+	failed  error // sticky: a failed write or sync poisons the log
+}
+
+func (l *vlog) pos() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.posLocked()
+}
+
+func (l *vlog) posLocked() uint64 { return l.tail.idx<<l.g.shift | uint64(l.off) }
+
+// append adds one record and returns its device pointer and the log
+// position after it.
+func (l *vlog) append(kind uint8, key, value []byte) (ptr, uint64, error) {
+	n := int64(recordSize(len(key), len(value)))
+	l.mu.Lock()
+	if l.failed == nil && l.off+n > l.g.segSize {
+		// Sealing writes and syncs: take syncMu first (lock order).
+		l.mu.Unlock()
+		l.syncMu.Lock()
+		l.mu.Lock()
+		var err error
+		if l.failed == nil && l.off+n > l.g.segSize {
+			err = l.sealLocked()
+		}
+		l.syncMu.Unlock()
+		if err != nil {
+			l.mu.Unlock()
+			return 0, 0, err
+		}
+	}
+	if l.failed != nil {
+		err := l.failed
+		l.mu.Unlock()
+		return 0, 0, err
+	}
+	off := l.off
+	encodeRecord(l.buf[off:off+n], l.tail.seq, kind, key, value)
+	l.off += n
+	p, end := l.g.ptr(l.tail.seg, off), l.posLocked()
+	if l.r.listener.l != nil {
+		// Under mu, so listeners see records in log order.
+		ev := LogAppend{Region: l.r.desc.ID, Ptr: p, Segment: l.tail.seg, Offset: off}
+		if l.r.listener.wantsRecords() {
+			ev.Record = l.buf[off : off+n]
+		}
+		l.r.listener.LogAppended(ev)
+	}
+	l.mu.Unlock()
+	return p, end, nil
+}
+
+// sealLocked writes the rest of the tail, syncs it, allocates the next
+// segment and commits both changes. Called with syncMu and mu held.
+func (l *vlog) sealLocked() error {
+	if err := l.flushLocked(); err != nil {
+		return err
+	}
+	next, err := l.v.alloc.alloc()
+	if err != nil {
+		return err
+	}
+	ls := &logSeg{idx: l.tail.idx + 1, seg: next.seg, seq: next.seq}
+	if err := l.v.writeLogHeader(l.r.desc.ID, ls); err != nil {
+		l.v.alloc.release(next.seg)
+		return l.fail(err)
+	}
+	old := *l.tail
+	old.end = l.off
+	b := l.v.meta.NewBatch()
+	b.Set(logKey(l.r.desc.ID, old.idx), old.encode(), nil)
+	b.Set(logKey(l.r.desc.ID, ls.idx), ls.encode(), nil)
+	if err := l.v.commit(b); err != nil {
+		l.v.alloc.release(next.seg)
+		return l.fail(err)
+	}
+	l.tail.end = l.off
+	sealed := *l.tail
+	l.segs = append(l.segs, ls)
+	l.bySeg[ls.seg] = ls
+	l.tail, l.off, l.flushed = ls, segHeaderSize, segHeaderSize
+	l.buf = make([]byte, l.g.segSize)
+	l.durable.Store(l.posLocked())
+	l.r.listener.LogSealed(LogSeal{Region: l.r.desc.ID, Segment: sealed.seg, Index: sealed.idx, End: sealed.end, Next: ls.seg})
+	return nil
+}
+
+// flushLocked writes the unwritten part of the tail and syncs the device.
+func (l *vlog) flushLocked() error {
+	if l.flushed < l.off {
+		if err := l.v.writeAt(l.buf[l.flushed:l.off], l.g.fileOff(l.tail.seg)+l.flushed, IOLog); err != nil {
+			return l.fail(err)
+		}
+	}
+	if err := l.v.syncData(); err != nil {
+		return l.fail(err)
+	}
+	l.flushed = l.off
+	l.durable.Store(l.posLocked())
+	return nil
+}
+
+func (l *vlog) fail(err error) error {
+	if l.failed == nil {
+		l.failed = fmt.Errorf("engine: region %d log: %w", l.r.desc.ID, err)
+	}
+	return l.failed
+}
+
+// syncTo makes the log durable at least up to pos. Concurrent callers share
+// one write and fdatasync (group commit): whoever holds syncMu flushes
+// everything appended so far.
+func (l *vlog) syncTo(pos uint64) error {
+	if l.durable.Load() >= pos {
+		return nil
+	}
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if l.durable.Load() >= pos {
+		return nil
+	}
+	l.mu.Lock()
+	if l.failed != nil {
+		defer l.mu.Unlock()
+		return l.failed
+	}
+	seg, from, to, buf, end := l.tail.seg, l.flushed, l.off, l.buf, l.posLocked()
+	l.mu.Unlock()
+	// The tail cannot be sealed while syncMu is held, so buf[from:to] is
+	// stable and the write runs without blocking appenders.
+	var err error
+	if from < to {
+		err = l.v.writeAt(buf[from:to], l.g.fileOff(seg)+from, IOLog)
+	}
+	if err == nil {
+		err = l.v.syncData()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		return l.fail(err)
+	}
+	l.flushed = max(l.flushed, to)
+	l.durable.Store(end)
+	return nil
+}
+
+// read returns the record at p, verifying its checksum and key.
+func (l *vlog) read(p ptr, key []byte, vlen uint32, cat IOCategory) (record, error) {
+	n := recordSize(len(key), int(vlen))
+	seg, off := l.g.seg(p), l.g.off(p)
+	buf := make([]byte, n)
+	var seq uint64
+	l.mu.Lock()
+	if l.tail != nil && seg == l.tail.seg && off+int64(n) <= l.off {
+		copy(buf, l.buf[off:])
+		seq = l.tail.seq
+		l.mu.Unlock()
+	} else {
+		ls := l.bySeg[seg]
+		l.mu.Unlock()
+		if ls == nil {
+			return record{}, fmt.Errorf("%w: segment %d offset %d: pointer into a segment that is not in region %d's log", ErrCorrupt, seg, off, l.r.desc.ID)
+		}
+		seq = ls.seq
+		if err := l.v.readAt(buf, l.g.filePtrOff(p), cat); err != nil {
+			return record{}, err
+		}
+	}
+	rec, ok := decodeRecord(buf, seq)
+	if !ok {
+		return record{}, errBadRecord(seg, off, "fails its checksum")
+	}
+	if string(rec.Key) != string(key) {
+		return record{}, errBadRecord(seg, off, "holds another key")
+	}
+	return rec, nil
+}
+
+// writeLogHeader writes and syncs a new log segment's header.
+func (v *Volume) writeLogHeader(region uint64, ls *logSeg) error {
+	h := make([]byte, segHeaderSize)
+	segHeader{Kind: segKindLog, Region: region, PrimarySeg: ls.seg, Seq: ls.seq, SegNo: ls.seg}.encode(h)
+	if err := v.writeAt(h, v.g.fileOff(ls.seg), IOLog); err != nil {
+		return err
+	}
+	return v.syncData()
+}
+
+// setLogEntries persists the listed log segments' descriptors.
+func (l *vlog) setLogEntries(b *pebble.Batch, segs []*logSeg) {
+	for _, s := range segs {
+		b.Set(logKey(l.r.desc.ID, s.idx), s.encode(), nil)
+	}
+}

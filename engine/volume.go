@@ -1,0 +1,294 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/dgraph-io/ristretto/v2"
+	"go.uber.org/zap"
+)
+
+// Volume is one server's data directory: a file of fixed-size segments, a
+// pebble metadata store, and the regions stored in them. It is safe for
+// concurrent use.
+type Volume struct {
+	opts  Options
+	g     geometry
+	fs    vfs.FS
+	lock  io.Closer
+	file  vfs.File
+	meta  *pebble.DB
+	alloc *allocator
+	cache *ristretto.Cache[uint64, *node]
+	ctr   counters
+	log   *zap.Logger
+
+	mu      sync.Mutex
+	regions map[uint64]*Region
+	closed  atomic.Bool
+}
+
+const dataFileName = "segments"
+
+// Open opens the volume in opts.Dir, creating it if it does not exist, and
+// recovers every region it holds (levels from metadata, L0 by replaying the
+// log from the recovery point). An existing volume is never reformatted.
+func Open(opts Options) (*Volume, error) {
+	explicitSeg, explicitNode := opts.SegmentSize, opts.NodeSize
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	v := &Volume{opts: opts, fs: opts.FS, log: opts.Logger, regions: map[uint64]*Region{}}
+	if err := v.fs.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("engine: create %s: %w", opts.Dir, err)
+	}
+	v.lock, err = v.fs.Lock(v.fs.PathJoin(opts.Dir, "LOCK"))
+	if err != nil {
+		return nil, fmt.Errorf("engine: lock volume %s: %w", opts.Dir, err)
+	}
+	if err := v.open(explicitSeg, explicitNode); err != nil {
+		v.closeFiles()
+		return nil, err
+	}
+	return v, nil
+}
+
+func (v *Volume) open(explicitSeg int64, explicitNode int) error {
+	mfs := countingFS{FS: v.fs, read: &v.ctr.read[IOMeta], written: &v.ctr.written[IOMeta]}
+	db, err := pebble.Open(v.fs.PathJoin(v.opts.Dir, "meta"), &pebble.Options{FS: mfs, Logger: pebbleLogger{v.log}})
+	if err != nil {
+		return fmt.Errorf("engine: open metadata: %w", err)
+	}
+	v.meta = db
+	if err := v.loadSuper(explicitSeg, explicitNode); err != nil {
+		return err
+	}
+	path := v.fs.PathJoin(v.opts.Dir, dataFileName)
+	v.file, err = v.fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("engine: open %s: %w", path, err)
+	}
+	if err := v.syncDir(); err != nil {
+		return err
+	}
+	if v.opts.CacheBytes > 0 {
+		v.cache, err = ristretto.NewCache(&ristretto.Config[uint64, *node]{
+			NumCounters: 10 * v.opts.CacheBytes / int64(v.g.nodeSize),
+			MaxCost:     v.opts.CacheBytes,
+			BufferItems: 64,
+		})
+		if err != nil {
+			return fmt.Errorf("engine: node cache: %w", err)
+		}
+	}
+	return v.loadRegions()
+}
+
+// loadSuper reads the superblock or writes it for a new volume.
+func (v *Volume) loadSuper(explicitSeg int64, explicitNode int) error {
+	b, closer, err := v.meta.Get(keySuper)
+	if errors.Is(err, pebble.ErrNotFound) {
+		var e enc
+		e.u32(formatVersion)
+		e.u64(uint64(v.opts.SegmentSize))
+		e.u32(uint32(v.opts.NodeSize))
+		if err := v.meta.Set(keySuper, e.b, pebble.Sync); err != nil {
+			return fmt.Errorf("engine: write superblock: %w", err)
+		}
+		v.g = newGeometry(v.opts.SegmentSize, v.opts.NodeSize)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("engine: read superblock: %w", err)
+	}
+	d := dec{b: b, what: "superblock"}
+	ver, seg, nodeSize := d.u32(), int64(d.u64()), int(d.u32())
+	closer.Close()
+	if d.err != nil {
+		return d.err
+	}
+	if ver != formatVersion {
+		return fmt.Errorf("%w: volume format %d, this build reads %d", ErrCorrupt, ver, formatVersion)
+	}
+	if (explicitSeg != 0 && explicitSeg != seg) || (explicitNode != 0 && explicitNode != nodeSize) {
+		return fmt.Errorf("%w: volume has segment size %d and node size %d", ErrBadOptions, seg, nodeSize)
+	}
+	v.opts.SegmentSize, v.opts.NodeSize = seg, nodeSize
+	v.g = newGeometry(seg, nodeSize)
+	return nil
+}
+
+func (v *Volume) syncDir() error {
+	d, err := v.fs.OpenDir(v.opts.Dir)
+	if err != nil {
+		return fmt.Errorf("engine: open dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("engine: sync dir: %w", ioErr(err))
+	}
+	return nil
+}
+
+// loadRegions reads every region's metadata, builds the allocator from the
+// segments they reference, then recovers each region.
+func (v *Volume) loadRegions() error {
+	var nextSeq uint64
+	if b, c, err := v.meta.Get(keySeq); err == nil {
+		if len(b) == 8 {
+			nextSeq = binary.LittleEndian.Uint64(b)
+		}
+		c.Close()
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("engine: read seq: %w", err)
+	}
+	states, err := v.loadRegionStates()
+	if err != nil {
+		return err
+	}
+	var used []segRef
+	for _, st := range states {
+		used = append(used, st.usedSegments()...)
+	}
+	v.alloc = newAllocator(v.opts.MaxSegments, nextSeq, used)
+	ids := make([]uint64, 0, len(states))
+	for id := range states {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		r, err := recoverRegion(v, states[id])
+		if err != nil {
+			return fmt.Errorf("engine: recover region %d: %w", id, err)
+		}
+		v.regions[id] = r
+	}
+	return nil
+}
+
+// commit applies a metadata batch durably.
+func (v *Volume) commit(b *pebble.Batch) error {
+	b.Set(keySeq, binary.LittleEndian.AppendUint64(nil, v.alloc.next()), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("engine: metadata commit: %w", ioErr(err))
+	}
+	return nil
+}
+
+// writeAt writes b at a file offset, counting it under cat.
+func (v *Volume) writeAt(b []byte, off int64, cat IOCategory) error {
+	n, err := v.file.WriteAt(b, off)
+	v.ctr.written[cat].Add(uint64(n))
+	if err != nil {
+		return fmt.Errorf("engine: write at %d: %w", off, ioErr(err))
+	}
+	return nil
+}
+
+// readAt fills b from a file offset, counting it under cat.
+func (v *Volume) readAt(b []byte, off int64, cat IOCategory) error {
+	n, err := v.file.ReadAt(b, off)
+	v.ctr.read[cat].Add(uint64(n))
+	if err != nil && !(errors.Is(err, io.EOF) && n == len(b)) {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: segment %d: read past end of volume", ErrCorrupt, uint64(off)/uint64(v.g.segSize))
+		}
+		return fmt.Errorf("engine: read at %d: %w", off, ioErr(err))
+	}
+	return nil
+}
+
+// syncData makes every write to the segment file durable.
+func (v *Volume) syncData() error {
+	if err := v.file.SyncData(); err != nil {
+		return fmt.Errorf("engine: sync: %w", ioErr(err))
+	}
+	return nil
+}
+
+// ioErr maps a full file system to ErrNoSpace.
+func ioErr(err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+	}
+	return err
+}
+
+// MaxValueSize is the largest value this volume accepts.
+func (v *Volume) MaxValueSize() int {
+	m := v.g.maxRecord() - recHeaderLen - MaxKeySize
+	return min(m, MaxValueSize)
+}
+
+// SegmentSize and NodeSize report the volume's geometry.
+func (v *Volume) SegmentSize() int64 { return v.g.segSize }
+
+// NodeSize is the size of every B+tree node on the volume.
+func (v *Volume) NodeSize() int { return v.g.nodeSize }
+
+// Stats returns a snapshot of the volume's counters.
+func (v *Volume) Stats() Stats {
+	s := v.ctr.snapshot()
+	s.SegmentsUsed, s.SegmentsFree = v.alloc.usage()
+	return s
+}
+
+func (v *Volume) closeFiles() {
+	if v.meta != nil {
+		v.meta.Close()
+	}
+	if v.file != nil {
+		v.file.Close()
+	}
+	if v.cache != nil {
+		v.cache.Close()
+	}
+	if v.lock != nil {
+		v.lock.Close()
+	}
+}
+
+// Close stops every region's background work, makes every acknowledged
+// write durable, and releases the volume. Operations after Close return
+// ErrClosed.
+func (v *Volume) Close() error {
+	if v.closed.Swap(true) {
+		return ErrClosed
+	}
+	v.mu.Lock()
+	regions := make([]*Region, 0, len(v.regions))
+	for _, r := range v.regions {
+		regions = append(regions, r)
+	}
+	v.mu.Unlock()
+	var first error
+	for _, r := range regions {
+		if err := r.close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := v.meta.Close(); err != nil && first == nil {
+		first = err
+	}
+	v.meta = nil
+	v.closeFiles()
+	return first
+}
+
+type pebbleLogger struct{ l *zap.Logger }
+
+func (p pebbleLogger) Infof(f string, a ...any)  { p.l.Sugar().Debugf("meta: "+f, a...) }
+func (p pebbleLogger) Errorf(f string, a ...any) { p.l.Sugar().Errorf("meta: "+f, a...) }
+func (p pebbleLogger) Fatalf(f string, a ...any) {
+	p.l.Sugar().Errorf("meta: fatal: "+f, a...)
+	panic(fmt.Sprintf("engine: metadata store fatal: "+f, a...))
+}
