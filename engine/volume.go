@@ -51,6 +51,10 @@ func Open(opts Options) (*Volume, error) {
 	if err := v.fs.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("engine: create %s: %w", opts.Dir, err)
 	}
+	// Make the directory's own entry durable (it may have just been created).
+	if err := syncDir(v.fs, v.fs.PathDir(opts.Dir)); err != nil {
+		return nil, err
+	}
 	v.lock, err = v.fs.Lock(v.fs.PathJoin(opts.Dir, "LOCK"))
 	if err != nil {
 		return nil, fmt.Errorf("engine: lock volume %s: %w", opts.Dir, err)
@@ -127,8 +131,10 @@ func (v *Volume) loadSuper(explicitSeg int64, explicitNode int) error {
 	return nil
 }
 
-func (v *Volume) syncDir() error {
-	d, err := v.fs.OpenDir(v.opts.Dir)
+func (v *Volume) syncDir() error { return syncDir(v.fs, v.opts.Dir) }
+
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
 	if err != nil {
 		return fmt.Errorf("engine: open dir: %w", err)
 	}
