@@ -170,7 +170,7 @@ func (r *Region) mergeInstall(info CompactionInfo, srcs []source, ver *version, 
 	}
 	r.log.setLogEntries(batch, r.log.applyGarbage(garbage))
 	if err := r.v.commit(batch); err != nil {
-		b.abort()
+		// The batch may have landed: keep the new segments allocated.
 		return err
 	}
 	var old []uint64

@@ -27,6 +27,9 @@ var (
 	ErrNoRegion = errors.New("engine: no such region")
 	// ErrOutOfRange is returned for a key outside the region's key range.
 	ErrOutOfRange = errors.New("engine: key outside region range")
+	// ErrMetadataFailed is returned once the metadata store failed a write:
+	// the volume refuses further metadata changes until it is reopened.
+	ErrMetadataFailed = errors.New("engine: metadata store failed")
 	// ErrBadOptions is returned by Open for inconsistent options.
 	ErrBadOptions = errors.New("engine: bad options")
 )

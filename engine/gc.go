@@ -267,4 +267,3 @@ func (l *vlog) flushInfo(pos uint64) LogFlush {
 	}
 	return f
 }
-

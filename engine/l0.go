@@ -87,9 +87,9 @@ func (it *memIter) fill(from []byte, skipFirst bool) {
 // valid reports whether the iterator is positioned on an item.
 func (it *memIter) valid() bool { return it.i < len(it.batch) }
 
-func (it *memIter) key() []byte   { return it.batch[it.i].key }
-func (it *memIter) entry() entry  { return it.batch[it.i].e }
-func (it *memIter) error() error  { return nil }
+func (it *memIter) key() []byte  { return it.batch[it.i].key }
+func (it *memIter) entry() entry { return it.batch[it.i].e }
+func (it *memIter) error() error { return nil }
 
 func (it *memIter) next() {
 	it.i++

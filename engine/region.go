@@ -64,8 +64,7 @@ func (v *Volume) CreateRegion(desc RegionDesc) (*Region, error) {
 	b := v.meta.NewBatch()
 	st.writeAll(b)
 	if err := v.commit(b); err != nil {
-		v.alloc.release(s.seg)
-		return nil, err
+		return nil, err // s.seg stays allocated: the batch may have landed
 	}
 	r, err := recoverRegion(v, st)
 	if err != nil {

@@ -101,7 +101,8 @@ func (l *vlog) sealLocked() error {
 	b.Set(logKey(l.r.desc.ID, old.idx), old.encode(), nil)
 	b.Set(logKey(l.r.desc.ID, ls.idx), ls.encode(), nil)
 	if err := l.v.commit(b); err != nil {
-		l.v.alloc.release(next.seg)
+		// The batch may have reached the store: never reuse next.seg in
+		// this process (the allocator is rebuilt from metadata at open).
 		return l.fail(err)
 	}
 	l.tail.end = l.off

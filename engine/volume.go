@@ -31,9 +31,10 @@ type Volume struct {
 	ctr   counters
 	log   *zap.Logger
 
-	mu      sync.Mutex
-	regions map[uint64]*Region
-	closed  atomic.Bool
+	mu         sync.Mutex
+	regions    map[uint64]*Region
+	closed     atomic.Bool
+	metaFailed atomic.Pointer[error]
 }
 
 const dataFileName = "segments"
@@ -68,7 +69,11 @@ func Open(opts Options) (*Volume, error) {
 
 func (v *Volume) open(explicitSeg int64, explicitNode int) error {
 	mfs := countingFS{FS: v.fs, read: &v.ctr.read[IOMeta], written: &v.ctr.written[IOMeta]}
-	db, err := pebble.Open(v.fs.PathJoin(v.opts.Dir, "meta"), &pebble.Options{FS: mfs, Logger: pebbleLogger{v.log}})
+	var db *pebble.DB
+	err := v.guardMeta(func() (err error) {
+		db, err = pebble.Open(v.fs.PathJoin(v.opts.Dir, "meta"), &pebble.Options{FS: mfs, Logger: pebbleLogger{v.log}})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("engine: open metadata: %w", err)
 	}
@@ -105,7 +110,9 @@ func (v *Volume) loadSuper(explicitSeg int64, explicitNode int) error {
 		e.u32(formatVersion)
 		e.u64(uint64(v.opts.SegmentSize))
 		e.u32(uint32(v.opts.NodeSize))
-		if err := v.meta.Set(keySuper, e.b, pebble.Sync); err != nil {
+		b := v.meta.NewBatch()
+		b.Set(keySuper, e.b, nil)
+		if err := v.commitRaw(b); err != nil {
 			return fmt.Errorf("engine: write superblock: %w", err)
 		}
 		v.g = newGeometry(v.opts.SegmentSize, v.opts.NodeSize)
@@ -181,13 +188,42 @@ func (v *Volume) loadRegions() error {
 	return nil
 }
 
-// commit applies a metadata batch durably.
+// commit applies a metadata batch durably. Pebble treats a failed WAL
+// write as fatal (its Logger.Fatalf); the engine turns that into
+// ErrMetadataFailed and refuses every later commit (fail-stop for metadata,
+// nothing half-applied).
 func (v *Volume) commit(b *pebble.Batch) error {
 	b.Set(keySeq, binary.LittleEndian.AppendUint64(nil, v.alloc.next()), nil)
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("engine: metadata commit: %w", ioErr(err))
+	return v.commitRaw(b)
+}
+
+func (v *Volume) commitRaw(b *pebble.Batch) error {
+	if f := v.metaFailed.Load(); f != nil {
+		b.Close()
+		return *f
 	}
-	return nil
+	return v.guardMeta(func() error {
+		if err := b.Commit(pebble.Sync); err != nil {
+			return fmt.Errorf("engine: metadata commit: %w", ioErr(err))
+		}
+		return nil
+	})
+}
+
+// guardMeta runs a metadata store call, turning pebble's fatal errors into
+// ErrMetadataFailed.
+func (v *Volume) guardMeta(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			f, ok := p.(fatalMeta)
+			if !ok {
+				panic(p)
+			}
+			err = fmt.Errorf("%w: %s", ErrMetadataFailed, string(f))
+			v.metaFailed.CompareAndSwap(nil, &err)
+		}
+	}()
+	return f()
 }
 
 // writeAt writes b at a file offset, counting it under cat.
@@ -282,7 +318,12 @@ func (v *Volume) Close() error {
 			first = err
 		}
 	}
-	if err := v.meta.Close(); err != nil && first == nil {
+	if f := v.metaFailed.Load(); f != nil {
+		// The metadata store's commit pipeline is broken: do not wait on it.
+		if first == nil {
+			first = *f
+		}
+	} else if err := v.meta.Close(); err != nil && first == nil {
 		first = err
 	}
 	v.meta = nil
@@ -294,7 +335,11 @@ type pebbleLogger struct{ l *zap.Logger }
 
 func (p pebbleLogger) Infof(f string, a ...any)  { p.l.Sugar().Debugf("meta: "+f, a...) }
 func (p pebbleLogger) Errorf(f string, a ...any) { p.l.Sugar().Errorf("meta: "+f, a...) }
+
+// fatalMeta is the panic value of pebbleLogger.Fatalf, recovered by commit.
+type fatalMeta string
+
 func (p pebbleLogger) Fatalf(f string, a ...any) {
 	p.l.Sugar().Errorf("meta: fatal: "+f, a...)
-	panic(fmt.Sprintf("engine: metadata store fatal: "+f, a...))
+	panic(fatalMeta(fmt.Sprintf(f, a...)))
 }

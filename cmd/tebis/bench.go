@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/tebis-go/tebis/tools/bench"
+	"github.com/tebis-go/tebis/tools/progress"
+	"github.com/tebis-go/tebis/tools/ycsb"
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+)
+
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "benchmarks",
+		Subcommands: []*cli.Command{{
+			Name:  "engine",
+			Usage: "run YCSB Load A and Run A-D against the tebis engine and pebble in one process",
+			Flags: []cli.Flag{
+				&cli.StringSliceFlag{Name: "engines", Usage: "engines to run, in order (default: all, tebis first)"},
+				&cli.StringSliceFlag{Name: "phases", Value: cli.NewStringSlice(bench.DefaultPhases...), Usage: "YCSB phases in order; the first must be load-a"},
+				&cli.StringFlag{Name: "kv-sizes", Value: "SD", Usage: "S, M, L, SD, MD, LD, or a fixed pair size in bytes"},
+				&cli.Int64Flag{Name: "recordcount", Value: bench.DefaultRecordCount, Usage: "records loaded by Load A"},
+				&cli.Int64Flag{Name: "operationcount", Value: bench.DefaultOperationCount, Usage: "operations per run phase"},
+				&cli.IntFlag{Name: "threads", Value: bench.DefaultThreads, Usage: "client goroutines"},
+				&cli.StringFlag{Name: "sync-mode", Value: "sync", Usage: "sync (durable on return) or async"},
+				&cli.StringFlag{Name: "dir", Usage: "parent of the scratch data directory (default: the system temp dir)"},
+				&cli.BoolFlag{Name: "keep", Usage: "keep the scratch data directory"},
+				&cli.IntFlag{Name: "l0-pairs", Usage: "tebis L0 capacity in pairs (0: engine default)"},
+				&cli.IntFlag{Name: "growth-factor", Usage: "tebis level growth factor (0: engine default)"},
+				&cli.Uint64Flag{Name: "seed", Usage: "workload seed (0: from the clock; printed)"},
+				&cli.Int64Flag{Name: "disk-bw-bytes", Value: bench.DefaultDiskBWBytes, Usage: "size of the sequential write test (0: skip)"},
+				&cli.StringFlag{Name: "json", Usage: "also write the results as JSON to this file"},
+			},
+			Action: benchEngine,
+		}},
+	}
+}
+
+func benchEngine(c *cli.Context) error {
+	log, err := newLogger(c)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	sizes, err := ycsb.ParseSizeMix(c.String("kv-sizes"))
+	if err != nil {
+		return fmt.Errorf("--kv-sizes: %w", err)
+	}
+	var sync bool
+	switch c.String("sync-mode") {
+	case "sync":
+		sync = true
+	case "async":
+	default:
+		return fmt.Errorf("--sync-mode %q: want sync or async", c.String("sync-mode"))
+	}
+	seed := c.Uint64("seed")
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	fmt.Fprintf(os.Stderr, "seed %d (rerun with --seed %d)\n", seed, seed)
+	cfg := bench.Config{
+		Engines:        c.StringSlice("engines"),
+		Phases:         c.StringSlice("phases"),
+		Sizes:          sizes,
+		RecordCount:    c.Int64("recordcount"),
+		OperationCount: c.Int64("operationcount"),
+		Threads:        c.Int("threads"),
+		Sync:           sync,
+		Dir:            c.String("dir"),
+		Keep:           c.Bool("keep"),
+		L0Pairs:        c.Int("l0-pairs"),
+		GrowthFactor:   c.Int("growth-factor"),
+		Seed:           seed,
+		DiskBWBytes:    c.Int64("disk-bw-bytes"),
+		Progress:       progress.Reporter{W: os.Stderr, Bar: stderrIsTerminal()},
+		Logger:         log,
+	}
+	res, err := bench.Run(c.Context, cfg)
+	if res != nil && len(res.Phases) > 0 {
+		if terr := res.WriteTable(os.Stdout); terr != nil {
+			log.Error("write table", zap.Error(terr))
+		}
+		if path := c.String("json"); path != "" {
+			if jerr := res.WriteJSONFile(path); jerr != nil {
+				log.Error("write json", zap.Error(jerr))
+			}
+		}
+	}
+	return err
+}

@@ -1,0 +1,54 @@
+// Command tebis is the single tebis binary: benchmarks, demos and, as they
+// land, the region server, master and inspection tools. It only wires flags
+// to packages under tools/ (and later region/, master/); the logic lives
+// there.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/term"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newApp().RunContext(ctx, os.Args)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tebis:", err)
+		os.Exit(1)
+	}
+}
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:  "tebis",
+		Usage: "a replicated LSM key-value store (Tebis, EuroSys'22)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+		},
+		Commands: []*cli.Command{benchCommand(), demoCommand()},
+	}
+}
+
+// newLogger returns a console logger on stderr at the --log-level level.
+func newLogger(c *cli.Context) (*zap.Logger, error) {
+	level, err := zapcore.ParseLevel(c.String("log-level"))
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	cfg := zap.NewDevelopmentConfig()
+	cfg.Level = zap.NewAtomicLevelAt(level)
+	cfg.DisableStacktrace = true
+	return cfg.Build()
+}
+
+// stderrIsTerminal decides between progress bars and plain progress lines.
+func stderrIsTerminal() bool { return term.IsTerminal(int(os.Stderr.Fd())) }

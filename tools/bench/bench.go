@@ -1,0 +1,159 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tebis-go/tebis/tools/ycsb"
+	"go.uber.org/zap"
+)
+
+// Result is a whole run: its configuration and every engine's phases.
+type Result struct {
+	Started        time.Time `json:"started"`
+	Seed           uint64    `json:"seed"`
+	Sizes          string    `json:"kv_sizes"`
+	RecordCount    int64     `json:"recordcount"`
+	OperationCount int64     `json:"operationcount"`
+	Threads        int       `json:"threads"`
+	SyncMode       string    `json:"sync_mode"`
+	L0Pairs        int       `json:"l0_pairs"`
+	GrowthFactor   int       `json:"growth_factor"`
+	Engines        []string  `json:"engines"`
+	NumCPU         int       `json:"num_cpu"`
+	GoVersion      string    `json:"go_version"`
+	// DiskWriteBps is the sequential write bandwidth of the data
+	// directory's device in bytes/s (0 when not measured).
+	DiskWriteBps float64       `json:"disk_seq_write_bytes_per_sec"`
+	Phases       []PhaseResult `json:"phases"`
+}
+
+// LoadFraction returns engine's Load A user bytes/s over the disk's
+// sequential write bandwidth, or 0 when either is unknown.
+func (r *Result) LoadFraction(engine string) float64 {
+	if r.DiskWriteBps == 0 {
+		return 0
+	}
+	for _, p := range r.Phases {
+		if p.Engine == engine && p.Phase == "Load A" {
+			return p.UserBytesPerSec() / r.DiskWriteBps
+		}
+	}
+	return 0
+}
+
+// Run executes cfg: the disk bandwidth test, then every phase on every
+// engine, one engine at a time. On error it returns what was measured so
+// far with the error.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg = cfg.withDefaults()
+	phases, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	mode := "async"
+	if cfg.Sync {
+		mode = "sync"
+	}
+	res := &Result{
+		Started: time.Now(), Seed: cfg.Seed, Sizes: cfg.Sizes.String(),
+		RecordCount: cfg.RecordCount, OperationCount: cfg.OperationCount,
+		Threads: cfg.Threads, SyncMode: mode, L0Pairs: cfg.L0Pairs, GrowthFactor: cfg.GrowthFactor,
+		Engines: cfg.Engines, NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(),
+	}
+	parent := cfg.Dir
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	work, err := os.MkdirTemp(parent, "tebis-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	if cfg.Keep {
+		log.Info("keeping data directory", zap.String("dir", work))
+	} else {
+		defer func() { _ = os.RemoveAll(work) }()
+	}
+	log.Info("bench start", zap.Uint64("seed", cfg.Seed), zap.String("dir", work),
+		zap.String("sizes", res.Sizes), zap.Int64("records", cfg.RecordCount),
+		zap.Int64("operations", cfg.OperationCount), zap.String("sync", mode))
+
+	if cfg.DiskBWBytes > 0 {
+		bw, err := SeqWriteBandwidth(vfs.Default, work, cfg.DiskBWBytes, diskBWChunk)
+		if err != nil {
+			return res, err
+		}
+		res.DiskWriteBps = bw
+		log.Info("disk sequential write", zap.Float64("MB/s", bw/1e6))
+	}
+	for _, name := range cfg.Engines {
+		dir := filepath.Join(work, name)
+		pr, err := runEngine(ctx, cfg, name, dir, phases)
+		res.Phases = append(res.Phases, pr...)
+		if !cfg.Keep {
+			_ = os.RemoveAll(dir) // free the space before the next engine
+		}
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// runEngine opens one engine in dir and runs every phase against it.
+func runEngine(ctx context.Context, cfg Config, name, dir string, phases []ycsb.Workload) (_ []PhaseResult, err error) {
+	open, err := opener(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	fs := NewCountingFS(vfs.Default)
+	t, err := open(TargetOptions{
+		FS: fs, Dir: dir, Sync: cfg.Sync, L0Pairs: cfg.L0Pairs, GrowthFactor: cfg.GrowthFactor,
+		MeanPairSize: meanPairSize(cfg.Sizes), Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := t.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close %s: %w", name, cerr))
+		}
+	}()
+	env := phaseEnv{target: t, fs: fs, dir: dir, threads: cfg.Threads, sync: cfg.Sync, progress: cfg.Progress}
+	var out []PhaseResult
+	records := cfg.RecordCount
+	for i, w := range phases {
+		if w.Load {
+			w.RecordCount = cfg.RecordCount
+		} else {
+			w.RecordCount = records
+			w.OperationCount = cfg.OperationCount
+		}
+		gen, err := ycsb.NewGenerator(w, cfg.Seed+uint64(i))
+		if err != nil {
+			return out, err
+		}
+		r, err := runPhase(ctx, env, name, gen)
+		if err != nil {
+			return out, err
+		}
+		records = r.Records
+		out = append(out, r)
+		cfg.Logger.Info("phase done", zap.String("engine", name), zap.String("phase", r.Phase),
+			zap.Float64("ops/s", r.OpsPerSec), zap.Float64("idle_wait_s", r.IdleWait))
+	}
+	return out, nil
+}

@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tebis-go/tebis/tools/ycsb"
+)
+
+var seedFlag = flag.Uint64("seed", 0, "workload seed (0: from the clock)")
+
+func testSeed(t *testing.T) uint64 {
+	seed := *seedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -seed=%d)", seed, seed)
+	return seed
+}
+
+func TestCountingFS(t *testing.T) {
+	fs := NewCountingFS(vfs.NewMem())
+	f, err := fs.Create("a", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err = fs.Open("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ReadAt(make([]byte, 30), 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Read(make([]byte, 200)); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	if got := fs.Bytes(); got != (IOBytes{Read: 130, Written: 100}) {
+		t.Errorf("counted %+v, want 130 read, 100 written", got)
+	}
+	if n, err := dirSize(fs, ""); err != nil || n != 100 {
+		t.Errorf("dirSize = %d, %v; want 100", n, err)
+	}
+}
+
+func TestRunPebble(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{
+		Engines: []string{"pebble"}, RecordCount: 3000, OperationCount: 2000,
+		Threads: 3, Sync: false, Dir: dir, Seed: testSeed(t), Sizes: ycsb.MixSD,
+		DiskBWBytes: 4 << 20, Phases: []string{"load", "a", "c", "d", "e", "f"},
+	}
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Phases) != 6 || res.DiskWriteBps <= 0 {
+		t.Fatalf("%d phases, disk bw %v", len(res.Phases), res.DiskWriteBps)
+	}
+	for _, p := range res.Phases {
+		if p.OpsPerSec <= 0 || p.UserBytes == 0 || p.Device.Written == 0 && p.Phase == "Load A" ||
+			p.SpaceBytes == 0 || p.Latency.Count != p.Ops || p.NotFound != 0 {
+			t.Errorf("implausible %s: %+v", p.Phase, p)
+		}
+	}
+	if last := res.Phases[len(res.Phases)-1]; last.Records < 3000+100 {
+		t.Errorf("after D and E: %d records, want > 3100", last.Records)
+	}
+	if res.LoadFraction("pebble") <= 0 {
+		t.Error("no Load A bandwidth fraction")
+	}
+	var buf bytes.Buffer
+	if err := res.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Load A", "Run F", "ops/s", "p99 µs", "pebble counters"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, buf.String())
+		}
+	}
+	path := filepath.Join(dir, "r.json")
+	if err := res.WriteJSONFile(path); err != nil {
+		t.Fatal(err)
+	}
+	var back Result
+	if b, err := os.ReadFile(path); err != nil || json.Unmarshal(b, &back) != nil || len(back.Phases) != 6 {
+		t.Errorf("JSON round trip: %v", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 1 { // only r.json
+		t.Errorf("scratch directory left behind: %v", left)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, cfg := range []Config{
+		{Engines: []string{"rocksdb"}, RecordCount: 10},
+		{Engines: []string{"pebble"}, RecordCount: 0},
+		{Engines: []string{"pebble"}, RecordCount: 10, Phases: []string{"a"}},
+	} {
+		_, err := Run(context.Background(), cfg)
+		if !errors.Is(err, ErrBadConfig) && !errors.Is(err, ErrUnknownEngine) {
+			t.Errorf("%+v: %v", cfg, err)
+		}
+	}
+}

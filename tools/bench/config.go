@@ -1,0 +1,109 @@
+package bench
+
+import (
+	"fmt"
+
+	"github.com/tebis-go/tebis/tools/progress"
+	"github.com/tebis-go/tebis/tools/ycsb"
+	"go.uber.org/zap"
+)
+
+// Defaults of `tebis bench engine`, sized so that every phase for one size
+// mix and both engines takes about a minute on a 2-core machine.
+const (
+	DefaultRecordCount    = 200_000
+	DefaultOperationCount = 100_000
+	DefaultThreads        = 4
+	DefaultDiskBWBytes    = 256 << 20
+	diskBWChunk           = 1 << 20
+)
+
+// DefaultPhases are YCSB Load A, then Run A to D.
+var DefaultPhases = []string{"load-a", "a", "b", "c", "d"}
+
+// Config describes one benchmark run.
+type Config struct {
+	// Engines to run, in order; default all registered (tebis first).
+	Engines []string
+	// Phases are ycsb.Builtin names, run in order against the same data;
+	// the first must be a load. Default DefaultPhases.
+	Phases []string
+	Sizes  ycsb.SizeMix
+	// RecordCount records are loaded; every run phase does OperationCount
+	// operations.
+	RecordCount    int64
+	OperationCount int64
+	Threads        int
+	// Sync selects durable-on-return writes (sync mode) for every engine.
+	Sync bool
+	// Dir is where the run's scratch directory is made (default
+	// os.TempDir()); the scratch directory is removed at the end unless
+	// Keep is set.
+	Dir  string
+	Keep bool
+	// L0Pairs and GrowthFactor configure the tebis engine (0: defaults).
+	L0Pairs      int
+	GrowthFactor int
+	// Seed drives the workload; the same seed gives every engine the same
+	// operations.
+	Seed uint64
+	// DiskBWBytes is the size of the sequential write test; 0 skips it.
+	DiskBWBytes int64
+	Progress    progress.Reporter
+	Logger      *zap.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if len(c.Engines) == 0 {
+		c.Engines = Engines()
+	}
+	if len(c.Phases) == 0 {
+		c.Phases = DefaultPhases
+	}
+	if c.Sizes == (ycsb.SizeMix{}) {
+		c.Sizes = ycsb.MixSD
+	}
+	if c.Threads == 0 {
+		c.Threads = DefaultThreads
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}
+
+// validate checks a config with defaults applied and resolves its phases.
+func (c Config) validate() ([]ycsb.Workload, error) {
+	if c.RecordCount < 1 || c.OperationCount < 0 || c.Threads < 1 {
+		return nil, fmt.Errorf("%w: recordcount %d, operationcount %d, threads %d", ErrBadConfig, c.RecordCount, c.OperationCount, c.Threads)
+	}
+	if err := c.Sizes.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	for _, e := range c.Engines {
+		if _, err := opener(e); err != nil {
+			return nil, err
+		}
+	}
+	phases := make([]ycsb.Workload, len(c.Phases))
+	for i, name := range c.Phases {
+		w, err := ycsb.Builtin(name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+		}
+		if i == 0 && !w.Load {
+			return nil, fmt.Errorf("%w: first phase %q is not a load", ErrBadConfig, name)
+		}
+		w.Sizes = c.Sizes
+		phases[i] = w
+	}
+	return phases, nil
+}
+
+// meanPairSize is the mean key+value size of a mix.
+func meanPairSize(m ycsb.SizeMix) int {
+	if m.Fixed > 0 {
+		return m.Fixed
+	}
+	return (m.Small*ycsb.SmallPair + m.Medium*ycsb.MediumPair + m.Large*ycsb.LargePair) / 100
+}

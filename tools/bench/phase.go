@@ -1,0 +1,188 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tebis-go/tebis/tools/progress"
+	"github.com/tebis-go/tebis/tools/ycsb"
+)
+
+// PhaseResult is one engine's measurements for one workload phase.
+type PhaseResult struct {
+	Engine     string  `json:"engine"`
+	Phase      string  `json:"phase"`
+	Ops        int64   `json:"ops"`
+	Seconds    float64 `json:"seconds"`     // time the operations took
+	IdleWait   float64 `json:"idle_wait_s"` // waiting for background work afterwards
+	OpsPerSec  float64 `json:"ops_per_sec"`
+	CPUSeconds float64 `json:"cpu_seconds"` // process user+sys, incl. idle wait
+	CPUPerOp   float64 `json:"cpu_us_per_op"`
+	UserBytes  uint64  `json:"user_bytes"`
+	Device     IOBytes `json:"device_bytes"`
+	IOAmp      float64 `json:"io_amplification"`
+	SpaceBytes int64   `json:"space_bytes"`
+	NotFound   int64   `json:"not_found"`
+	Records    int64   `json:"records"` // after the phase
+
+	Latency   LatencySummary            `json:"latency"`
+	PerOp     map[string]LatencySummary `json:"latency_by_op"`
+	Breakdown map[string]float64        `json:"engine_counters"` // cumulative
+}
+
+// UserBytesPerSec is the rate of key+value bytes during the operations.
+func (r PhaseResult) UserBytesPerSec() float64 {
+	if r.Seconds == 0 {
+		return 0
+	}
+	return float64(r.UserBytes) / r.Seconds
+}
+
+// phaseEnv is what a phase runs against.
+type phaseEnv struct {
+	target   Target
+	fs       *CountingFS
+	dir      string
+	threads  int
+	sync     bool
+	progress progress.Reporter
+}
+
+// workerStats are one worker's tallies, merged after the phase.
+type workerStats struct {
+	hists     opHists
+	userBytes uint64
+	notFound  int64
+}
+
+// runPhase runs the generator's operations on env.threads goroutines and
+// measures the phase.
+func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Generator) (PhaseResult, error) {
+	w := gen.Workload()
+	res := PhaseResult{Engine: engineName, Phase: w.Name, Ops: gen.Ops()}
+	cpu0, err := cpuTime()
+	if err != nil {
+		return res, err
+	}
+	io0 := env.fs.Bytes()
+
+	var (
+		claimed  atomic.Int64
+		stop     atomic.Bool
+		errMu    sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		errMu.Unlock()
+		stop.Store(true)
+	}
+	failed := func() error {
+		errMu.Lock()
+		defer errMu.Unlock()
+		return firstErr
+	}
+	stats := make([]workerStats, env.threads)
+	track := env.progress.Start(fmt.Sprintf("%s %s", engineName, w.Name), gen.Ops())
+	cancelWatch := context.AfterFunc(ctx, func() { fail(ctx.Err()) })
+	start := time.Now()
+	for i := range env.threads {
+		wg.Go(func() {
+			wk := gen.Worker(i)
+			st := &stats[i]
+			var buf []byte
+			for !stop.Load() && claimed.Add(1) <= gen.Ops() {
+				op := wk.Next()
+				t0 := time.Now()
+				var err error
+				buf, err = execute(env.target, op, buf, st)
+				st.hists.record(op.Kind, time.Since(t0))
+				if err == nil {
+					err = wk.Ack(op)
+				}
+				if err != nil {
+					fail(fmt.Errorf("%s %s: %v of %q: %w", engineName, w.Name, op.Kind, op.Key, err))
+					return
+				}
+				track.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if failed() == nil && !env.sync {
+		if err := env.target.Sync(); err != nil {
+			fail(fmt.Errorf("%s %s: sync: %w", engineName, w.Name, err))
+		}
+	}
+	elapsed := time.Since(start)
+	cancelWatch()
+	track.Done()
+	if err := failed(); err != nil {
+		return res, err
+	}
+
+	idleStart := time.Now()
+	if err := env.target.WaitIdle(); err != nil {
+		return res, fmt.Errorf("%s %s: wait idle: %w", engineName, w.Name, err)
+	}
+	res.IdleWait = time.Since(idleStart).Seconds()
+	cpu1, err := cpuTime()
+	if err != nil {
+		return res, err
+	}
+	res.Device = env.fs.Bytes().Sub(io0)
+	if res.SpaceBytes, err = dirSize(env.fs, env.dir); err != nil {
+		return res, err
+	}
+
+	var all opHists
+	for i := range stats {
+		all.merge(&stats[i].hists)
+		res.UserBytes += stats[i].userBytes
+		res.NotFound += stats[i].notFound
+	}
+	res.Latency, res.PerOp = all.summaries()
+	res.Seconds = elapsed.Seconds()
+	res.OpsPerSec = float64(res.Ops) / res.Seconds
+	res.CPUSeconds = (cpu1 - cpu0).Seconds()
+	res.CPUPerOp = res.CPUSeconds / float64(max(res.Ops, 1)) * 1e6
+	if res.UserBytes > 0 {
+		res.IOAmp = float64(res.Device.Total()) / float64(res.UserBytes)
+	}
+	res.Records = gen.Records()
+	res.Breakdown = env.target.Breakdown()
+	return res, nil
+}
+
+// execute runs one operation, counting user bytes and misses into st.
+func execute(t Target, op ycsb.Op, buf []byte, st *workerStats) ([]byte, error) {
+	switch op.Kind {
+	case ycsb.OpInsert, ycsb.OpUpdate:
+		st.userBytes += uint64(len(op.Key) + len(op.Value))
+		return buf, t.Put(op.Key, op.Value)
+	case ycsb.OpScan:
+		_, n, err := t.Scan(op.Key, op.ScanLen)
+		st.userBytes += uint64(len(op.Key)) + uint64(n)
+		return buf, err
+	}
+	// Read, and the read half of read-modify-write.
+	v, err := t.Get(buf, op.Key)
+	st.userBytes += uint64(len(op.Key) + len(v))
+	if errors.Is(err, ErrNotFound) {
+		st.notFound++
+		err = nil
+	}
+	if err != nil || op.Kind != ycsb.OpReadModifyWrite {
+		return v, err
+	}
+	st.userBytes += uint64(len(op.Key) + len(op.Value))
+	return v, t.Put(op.Key, op.Value)
+}

@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"text/tabwriter"
+)
+
+// metric is one row of the side-by-side table.
+type metric struct {
+	name string
+	get  func(PhaseResult) float64
+	fmt  string
+}
+
+var metrics = []metric{
+	{"ops/s", func(r PhaseResult) float64 { return r.OpsPerSec }, "%.0f"},
+	{"cpu µs/op", func(r PhaseResult) float64 { return r.CPUPerOp }, "%.1f"},
+	{"io amp (dev/user B)", func(r PhaseResult) float64 { return r.IOAmp }, "%.2f"},
+	{"device MB r+w", func(r PhaseResult) float64 { return float64(r.Device.Total()) / 1e6 }, "%.1f"},
+	{"space MB", func(r PhaseResult) float64 { return float64(r.SpaceBytes) / 1e6 }, "%.1f"},
+	{"p50 µs", func(r PhaseResult) float64 { return float64(r.Latency.P50) }, "%.0f"},
+	{"p99 µs", func(r PhaseResult) float64 { return float64(r.Latency.P99) }, "%.0f"},
+}
+
+// labelFmt left-aligns the phase and metric names in one fixed-width cell
+// (the tabwriter right-aligns the numbers).
+const labelFmt = "%-7s  %-20s"
+
+// WriteTable prints the run as a side-by-side table: one block per phase,
+// one row per metric, one column per engine, and with exactly two engines
+// a ratio column (first / second).
+func (r *Result) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "seed %d  kv sizes %s  records %d  operations %d  threads %d  sync %s  L0 pairs %d  growth %d  cpus %d\n",
+		r.Seed, r.Sizes, r.RecordCount, r.OperationCount, r.Threads, r.SyncMode, r.L0Pairs, r.GrowthFactor, r.NumCPU)
+	if r.DiskWriteBps > 0 {
+		fmt.Fprintf(w, "disk sequential write: %.1f MB/s", r.DiskWriteBps/1e6)
+		for _, e := range r.Engines {
+			if f := r.LoadFraction(e); f > 0 {
+				fmt.Fprintf(w, "  %s Load A user bytes: %.1f%% of it", e, 100*f)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	ratio := len(r.Engines) == 2
+	fmt.Fprintf(tw, labelFmt+"\t", "phase", "metric")
+	for _, e := range r.Engines {
+		fmt.Fprintf(tw, "%s\t", e)
+	}
+	if ratio {
+		fmt.Fprintf(tw, "%s/%s\t", r.Engines[0], r.Engines[1])
+	}
+	fmt.Fprintln(tw)
+	for _, phase := range r.phaseNames() {
+		for i, m := range metrics {
+			label := ""
+			if i == 0 {
+				label = phase
+			}
+			fmt.Fprintf(tw, labelFmt+"\t", label, m.name)
+			vals := make([]float64, len(r.Engines))
+			for j, e := range r.Engines {
+				p, ok := r.phase(e, phase)
+				if !ok {
+					fmt.Fprint(tw, "-\t")
+					continue
+				}
+				vals[j] = m.get(p)
+				fmt.Fprintf(tw, m.fmt+"\t", vals[j])
+			}
+			if ratio {
+				if vals[1] != 0 {
+					fmt.Fprintf(tw, "%.2f\t", vals[0]/vals[1])
+				} else {
+					fmt.Fprint(tw, "-\t")
+				}
+			}
+			fmt.Fprintln(tw)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, p := range r.Phases {
+		if p.NotFound > 0 {
+			fmt.Fprintf(w, "warning: %s %s: %d reads found no value\n", p.Engine, p.Phase, p.NotFound)
+		}
+	}
+	r.writeBreakdown(w)
+	return nil
+}
+
+// writeBreakdown prints each engine's own counters after its last phase.
+func (r *Result) writeBreakdown(w io.Writer) {
+	for _, e := range r.Engines {
+		var last *PhaseResult
+		for i := range r.Phases {
+			if r.Phases[i].Engine == e {
+				last = &r.Phases[i]
+			}
+		}
+		if last == nil || len(last.Breakdown) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s counters after %s:", e, last.Phase)
+		for _, k := range slices.Sorted(maps.Keys(last.Breakdown)) {
+			if v := last.Breakdown[k]; v == float64(int64(v)) {
+				fmt.Fprintf(w, " %s=%d", k, int64(v))
+			} else {
+				fmt.Fprintf(w, " %s=%.3f", k, v)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func (r *Result) phaseNames() []string {
+	var names []string
+	for _, p := range r.Phases {
+		if !slices.Contains(names, p.Phase) {
+			names = append(names, p.Phase)
+		}
+	}
+	return names
+}
+
+func (r *Result) phase(engine, phase string) (PhaseResult, bool) {
+	for _, p := range r.Phases {
+		if p.Engine == engine && p.Phase == phase {
+			return p, true
+		}
+	}
+	return PhaseResult{}, false
+}
+
+// WriteJSONFile writes the result, indented, to path.
+func (r *Result) WriteJSONFile(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode result: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	return nil
+}
