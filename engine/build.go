@@ -97,7 +97,7 @@ func (b *builder) nextSegment() error {
 	if err := b.finishSegment(); err != nil {
 		return err
 	}
-	s, err := b.v.alloc.alloc()
+	s, err := b.v.allocSegment()
 	if err != nil {
 		return err
 	}

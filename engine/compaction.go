@@ -8,6 +8,11 @@ import (
 )
 
 func (r *Region) startBackground() {
+	r.log.mu.Lock()
+	r.log.flusherUp = true
+	r.log.mu.Unlock()
+	r.flusherDone.Add(1)
+	go r.log.flusher(r.flusherStop, r.flusherDone.Done)
 	r.wg.Add(2)
 	go r.compactLoop()
 	go r.gcLoop()
@@ -66,6 +71,7 @@ func (r *Region) compactOnce() (bool, error) {
 		r.release(ver)
 		r.mu.Lock()
 		r.compacting = false
+		r.memCond.Broadcast()
 		r.mu.Unlock()
 	}()
 	if imm != nil {

@@ -32,10 +32,12 @@ func (c *crashFS) MaybeError(op errorfs.Op) error {
 		return nil
 	}
 	if c.ops.Add(1) == c.crashAt {
+		// Flag first: an operation that misses the clone completes after
+		// it, so its caller sees the flag and does not count on it.
+		c.crashed.Store(true)
 		c.mu.Lock()
 		c.clone = c.mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: c.rng.IntN(3) * 50, RNG: c.rng})
 		c.mu.Unlock()
-		c.crashed.Store(true)
 	}
 	return nil
 }

@@ -15,12 +15,15 @@ import (
 //
 //	go test ./engine -run '^$' -fuzz FuzzDecodeNode -fuzztime 30s
 //
-// explores. Decoders read bytes from the device, so on any input they must
-// not panic and must report failure as ErrCorrupt (or ok == false). Because
-// nodes, records and headers are checksummed, random inputs almost never
-// get past the checksum; each target therefore also decodes a copy of the
-// input with the checksum recomputed, which lets the fuzzer reach the
-// structural checks behind it.
+// explores (add -fuzzminimizetime 2s to spend the time exploring rather
+// than minimizing new inputs, which is slow here).
+//
+// Decoders read bytes from the device, so on any input they must not panic
+// and must report failure as ErrCorrupt (or ok == false). Because nodes,
+// records and headers are checksummed, random inputs almost never get past
+// the checksum; each target therefore also decodes a copy of the input with
+// the checksum recomputed, which lets the fuzzer reach the structural
+// checks behind it.
 
 // fuzzGeo is the geometry decodeNode is given (it only names the node's
 // segment and offset in errors).
@@ -29,8 +32,8 @@ var fuzzGeo = newGeometry(DefaultSegmentSize, DefaultNodeSize)
 // fuzzNodePtr is where fuzzed nodes claim to come from.
 var fuzzNodePtr = fuzzGeo.ptr(9, segHeaderSize)
 
-// buildLeaf and buildInternal encode nodes of the given size with nodeWriter.
-func buildLeaf(size int, keys []string, tombEvery int) []byte {
+// fzBuildLeaf and fzBuildInternal encode nodes of the given size with nodeWriter.
+func fzBuildLeaf(size int, keys []string, tombEvery int) []byte {
 	w := newNodeWriter(size, true, 0)
 	for i, k := range keys {
 		if !w.fits(len(k)) {
@@ -45,7 +48,7 @@ func buildLeaf(size int, keys []string, tombEvery int) []byte {
 	return append([]byte(nil), w.seal()...)
 }
 
-func buildInternal(size, height int, keys []string) []byte {
+func fzBuildInternal(size, height int, keys []string) []byte {
 	w := newNodeWriter(size, false, height)
 	for i, k := range keys {
 		if !w.fits(len(k)) {
@@ -56,7 +59,7 @@ func buildInternal(size, height int, keys []string) []byte {
 	return append([]byte(nil), w.seal()...)
 }
 
-func fuzzKeys(n int, prefix string) []string {
+func fzKeys(n int, prefix string) []string {
 	out := make([]string, n)
 	for i := range out {
 		out[i] = prefix + string(rune('a'+i%26)) + string(bytes.Repeat([]byte{'0' + byte(i/26%10)}, 1+i%3))
@@ -70,8 +73,8 @@ func fuzzKeys(n int, prefix string) []string {
 	return out
 }
 
-// fixNodeCRC returns a copy of b with its checksum recomputed.
-func fixNodeCRC(b []byte) []byte {
+// fzFixNodeCRC returns a copy of b with its checksum recomputed.
+func fzFixNodeCRC(b []byte) []byte {
 	c := append([]byte(nil), b...)
 	if len(c) >= nodeHeaderLen {
 		binary.LittleEndian.PutUint32(c, crc32.Checksum(c[4:], castagnoli))
@@ -79,9 +82,9 @@ func fixNodeCRC(b []byte) []byte {
 	return c
 }
 
-// checkNode verifies the invariants of a decoded node against its bytes
+// fzCheckNode verifies the invariants of a decoded node against its bytes
 // and returns the node re-encoded through nodeWriter into len(b) bytes.
-func checkNode(t *testing.T, b []byte, n *node) []byte {
+func fzCheckNode(t *testing.T, b []byte, n *node) []byte {
 	t.Helper()
 	count := len(n.keys)
 	if count == 0 || len(n.ptrs) != count || count != int(binary.LittleEndian.Uint16(b[6:])) {
@@ -121,12 +124,12 @@ func checkNode(t *testing.T, b []byte, n *node) []byte {
 	return w.seal()
 }
 
-// nodeCanonical reports whether b is what nodeWriter produces for the node
+// fzNodeCanonical reports whether b is what nodeWriter produces for the node
 // it decodes to: reserved header bytes zero, no flag bits but tombstone,
 // entries ending exactly at used, and zeros after used. decodeNode checks
 // none of these (the checksum covers them).
-func nodeCanonical(b []byte, n *node) bool {
-	if !allZero(b[10:nodeHeaderLen]) {
+func fzNodeCanonical(b []byte, n *node) bool {
+	if !formatAllZero(b[10:nodeHeaderLen]) {
 		return false
 	}
 	end := nodeHeaderLen
@@ -136,10 +139,10 @@ func nodeCanonical(b []byte, n *node) bool {
 			return false
 		}
 	}
-	return end == int(binary.LittleEndian.Uint16(b[8:])) && allZero(b[end:])
+	return end == int(binary.LittleEndian.Uint16(b[8:])) && formatAllZero(b[end:])
 }
 
-func sameNode(a, b *node) bool {
+func fzSameNode(a, b *node) bool {
 	if a.leaf != b.leaf || a.height != b.height || len(a.keys) != len(b.keys) {
 		return false
 	}
@@ -154,8 +157,8 @@ func sameNode(a, b *node) bool {
 	return true
 }
 
-// wantCorrupt fails unless err is a corruption error.
-func wantCorrupt(t *testing.T, what string, err error) {
+// fzWantCorrupt fails unless err is a corruption error.
+func fzWantCorrupt(t *testing.T, what string, err error) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("%s: decoded without error", what)
@@ -165,60 +168,88 @@ func wantCorrupt(t *testing.T, what string, err error) {
 	}
 }
 
+// FuzzDecodeNode decodes b padded with zeros to size bytes (at most 8 KiB):
+// nodes are mostly zero padding, and short inputs keep the fuzzer (in
+// particular its minimization of interesting inputs) fast while nodes keep
+// their real size. size 0 decodes b as is.
 func FuzzDecodeNode(f *testing.F) {
-	f.Add(buildLeaf(DefaultNodeSize, []string{"apple", "banana", "cherry"}, 2))
-	f.Add(buildInternal(DefaultNodeSize, 1, []string{"apple", "kiwi"}))
-	f.Add(buildLeaf(DefaultNodeSize, fuzzKeys(400, "user"), 7)) // full
-	f.Add(buildInternal(DefaultNodeSize, 3, fuzzKeys(500, "k")))
-	f.Add(buildLeaf(128, []string{"a", "b", "c", "d"}, 0))
-	f.Add(buildLeaf(64, []string{"k"}, 1))
-	f.Add(buildInternal(96, 2, []string{"a", "bb", "ccc"}))
-	f.Add(buildLeaf(256, []string{string(bytes.Repeat([]byte{0xff}, 200))}, 0))
-	f.Add(make([]byte, nodeHeaderLen))
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, b []byte) {
+	addNode := func(node []byte) {
+		used := int(binary.LittleEndian.Uint16(node[8:]))
+		f.Add(node[:used], uint16(len(node)))
+	}
+	addNode(fzBuildLeaf(DefaultNodeSize, []string{"apple", "banana", "cherry"}, 2))
+	addNode(fzBuildInternal(DefaultNodeSize, 1, []string{"apple", "kiwi"}))
+	addNode(fzBuildLeaf(8192, fzKeys(8, "user"), 3))
+	addNode(fzBuildInternal(DefaultNodeSize, 3, fzKeys(12, "k")))
+	f.Add(fzBuildLeaf(128, fzKeys(8, ""), 3), uint16(0)) // full
+	f.Add(fzBuildLeaf(64, []string{"k"}, 1), uint16(0))
+	f.Add(fzBuildInternal(96, 2, []string{"a", "bb", "ccc"}), uint16(0))
+	f.Add(fzBuildLeaf(160, []string{string(bytes.Repeat([]byte{0xff}, 120))}, 0), uint16(0))
+	f.Add(make([]byte, nodeHeaderLen), uint16(DefaultNodeSize))
+	f.Add([]byte{}, uint16(0))
+	f.Fuzz(func(t *testing.T, b []byte, size uint16) {
+		// Sizes above two default nodes add cost, not coverage.
+		if n := min(int(size), 2*DefaultNodeSize); len(b) < n {
+			b = append(b, make([]byte, n-len(b))...)
+		}
 		n, err := decodeNode(b, fuzzNodePtr, fuzzGeo)
 		if err != nil {
-			wantCorrupt(t, "node", err)
+			fzWantCorrupt(t, "node", err)
 		} else {
 			// A node that passes its checksum as read re-encodes exactly.
-			if enc := checkNode(t, b, n); !bytes.Equal(enc, b) {
+			if enc := fzCheckNode(t, b, n); !bytes.Equal(enc, b) {
 				t.Fatalf("node does not re-encode to its bytes:\n got %x\nwant %x", enc, b)
 			}
-			// Every single-bit flip is detected.
+			// Single-bit flips are detected: every bit of the header and
+			// entries, and of a sample of the padding.
 			c := append([]byte(nil), b...)
-			for i := range len(c) * 8 {
-				c[i/8] ^= 1 << (i % 8)
-				if _, err := decodeNode(c, fuzzNodePtr, fuzzGeo); err == nil || !errors.Is(err, ErrCorrupt) {
-					t.Fatalf("node with bit %d of byte %d flipped: err %v", i%8, i/8, err)
+			used := int(binary.LittleEndian.Uint16(b[8:]))
+			for _, i := range fzFlipSample(len(c), used+16) {
+				for bit := range 8 {
+					c[i] ^= 1 << bit
+					_, err := decodeNode(c, fuzzNodePtr, fuzzGeo)
+					fzWantCorrupt(t, "node with a flipped bit", err)
+					c[i] ^= 1 << bit
 				}
-				c[i/8] ^= 1 << (i % 8)
 			}
 		}
 		// With the checksum made valid, the structural checks alone.
-		fixed := fixNodeCRC(b)
+		fixed := fzFixNodeCRC(b)
 		n, err = decodeNode(fixed, fuzzNodePtr, fuzzGeo)
 		if err != nil {
-			wantCorrupt(t, "node with valid checksum", err)
+			fzWantCorrupt(t, "node with valid checksum", err)
 			return
 		}
-		enc := checkNode(t, fixed, n)
-		if nodeCanonical(fixed, n) && !bytes.Equal(enc, fixed) {
+		enc := fzCheckNode(t, fixed, n)
+		if fzNodeCanonical(fixed, n) && !bytes.Equal(enc, fixed) {
 			t.Fatalf("canonical node does not re-encode to its bytes:\n got %x\nwant %x", enc, fixed)
 		}
 		m, err := decodeNode(enc, fuzzNodePtr, fuzzGeo)
 		if err != nil {
 			t.Fatalf("re-encoded node does not decode: %v", err)
 		}
-		if !sameNode(n, m) {
+		if !fzSameNode(n, m) {
 			t.Fatal("re-encoded node decodes to another node")
 		}
 	})
 }
 
-// fixRecordCRC returns a copy of b whose record (per its length fields, if
+// fzFlipSample returns the byte positions of an n-byte encoding whose bits
+// the bit-flip checks flip: all of the first dense bytes, then a sample
+// (every 61st byte and the last), which bounds the work per input.
+func fzFlipSample(n, dense int) []int {
+	var out []int
+	for i := 0; i < n; i++ {
+		if i < dense || i%61 == 0 || i == n-1 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// fzFixRecordCRC returns a copy of b whose record (per its length fields, if
 // they fit in b) has a valid checksum for seq.
-func fixRecordCRC(b []byte, seq uint64) []byte {
+func fzFixRecordCRC(b []byte, seq uint64) []byte {
 	c := append([]byte(nil), b...)
 	if len(c) < recHeaderLen {
 		return c
@@ -230,9 +261,9 @@ func fixRecordCRC(b []byte, seq uint64) []byte {
 	return c
 }
 
-// checkRecord verifies a decoded record against its bytes and other
+// fzCheckRecord verifies a decoded record against its bytes and other
 // sequence seeds and, if flips, that every single-bit flip is detected.
-func checkRecord(t *testing.T, b []byte, seq uint64, r record, flips bool) {
+func fzCheckRecord(t *testing.T, b []byte, seq uint64, r record, flips bool) {
 	t.Helper()
 	if r.Kind != recPut && r.Kind != recDelete {
 		t.Fatalf("decoded kind %d", r.Kind)
@@ -261,19 +292,21 @@ func checkRecord(t *testing.T, b []byte, seq uint64, r record, flips bool) {
 			t.Fatalf("record written with sequence %d decodes with sequence %d", seq, other)
 		}
 	}
-	// Every single-bit flip inside the record is detected. A flip in a
-	// length field changes the checksummed range, so detection there is
+	// Single-bit flips inside the record are detected. A flip in a length
+	// field changes the checksummed range, so detection there is
 	// probabilistic (1-2^-32): only valid inputs as given (the seeds, in
 	// practice) are checked, which keeps long fuzz runs free of chance
-	// collisions. Bounded work.
-	if flips && r.Size <= 1<<12 {
+	// collisions.
+	if flips {
 		c := append([]byte(nil), b...)
-		for i := range r.Size * 8 {
-			c[i/8] ^= 1 << (i % 8)
-			if _, ok := decodeRecord(c, seq); ok {
-				t.Fatalf("record with bit %d of byte %d flipped still decodes", i%8, i/8)
+		for _, i := range fzFlipSample(r.Size, 256) {
+			for bit := range 8 {
+				c[i] ^= 1 << bit
+				if _, ok := decodeRecord(c, seq); ok {
+					t.Fatalf("record with bit %d of byte %d flipped still decodes", bit, i)
+				}
+				c[i] ^= 1 << bit
 			}
-			c[i/8] ^= 1 << (i % 8)
 		}
 	}
 }
@@ -287,18 +320,18 @@ func FuzzDecodeRecord(f *testing.F) {
 	add(42, recPut, []byte("user42"), []byte("hello"), nil)
 	add(42, recDelete, []byte("user42"), nil, nil)
 	add(1, recPut, []byte("k"), nil, []byte{0, 0, 0, 0})
-	add(7, recPut, []byte("key"), bytes.Repeat([]byte{0xa5}, 300), make([]byte, 20))
-	add(1<<40+3, recPut, bytes.Repeat([]byte("K"), MaxKeySize), []byte("v"), nil)
+	add(7, recPut, []byte("key"), bytes.Repeat([]byte{0xa5}, 60), make([]byte, 20))
+	add(1<<40+3, recPut, []byte("\x00\xff"), []byte("v"), nil)
 	add(^uint64(0), recDelete, []byte{0}, nil, nil)
 	f.Add([]byte{}, uint64(0))
 	f.Add(make([]byte, 64), uint64(1))
 	f.Fuzz(func(t *testing.T, b []byte, seq uint64) {
 		if r, ok := decodeRecord(b, seq); ok {
-			checkRecord(t, b, seq, r, true)
+			fzCheckRecord(t, b, seq, r, true)
 		}
 		// With the checksum made valid, decodeRecord accepts exactly the
 		// well-formed records.
-		fixed := fixRecordCRC(b, seq)
+		fixed := fzFixRecordCRC(b, seq)
 		r, ok := decodeRecord(fixed, seq)
 		wellFormed := len(fixed) >= recHeaderLen && (fixed[4] == recPut || fixed[4] == recDelete)
 		if wellFormed {
@@ -310,13 +343,37 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("decodeRecord ok=%v for a record that is well-formed=%v: %x", ok, wellFormed, fixed[:min(len(fixed), 32)])
 		}
 		if ok {
-			checkRecord(t, fixed, seq, r, false)
+			fzCheckRecord(t, fixed, seq, r, false)
 		}
 	})
 }
 
-// fixHeaderCRC returns a copy of b with the header checksum recomputed.
-func fixHeaderCRC(b []byte) []byte {
+// TestFormatFuzzRecordLimits checks the key length bounds of decodeRecord
+// with records too long to be fuzz seeds (large seeds make the fuzzer's
+// minimization slow).
+func TestFormatFuzzRecordLimits(t *testing.T) {
+	for _, tc := range []struct {
+		keyLen, valLen int
+		ok             bool
+	}{{MaxKeySize, 0, true}, {MaxKeySize, 3000, true}, {MaxKeySize + 1, 0, false}, {1<<16 - 1, 1, false}} {
+		key := bytes.Repeat([]byte("K"), tc.keyLen)
+		b := make([]byte, recordSize(tc.keyLen, tc.valLen))
+		encodeRecord(b, 99, recPut, key, make([]byte, tc.valLen))
+		r, ok := decodeRecord(b, 99)
+		if ok != tc.ok {
+			t.Fatalf("key %d bytes, value %d bytes: ok=%v, want %v", tc.keyLen, tc.valLen, ok, tc.ok)
+		}
+		if ok {
+			fzCheckRecord(t, b, 99, r, true)
+		}
+		if _, ok := decodeRecord(b[:len(b)-1], 99); ok {
+			t.Fatalf("key %d bytes, value %d bytes: truncated record decodes", tc.keyLen, tc.valLen)
+		}
+	}
+}
+
+// fzFixHeaderCRC returns a copy of b with the header checksum recomputed.
+func fzFixHeaderCRC(b []byte) []byte {
 	c := append([]byte(nil), b...)
 	if len(c) >= segHeaderLen {
 		binary.LittleEndian.PutUint32(c[60:], crc32.Checksum(c[:60], castagnoli))
@@ -333,16 +390,14 @@ func FuzzDecodeSegHeader(f *testing.F) {
 		b := make([]byte, segHeaderLen)
 		h.encode(b)
 		f.Add(b)
-		full := make([]byte, segHeaderSize)
-		h.encode(full)
-		f.Add(full)
+		f.Add(append(b, 0xee, 0, 0, 0))
 	}
 	f.Add([]byte("TBSG"))
 	f.Add(make([]byte, segHeaderLen))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := decodeSegHeader(b, 9)
 		if err != nil {
-			wantCorrupt(t, "header", err)
+			fzWantCorrupt(t, "header", err)
 		} else {
 			enc := make([]byte, segHeaderLen)
 			h.encode(enc)
@@ -353,11 +408,11 @@ func FuzzDecodeSegHeader(f *testing.F) {
 			for i := range segHeaderLen * 8 {
 				c[i/8] ^= 1 << (i % 8)
 				_, err := decodeSegHeader(c, 9)
-				wantCorrupt(t, "header with a flipped bit", err)
+				fzWantCorrupt(t, "header with a flipped bit", err)
 				c[i/8] ^= 1 << (i % 8)
 			}
 		}
-		fixed := fixHeaderCRC(b)
+		fixed := fzFixHeaderCRC(b)
 		h, err = decodeSegHeader(fixed, 9)
 		valid := len(fixed) >= segHeaderLen && binary.LittleEndian.Uint32(fixed) == segMagic &&
 			fixed[4] == formatVersion && (fixed[5] == segKindLog || fixed[5] == segKindIndex)
@@ -365,13 +420,13 @@ func FuzzDecodeSegHeader(f *testing.F) {
 			t.Fatalf("decodeSegHeader err=%v for a header that is valid=%v", err, valid)
 		}
 		if err != nil {
-			wantCorrupt(t, "header with valid checksum", err)
+			fzWantCorrupt(t, "header with valid checksum", err)
 			return
 		}
 		enc := make([]byte, segHeaderLen)
 		h.encode(enc)
 		// decodeSegHeader does not check that reserved bytes [40:60) are zero.
-		if allZero(fixed[40:60]) && !bytes.Equal(enc, fixed[:segHeaderLen]) {
+		if formatAllZero(fixed[40:60]) && !bytes.Equal(enc, fixed[:segHeaderLen]) {
 			t.Fatalf("canonical header does not re-encode to its bytes:\n got %x\nwant %x", enc, fixed[:segHeaderLen])
 		}
 		if h2, err := decodeSegHeader(enc, 9); err != nil || h2 != h {
@@ -391,6 +446,8 @@ func FuzzDecodeLevelDesc(f *testing.F) {
 		{root: fuzzGeo.ptr(10, segHeaderSize), height: 1, pairs: 3, kvBytes: 322, nodes: 3,
 			segs: []segRef{{seg: 9, seq: 43}, {seg: 10, seq: 44}}, logRefs: []uint64{3, 5}},
 		{root: fuzzGeo.ptr(2, segHeaderSize), pairs: 1, kvBytes: 2, nodes: 1, segs: []segRef{{seg: 2, seq: 2}}, logRefs: []uint64{1}},
+		{root: fuzzGeo.ptr(20, segHeaderSize+8*DefaultNodeSize), height: 2, pairs: 5000, kvBytes: 1 << 20, nodes: 1100,
+			segs: []segRef{{16, 30}, {17, 31}, {18, 33}}, logRefs: []uint64{1, 4, 6, 7}},
 	} {
 		f.Add(l.encode())
 	}
@@ -401,7 +458,7 @@ func FuzzDecodeLevelDesc(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l, err := decodeLevelDesc(b)
 		if err != nil {
-			wantCorrupt(t, "level descriptor", err)
+			fzWantCorrupt(t, "level descriptor", err)
 		} else {
 			// decodeLevelDesc ignores bytes after the descriptor, so the
 			// re-encoding is a prefix of the input.
@@ -418,12 +475,12 @@ func FuzzDecodeLevelDesc(f *testing.F) {
 			}
 		}
 		if ls, err := decodeLogSeg(5, b); err != nil {
-			wantCorrupt(t, "log segment", err)
+			fzWantCorrupt(t, "log segment", err)
 		} else if enc := ls.encode(); !bytes.HasPrefix(b, enc) {
 			t.Fatalf("log segment does not re-encode to its bytes:\n got %x\nwant %x", enc, b)
 		}
 		if r, err := decodeRegionDesc(b); err != nil {
-			wantCorrupt(t, "region descriptor", err)
+			fzWantCorrupt(t, "region descriptor", err)
 		} else if r2, err := decodeRegionDesc(r.encode()); err != nil || !reflect.DeepEqual(r, r2) {
 			// Not a byte prefix: an empty start, and an end flag other
 			// than 1, decode to nil and re-encode differently.

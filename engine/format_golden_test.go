@@ -40,14 +40,6 @@ type annot struct {
 	err error
 }
 
-func newAnnot(b []byte, title ...string) *annot {
-	a := &annot{b: b}
-	for _, t := range title {
-		a.comment(t)
-	}
-	return a
-}
-
 func (a *annot) comment(s string) { fmt.Fprintf(&a.out, "# %s\n", s) }
 
 // field consumes n bytes as one field; describe names it from its bytes.
@@ -140,7 +132,7 @@ func (a *annot) zeros(name string, n int) {
 	if a.err != nil || n == 0 {
 		return
 	}
-	if a.off+n > len(a.b) || !allZero(a.b[a.off:a.off+n]) {
+	if a.off+n > len(a.b) || !formatAllZero(a.b[a.off:a.off+n]) {
 		a.err = fmt.Errorf("field %q [%d:%d) is not all zero", name, a.off, a.off+n)
 		return
 	}
@@ -155,7 +147,7 @@ func (a *annot) text() (string, error) {
 	return a.out.String(), a.err
 }
 
-func allZero(b []byte) bool {
+func formatAllZero(b []byte) bool {
 	for _, c := range b {
 		if c != 0 {
 			return false
@@ -198,7 +190,7 @@ func parseGolden(text string) ([]byte, error) {
 // under -update-golden) and returns the golden bytes for decode checks.
 func checkGolden(t *testing.T, name string, enc []byte, annotate func(*annot)) []byte {
 	t.Helper()
-	a := newAnnot(enc)
+	a := &annot{b: enc}
 	annotate(a)
 	text, err := a.text()
 	if err != nil {
@@ -267,7 +259,7 @@ func TestFormatGoldenSegHeader(t *testing.T) {
 				buf[i] = 0xee // encode must clear the whole header
 			}
 			tc.h.encode(buf)
-			if !allZero(buf[40:60]) || buf[segHeaderLen] != 0xee {
+			if !formatAllZero(buf[40:60]) || buf[segHeaderLen] != 0xee {
 				t.Fatalf("encode wrote outside [0:%d) or left reserved bytes set", segHeaderLen)
 			}
 			g := checkGolden(t, tc.name, buf[:segHeaderLen], func(a *annot) {
@@ -633,7 +625,7 @@ func TestFormatGoldenFreshVolume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (segHeader{Kind: segKindLog, Region: id, PrimarySeg: 1, Seq: 1, SegNo: 1}); dh != want || !allZero(h[segHeaderLen:]) {
+	if want := (segHeader{Kind: segKindLog, Region: id, PrimarySeg: 1, Seq: 1, SegNo: 1}); dh != want || !formatAllZero(h[segHeaderLen:]) {
 		t.Fatalf("first log segment header %+v, want %+v", dh, want)
 	}
 	for _, name := range []string{"LOCK", dataFileName, "meta"} {

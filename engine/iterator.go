@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"time"
 )
 
 // Iterator walks a region's keys in order over L0 and every level. It sees
@@ -133,27 +132,30 @@ func (r *Region) Compact() error {
 
 // WaitIdle waits until no compaction is running or needed.
 func (r *Region) WaitIdle() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for {
-		r.mu.Lock()
-		idle := r.imm == nil && !r.compacting
-		if idle {
-			for i := 1; i < len(r.cur.levels); i++ {
-				if l := r.cur.levels[i]; l != nil && l.pairs > r.capacity(i) {
-					idle = false
-				}
-			}
-		}
-		err, closed := r.bgErr, r.closed
-		r.mu.Unlock()
 		switch {
-		case err != nil:
-			return err
-		case closed:
+		case r.bgErr != nil:
+			return r.bgErr
+		case r.closed:
 			return ErrClosed
-		case idle:
+		case r.idleLocked():
 			return nil
 		}
 		r.signal()
-		time.Sleep(time.Millisecond)
+		r.memCond.Wait() // broadcast at the end of every compaction attempt
 	}
+}
+
+func (r *Region) idleLocked() bool {
+	if r.imm != nil || r.compacting {
+		return false
+	}
+	for i := 1; i < len(r.cur.levels); i++ {
+		if l := r.cur.levels[i]; l != nil && l.pairs > r.capacity(i) {
+			return false
+		}
+	}
+	return true
 }

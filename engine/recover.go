@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // recoverRegion builds a live Region from its persisted state: levels from
@@ -13,7 +14,8 @@ import (
 func recoverRegion(v *Volume, st *regionState) (*Region, error) {
 	r := &Region{v: v, desc: st.desc}
 	r.newEmptyState()
-	l := &vlog{r: r, v: v, g: v.g, segs: st.logs, bySeg: map[uint64]*logSeg{}}
+	l := &vlog{r: r, v: v, g: v.g, segs: st.logs, bySeg: map[uint64]*logSeg{}, syncKick: make(chan struct{}, 1)}
+	l.syncCond = sync.NewCond(&l.mu)
 	r.log = l
 	for _, ls := range st.logs {
 		l.bySeg[ls.seg] = ls

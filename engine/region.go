@@ -16,7 +16,7 @@ type Region struct {
 	listener hooks
 
 	mu         sync.RWMutex // mem, imm, immEnd, cur, bgErr, compacting
-	memCond    *sync.Cond   // signalled when L0 has room or bgErr is set
+	memCond    *sync.Cond   // broadcast when L0 has room, a compaction attempt ends, bgErr is set or the region closes
 	mem        *memtable
 	imm        *memtable // frozen L0 being compacted into L1
 	immEnd     uint64    // log position where imm ends
@@ -35,7 +35,10 @@ type Region struct {
 
 	kick    chan struct{}
 	closing chan struct{}
-	wg      sync.WaitGroup
+	wg      sync.WaitGroup // compaction and GC goroutines
+
+	flusherStop chan struct{}
+	flusherDone sync.WaitGroup
 }
 
 // CreateRegion creates an empty region with its first log segment.
@@ -51,7 +54,7 @@ func (v *Volume) CreateRegion(desc RegionDesc) (*Region, error) {
 	if _, ok := v.regions[desc.ID]; ok {
 		return nil, fmt.Errorf("%w: %d", ErrRegionExists, desc.ID)
 	}
-	s, err := v.alloc.alloc()
+	s, err := v.allocSegment()
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +108,7 @@ func (r *Region) newEmptyState() {
 	r.memCond = sync.NewCond(&r.mu)
 	r.kick = make(chan struct{}, 1)
 	r.closing = make(chan struct{})
+	r.flusherStop = make(chan struct{})
 	r.gcDone = map[uint64]bool{}
 }
 
@@ -272,6 +276,8 @@ func (r *Region) close() error {
 	r.memCond.Broadcast()
 	r.mu.Unlock()
 	close(r.closing)
-	r.wg.Wait()
+	r.wg.Wait() // compaction and GC may still sync through the flusher
+	close(r.flusherStop)
+	r.flusherDone.Wait()
 	return r.log.syncTo(r.log.pos())
 }

@@ -47,7 +47,9 @@ type Stats struct {
 	Compactions  uint64
 	// LevelMoves counts compactions done by moving a level down without
 	// rewriting it (empty destination).
-	LevelMoves   uint64
+	LevelMoves uint64
+	// Syncs counts fdatasync calls on the segment file.
+	Syncs        uint64
 	GCRuns       uint64
 	GCRelocated  uint64 // bytes of live records re-appended by GC
 	GCFreed      uint64 // log segments freed by GC
@@ -80,6 +82,7 @@ type counters struct {
 	written     [numIOCategories]atomic.Uint64
 	compactions atomic.Uint64
 	levelMoves  atomic.Uint64
+	syncs       atomic.Uint64
 	gcRuns      atomic.Uint64
 	gcRelocated atomic.Uint64
 	gcFreed     atomic.Uint64
@@ -94,6 +97,7 @@ func (c *counters) snapshot() Stats {
 	}
 	s.Compactions = c.compactions.Load()
 	s.LevelMoves = c.levelMoves.Load()
+	s.Syncs = c.syncs.Load()
 	s.GCRuns = c.gcRuns.Load()
 	s.GCRelocated = c.gcRelocated.Load()
 	s.GCFreed = c.gcFreed.Load()

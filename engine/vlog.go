@@ -29,6 +29,10 @@ type vlog struct {
 	flushed int64  // tail bytes already written to the device
 	durable atomic.Uint64
 	failed  error // sticky: a failed write or sync poisons the log
+
+	syncCond  *sync.Cond    // on mu: durable advanced or failed set
+	syncKick  chan struct{} // wakes the flusher
+	flusherUp bool          // a flusher goroutine serves syncTo
 }
 
 func (l *vlog) pos() uint64 {
@@ -86,7 +90,7 @@ func (l *vlog) sealLocked() error {
 	if err := l.flushLocked(); err != nil {
 		return err
 	}
-	next, err := l.v.alloc.alloc()
+	next, err := l.v.allocSegment()
 	if err != nil {
 		return err
 	}
@@ -112,6 +116,7 @@ func (l *vlog) sealLocked() error {
 	l.tail, l.off, l.flushed = ls, segHeaderSize, segHeaderSize
 	l.buf = make([]byte, l.g.segSize)
 	l.durable.Store(l.posLocked())
+	l.syncCond.Broadcast()
 	l.r.listener.LogSealed(LogSeal{Region: l.r.desc.ID, Segment: sealed.seg, Index: sealed.idx, End: sealed.end, Next: ls.seg})
 	return nil
 }
@@ -128,34 +133,94 @@ func (l *vlog) flushLocked() error {
 	}
 	l.flushed = l.off
 	l.durable.Store(l.posLocked())
+	l.syncCond.Broadcast()
 	return nil
 }
 
+// fail poisons the log. Called with mu held.
 func (l *vlog) fail(err error) error {
 	if l.failed == nil {
 		l.failed = fmt.Errorf("engine: region %d log: %w", l.r.desc.ID, err)
 	}
+	l.syncCond.Broadcast()
 	return l.failed
 }
 
-// syncTo makes the log durable at least up to pos. Concurrent callers share
-// one write and fdatasync (group commit): whoever holds syncMu flushes
-// everything appended so far.
+// syncTo makes the log durable at least up to pos. It hands the work to
+// the log's flusher goroutine and waits: while the flusher writes and
+// fdatasyncs one batch, later appends gather into the next (group commit).
 func (l *vlog) syncTo(pos uint64) error {
 	if l.durable.Load() >= pos {
 		return nil
 	}
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.flusherUp {
+		// No flusher (closing or recovering): flush inline.
+		l.mu.Unlock()
+		err := l.flushOnce()
+		l.mu.Lock()
+		if err != nil {
+			return err
+		}
+	}
+	select {
+	case l.syncKick <- struct{}{}:
+	default:
+	}
+	for l.durable.Load() < pos && l.failed == nil && l.flusherUp {
+		l.syncCond.Wait()
+	}
 	if l.durable.Load() >= pos {
 		return nil
 	}
+	if l.failed != nil {
+		return l.failed
+	}
+	l.mu.Unlock()
+	err := l.flushOnce()
+	l.mu.Lock()
+	return err
+}
+
+// flusher runs flushOnce whenever a writer waits, until stop closes.
+func (l *vlog) flusher(stop <-chan struct{}, done func()) {
+	defer done()
+	for {
+		select {
+		case <-stop:
+			l.mu.Lock()
+			l.flusherUp = false
+			l.syncCond.Broadcast()
+			l.mu.Unlock()
+			return
+		case <-l.syncKick:
+		}
+		if l.flushOnce() != nil {
+			// failed is set and waiters are woken; keep serving kicks so
+			// they get the error promptly.
+			continue
+		}
+	}
+}
+
+// flushOnce writes the unwritten tail bytes and fdatasyncs, then wakes the
+// waiters it covered.
+func (l *vlog) flushOnce() error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	if l.failed != nil {
+		l.syncCond.Broadcast()
 		defer l.mu.Unlock()
 		return l.failed
 	}
-	seg, from, to, buf, end := l.tail.seg, l.flushed, l.off, l.buf, l.posLocked()
+	end := l.posLocked()
+	if l.durable.Load() >= end {
+		l.mu.Unlock()
+		return nil
+	}
+	seg, from, to, buf := l.tail.seg, l.flushed, l.off, l.buf
 	l.mu.Unlock()
 	// The tail cannot be sealed while syncMu is held, so buf[from:to] is
 	// stable and the write runs without blocking appenders.
@@ -168,6 +233,7 @@ func (l *vlog) syncTo(pos uint64) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.syncCond.Broadcast()
 	if err != nil {
 		return l.fail(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/cockroachdb/errors/oserror"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/dgraph-io/ristretto/v2"
@@ -35,6 +36,32 @@ type Volume struct {
 	regions    map[uint64]*Region
 	closed     atomic.Bool
 	metaFailed atomic.Pointer[error]
+
+	growMu sync.Mutex
+	extent int64 // bytes of the segment file allocated so far
+}
+
+// growChunk is how far the segment file is extended at a time.
+const growChunk = 32 << 20
+
+// allocSegment allocates a segment and makes sure the file covers it.
+func (v *Volume) allocSegment() (segRef, error) {
+	s, err := v.alloc.alloc()
+	if err != nil {
+		return s, err
+	}
+	end := v.g.fileOff(s.seg + 1)
+	v.growMu.Lock()
+	defer v.growMu.Unlock()
+	if end > v.extent {
+		n := max(end-v.extent, growChunk)
+		if err := growFile(v.file, v.extent, n); err != nil {
+			v.alloc.release(s.seg)
+			return segRef{}, fmt.Errorf("engine: grow segment file: %w", ioErr(err))
+		}
+		v.extent += n
+	}
+	return s, nil
 }
 
 const dataFileName = "segments"
@@ -67,21 +94,71 @@ func Open(opts Options) (*Volume, error) {
 	return v, nil
 }
 
-func (v *Volume) open(explicitSeg int64, explicitNode int) error {
+func (v *Volume) openMeta(dir string) error {
 	mfs := countingFS{FS: v.fs, read: &v.ctr.read[IOMeta], written: &v.ctr.written[IOMeta]}
 	var db *pebble.DB
 	err := v.guardMeta(func() (err error) {
-		db, err = pebble.Open(v.fs.PathJoin(v.opts.Dir, "meta"), &pebble.Options{FS: mfs, Logger: pebbleLogger{v.log}})
+		db, err = pebble.Open(dir, &pebble.Options{FS: mfs, Logger: pebbleLogger{v.log}})
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("engine: open metadata: %w", err)
 	}
 	v.meta = db
+	return nil
+}
+
+// volumeMarker names the file whose presence says the volume was created
+// completely. Until it exists, Open starts the creation over: no write can
+// have been acknowledged on a volume that was never created.
+const volumeMarker = "VOLUME"
+
+// createMeta makes a new volume's metadata store and superblock, then the
+// marker file.
+func (v *Volume) createMeta(dir string) error {
+	if err := v.fs.RemoveAll(dir); err != nil {
+		return fmt.Errorf("engine: remove %s: %w", dir, err)
+	}
+	if err := v.openMeta(dir); err != nil {
+		return err
+	}
+	if err := v.writeSuper(); err != nil {
+		return err
+	}
+	name := v.fs.PathJoin(v.opts.Dir, volumeMarker)
+	f, err := v.fs.Create(name, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("engine: create %s: %w", name, err)
+	}
+	_, err = f.Write([]byte("tebis volume\n"))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("engine: write %s: %w", name, ioErr(err))
+	}
+	return v.syncDir()
+}
+
+func (v *Volume) open(explicitSeg int64, explicitNode int) error {
+	metaDir := v.fs.PathJoin(v.opts.Dir, "meta")
+	if _, err := v.fs.Stat(v.fs.PathJoin(v.opts.Dir, volumeMarker)); oserror.IsNotExist(err) {
+		if err := v.createMeta(metaDir); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return fmt.Errorf("engine: stat volume marker: %w", err)
+	} else if err := v.openMeta(metaDir); err != nil {
+		return err
+	}
 	if err := v.loadSuper(explicitSeg, explicitNode); err != nil {
 		return err
 	}
 	path := v.fs.PathJoin(v.opts.Dir, dataFileName)
+	var err error
 	v.file, err = v.fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return fmt.Errorf("engine: open %s: %w", path, err)
@@ -89,6 +166,11 @@ func (v *Volume) open(explicitSeg int64, explicitNode int) error {
 	if err := v.syncDir(); err != nil {
 		return err
 	}
+	fi, err := v.file.Stat()
+	if err != nil {
+		return fmt.Errorf("engine: stat %s: %w", path, err)
+	}
+	v.extent = fi.Size()
 	if v.opts.CacheBytes > 0 {
 		v.cache, err = ristretto.NewCache(&ristretto.Config[uint64, *node]{
 			NumCounters: 10 * v.opts.CacheBytes / int64(v.g.nodeSize),
@@ -102,21 +184,25 @@ func (v *Volume) open(explicitSeg int64, explicitNode int) error {
 	return v.loadRegions()
 }
 
+// writeSuper records a new volume's geometry.
+func (v *Volume) writeSuper() error {
+	var e enc
+	e.u32(formatVersion)
+	e.u64(uint64(v.opts.SegmentSize))
+	e.u32(uint32(v.opts.NodeSize))
+	b := v.meta.NewBatch()
+	b.Set(keySuper, e.b, nil)
+	if err := v.commitRaw(b); err != nil {
+		return fmt.Errorf("engine: write superblock: %w", err)
+	}
+	return nil
+}
+
 // loadSuper reads the superblock or writes it for a new volume.
 func (v *Volume) loadSuper(explicitSeg int64, explicitNode int) error {
 	b, closer, err := v.meta.Get(keySuper)
 	if errors.Is(err, pebble.ErrNotFound) {
-		var e enc
-		e.u32(formatVersion)
-		e.u64(uint64(v.opts.SegmentSize))
-		e.u32(uint32(v.opts.NodeSize))
-		b := v.meta.NewBatch()
-		b.Set(keySuper, e.b, nil)
-		if err := v.commitRaw(b); err != nil {
-			return fmt.Errorf("engine: write superblock: %w", err)
-		}
-		v.g = newGeometry(v.opts.SegmentSize, v.opts.NodeSize)
-		return nil
+		return fmt.Errorf("%w: metadata store has no superblock", ErrCorrupt)
 	}
 	if err != nil {
 		return fmt.Errorf("engine: read superblock: %w", err)
@@ -251,6 +337,7 @@ func (v *Volume) readAt(b []byte, off int64, cat IOCategory) error {
 
 // syncData makes every write to the segment file durable.
 func (v *Volume) syncData() error {
+	v.ctr.syncs.Add(1)
 	if err := v.file.SyncData(); err != nil {
 		return fmt.Errorf("engine: sync: %w", ioErr(err))
 	}
