@@ -71,7 +71,7 @@ func (b *builder) emit(h int, toParent bool) error {
 		}
 	}
 	p := b.g.ptr(b.seg.seg, b.segOff)
-	copy(b.segBuf[b.segOff:], w.seal())
+	copy(b.segBuf[b.segOff:], w.seal(b.seg.seq))
 	b.segOff += int64(b.g.nodeSize)
 	b.segHeight = max(b.segHeight, h)
 	b.emitted[h]++

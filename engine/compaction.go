@@ -13,9 +13,10 @@ func (r *Region) startBackground() {
 	r.log.mu.Unlock()
 	r.flusherDone.Add(1)
 	go r.log.flusher(r.flusherStop, r.flusherDone.Done)
-	r.wg.Add(2)
+	r.wg.Add(3)
 	go r.compactLoop()
 	go r.gcLoop()
+	go r.log.preparer(r.closing, r.wg.Done)
 }
 
 // compactLoop runs compactions one at a time until none is needed.

@@ -30,6 +30,12 @@ func TestConcurrent(t *testing.T) {
 	wkey := func(w, k int) []byte { return []byte(fmt.Sprintf("w%d-k%05d", w, k)) }
 	var wg sync.WaitGroup
 	errc := make(chan error, 100)
+	report := func(err error) {
+		select {
+		case errc <- err:
+		default: // enough errors to fail already
+		}
+	}
 	stop := make(chan struct{})
 	for w := 0; w < writers; w++ {
 		wg.Add(1)
@@ -45,7 +51,7 @@ func TestConcurrent(t *testing.T) {
 						err = r.Put(wkey(w, k), val(w, k, round))
 					}
 					if err != nil {
-						errc <- err
+						report(err)
 						return
 					}
 				}
@@ -69,11 +75,11 @@ func TestConcurrent(t *testing.T) {
 					it := r.Scan(wkey(w, k), wkey(w, k+20))
 					for it.Next() {
 						if !bytes.HasPrefix(it.Value(), []byte(fmt.Sprintf("w%d-", w))) {
-							errc <- fmt.Errorf("scan %s: foreign value %q", it.Key(), it.Value())
+							report(fmt.Errorf("scan %s: foreign value %q", it.Key(), it.Value()))
 						}
 					}
 					if err := it.Close(); err != nil {
-						errc <- err
+						report(err)
 					}
 					continue
 				}
@@ -82,11 +88,12 @@ func TestConcurrent(t *testing.T) {
 					continue
 				}
 				if err != nil {
-					errc <- err
+					report(err)
 					return
 				}
 				if !bytes.HasPrefix(got, []byte(fmt.Sprintf("w%d-k%d-r", w, k))) {
-					errc <- fmt.Errorf("get %s: foreign value %q", wkey(w, k), got)
+					report(fmt.Errorf("get %s: foreign value %q", wkey(w, k), got))
+
 				}
 			}
 		}(i)

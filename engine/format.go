@@ -50,7 +50,7 @@ func (g geometry) off(p ptr) int64                 { return int64(p & (uint64(g.
 func (g geometry) fileOff(seg uint64) int64        { return int64(seg) * g.segSize }
 func (g geometry) filePtrOff(p ptr) int64          { return int64(p>>g.shift)*g.segSize + g.off(p) }
 func (g geometry) nodesPerSegment() int            { return int((g.segSize - segHeaderSize) / int64(g.nodeSize)) }
-func (g geometry) maxRecord() int                  { return int(g.segSize - segHeaderSize) }
+func (g geometry) maxRecord() int                  { return int(g.segSize-segHeaderSize) - 1 }
 func (g geometry) String() string                  { return fmt.Sprintf("seg=%d node=%d", g.segSize, g.nodeSize) }
 func (g geometry) rebase(p ptr, newSeg uint64) ptr { return g.ptr(newSeg, g.off(p)) }
 

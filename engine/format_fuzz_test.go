@@ -45,7 +45,7 @@ func fzBuildLeaf(size int, keys []string, tombEvery int) []byte {
 		}
 		w.addLeaf([]byte(k), e)
 	}
-	return append([]byte(nil), w.seal()...)
+	return append([]byte(nil), w.seal(0)...)
 }
 
 func fzBuildInternal(size, height int, keys []string) []byte {
@@ -56,7 +56,7 @@ func fzBuildInternal(size, height int, keys []string) []byte {
 		}
 		w.addChild([]byte(k), fuzzGeo.ptr(uint64(10+i/8), int64(segHeaderSize+i%8*DefaultNodeSize)))
 	}
-	return append([]byte(nil), w.seal()...)
+	return append([]byte(nil), w.seal(0)...)
 }
 
 func fzKeys(n int, prefix string) []string {
@@ -77,7 +77,7 @@ func fzKeys(n int, prefix string) []string {
 func fzFixNodeCRC(b []byte) []byte {
 	c := append([]byte(nil), b...)
 	if len(c) >= nodeHeaderLen {
-		binary.LittleEndian.PutUint32(c, crc32.Checksum(c[4:], castagnoli))
+		binary.LittleEndian.PutUint32(c, nodeCRC(0, c[4:]))
 	}
 	return c
 }
@@ -121,7 +121,7 @@ func fzCheckNode(t *testing.T, b []byte, n *node) []byte {
 			w.addChild(k, n.ptrs[i])
 		}
 	}
-	return w.seal()
+	return w.seal(0)
 }
 
 // fzNodeCanonical reports whether b is what nodeWriter produces for the node
@@ -192,7 +192,7 @@ func FuzzDecodeNode(f *testing.F) {
 		if n := min(int(size), 2*DefaultNodeSize); len(b) < n {
 			b = append(b, make([]byte, n-len(b))...)
 		}
-		n, err := decodeNode(b, fuzzNodePtr, fuzzGeo)
+		n, err := decodeNode(b, fuzzNodePtr, fuzzGeo, 0)
 		if err != nil {
 			fzWantCorrupt(t, "node", err)
 		} else {
@@ -207,7 +207,7 @@ func FuzzDecodeNode(f *testing.F) {
 			for _, i := range fzFlipSample(len(c), used+16) {
 				for bit := range 8 {
 					c[i] ^= 1 << bit
-					_, err := decodeNode(c, fuzzNodePtr, fuzzGeo)
+					_, err := decodeNode(c, fuzzNodePtr, fuzzGeo, 0)
 					fzWantCorrupt(t, "node with a flipped bit", err)
 					c[i] ^= 1 << bit
 				}
@@ -215,7 +215,7 @@ func FuzzDecodeNode(f *testing.F) {
 		}
 		// With the checksum made valid, the structural checks alone.
 		fixed := fzFixNodeCRC(b)
-		n, err = decodeNode(fixed, fuzzNodePtr, fuzzGeo)
+		n, err = decodeNode(fixed, fuzzNodePtr, fuzzGeo, 0)
 		if err != nil {
 			fzWantCorrupt(t, "node with valid checksum", err)
 			return
@@ -224,7 +224,7 @@ func FuzzDecodeNode(f *testing.F) {
 		if fzNodeCanonical(fixed, n) && !bytes.Equal(enc, fixed) {
 			t.Fatalf("canonical node does not re-encode to its bytes:\n got %x\nwant %x", enc, fixed)
 		}
-		m, err := decodeNode(enc, fuzzNodePtr, fuzzGeo)
+		m, err := decodeNode(enc, fuzzNodePtr, fuzzGeo, 0)
 		if err != nil {
 			t.Fatalf("re-encoded node does not decode: %v", err)
 		}

@@ -345,7 +345,7 @@ var (
 )
 
 func annotNode(a *annot) {
-	a.hex32("crc32c of [4:nodeSize)")
+	a.hex32("crc32c of segment seq u64 ++ [4:nodeSize)")
 	typ := a.u8("type (1 leaf, 2 internal)")
 	a.u8("height")
 	count := a.u16("count")
@@ -382,12 +382,12 @@ func TestFormatGoldenNode(t *testing.T) {
 	}
 	at := goldenGeo.ptr(9, segHeaderSize)
 	t.Run("node_leaf", func(t *testing.T) {
-		g := checkGolden(t, "node_leaf", leaf.seal(), func(a *annot) {
+		g := checkGolden(t, "node_leaf", leaf.seal(0), func(a *annot) {
 			a.comment(fmt.Sprintf("B+tree leaf node, node size %d, device pointers for %d-byte segments (shift %d)", DefaultNodeSize, DefaultSegmentSize, goldenGeo.shift))
 			a.comment("integers little-endian; leaf entry: flags u8 | keyLen u16 | valLen u32 | valuePtr u64 | key")
 			annotNode(a)
 		})
-		n, err := decodeNode(g, at, goldenGeo)
+		n, err := decodeNode(g, at, goldenGeo, 0)
 		if err != nil {
 			t.Fatalf("decode golden leaf: %v", err)
 		}
@@ -401,12 +401,12 @@ func TestFormatGoldenNode(t *testing.T) {
 		}
 	})
 	t.Run("node_internal", func(t *testing.T) {
-		g := checkGolden(t, "node_internal", internal.seal(), func(a *annot) {
+		g := checkGolden(t, "node_internal", internal.seal(0), func(a *annot) {
 			a.comment(fmt.Sprintf("B+tree internal node of height 1, node size %d, device pointers for %d-byte segments (shift %d)", DefaultNodeSize, DefaultSegmentSize, goldenGeo.shift))
 			a.comment("integers little-endian; internal entry: keyLen u16 | childPtr u64 | key (the child's first key)")
 			annotNode(a)
 		})
-		n, err := decodeNode(g, at, goldenGeo)
+		n, err := decodeNode(g, at, goldenGeo, 0)
 		if err != nil {
 			t.Fatalf("decode golden internal node: %v", err)
 		}
@@ -544,7 +544,7 @@ func TestFormatGoldenMetaKeys(t *testing.T) {
 // TestFormatGoldenGeometry pins the device pointer encoding.
 func TestFormatGoldenGeometry(t *testing.T) {
 	g := goldenGeo
-	if g.shift != 21 || g.nodesPerSegment() != 511 || g.maxRecord() != DefaultSegmentSize-segHeaderSize {
+	if g.shift != 21 || g.nodesPerSegment() != 511 || g.maxRecord() != DefaultSegmentSize-segHeaderSize-1 {
 		t.Fatalf("geometry %v: shift %d, %d nodes per segment, max record %d", g, g.shift, g.nodesPerSegment(), g.maxRecord())
 	}
 	p := g.ptr(3, 4096+22)
@@ -628,7 +628,7 @@ func TestFormatGoldenFreshVolume(t *testing.T) {
 	if want := (segHeader{Kind: segKindLog, Region: id, PrimarySeg: 1, Seq: 1, SegNo: 1}); dh != want || !formatAllZero(h[segHeaderLen:]) {
 		t.Fatalf("first log segment header %+v, want %+v", dh, want)
 	}
-	for _, name := range []string{"LOCK", dataFileName, "meta"} {
+	for _, name := range []string{"LOCK", volumeMarker, dataFileName, "meta"} {
 		if _, err := fs.Stat(fs.PathJoin("vol", name)); err != nil {
 			t.Fatalf("volume directory: %v", err)
 		}

@@ -83,7 +83,7 @@ func (r *Region) gcCandidates() []logSeg {
 	var out []logSeg
 	for _, ls := range l.segs {
 		data := float64(ls.end - segHeaderSize)
-		if ls.end != 0 && ls.idx < rpIdx && !r.gcDone[ls.seg] && float64(ls.garbage) >= r.v.opts.GCGarbageRatio*data {
+		if ls.end != 0 && ls.idx < rpIdx && !r.gcDone[ls.seq] && float64(ls.garbage) >= r.v.opts.GCGarbageRatio*data {
 			out = append(out, *ls)
 		}
 	}
@@ -92,6 +92,17 @@ func (r *Region) gcCandidates() []logSeg {
 
 // gcSegment relocates the live records of one sealed log segment.
 func (r *Region) gcSegment(ls logSeg) (int64, error) {
+	// Hold a version so the segment cannot be freed and reused while GC
+	// reads it, and skip it if it was freed since the candidates were taken.
+	ver := r.acquire()
+	defer r.release(ver)
+	r.log.mu.Lock()
+	cur := r.log.bySeg[ls.seg]
+	gone := cur == nil || cur.seq != ls.seq || cur.dropped
+	r.log.mu.Unlock()
+	if gone {
+		return 0, nil
+	}
 	data := make([]byte, ls.end)
 	if err := r.v.readAt(data, r.v.g.fileOff(ls.seg), IOGC); err != nil {
 		return 0, err
@@ -121,7 +132,7 @@ func (r *Region) gcSegment(ls logSeg) (int64, error) {
 	}
 	r.v.ctr.gcRelocated.Add(uint64(moved))
 	r.metaMu.Lock()
-	r.gcDone[ls.seg] = true
+	r.gcDone[ls.seq] = true
 	r.metaMu.Unlock()
 	return moved, nil
 }
@@ -179,7 +190,7 @@ func (r *Region) freeDeadLogLocked() error {
 	var dead []*logSeg
 	l.mu.Lock()
 	for _, ls := range l.segs {
-		if ls.end != 0 && ls.idx < rpIdx && (r.gcDone[ls.seg] || !ver.refersToLog(ls.seg)) {
+		if ls.end != 0 && ls.idx < rpIdx && (r.gcDone[ls.seq] || !ver.refersToLog(ls.seg)) {
 			dead = append(dead, ls)
 		}
 	}
@@ -191,14 +202,19 @@ func (r *Region) freeDeadLogLocked() error {
 	for _, ls := range dead {
 		b.Delete(logKey(r.desc.ID, ls.idx), nil)
 	}
-	if err := r.v.commit(b); err != nil {
+	l.logMetaMu.Lock()
+	err := r.v.commit(b)
+	if err == nil {
+		l.dropSegs(dead)
+	}
+	l.logMetaMu.Unlock()
+	if err != nil {
 		return err
 	}
-	l.dropSegs(dead)
 	segs := make([]uint64, len(dead))
 	for i, ls := range dead {
 		segs[i] = ls.seg
-		delete(r.gcDone, ls.seg)
+		delete(r.gcDone, ls.seq)
 	}
 	r.mu.Lock()
 	r.installLocked(r.cur.with(0, nil), func() {
@@ -234,19 +250,18 @@ func (l *vlog) dropSegs(dead []*logSeg) {
 }
 
 // applyGarbage adds compaction-found garbage to sealed segments and returns
-// copies of the changed descriptors to persist. The tail's garbage stays in
-// memory (its descriptor is the log's to write). Called with metaMu held.
+// copies of the descriptors to persist: those whose garbage changed and
+// those sealed since the last batch (their end offsets). Unsealed segments'
+// garbage stays in memory. Called with metaMu held.
 func (l *vlog) applyGarbage(g map[uint64]int64) []*logSeg {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []*logSeg
-	for seg, n := range g {
-		ls := l.bySeg[seg]
-		if ls == nil || ls.dropped {
-			continue
-		}
+	for _, ls := range l.segs {
+		n, charged := g[ls.seg]
 		ls.garbage = min(ls.garbage+n, l.g.segSize)
-		if ls.end != 0 {
+		if ls.end != 0 && (charged || !ls.endSaved) {
+			ls.endSaved = true
 			c := *ls
 			out = append(out, &c)
 		}

@@ -53,6 +53,14 @@ type dec struct {
 	what string
 }
 
+// end reports an error if bytes are left over.
+func (d *dec) end() error {
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%w: metadata %s has %d trailing bytes", ErrCorrupt, d.what, len(d.b))
+	}
+	return d.err
+}
+
 func (d *dec) need(n int) bool {
 	if d.err != nil {
 		return false
@@ -94,12 +102,13 @@ func (d *dec) bytes() []byte {
 
 // logSeg is one value-log segment of a region.
 type logSeg struct {
-	idx     uint64 // position in the region's log (0, 1, 2, ...)
-	seg     uint64 // segment number on the volume
-	seq     uint64 // the segment's sequence number
-	end     int64  // offset after the last record once sealed; 0 while tail
-	garbage int64  // bytes of dead records (estimate, persisted at compactions)
-	dropped bool   // freed from the log's list; in memory only
+	idx      uint64 // position in the region's log (0, 1, 2, ...)
+	seg      uint64 // segment number on the volume
+	seq      uint64 // the segment's sequence number
+	end      int64  // offset after the last record once sealed; 0 while tail
+	garbage  int64  // bytes of dead records (estimate, persisted at compactions)
+	dropped  bool   // freed from the log's list; in memory only
+	endSaved bool   // end is persisted; in memory only
 }
 
 func (l logSeg) encode() []byte {
@@ -114,7 +123,7 @@ func (l logSeg) encode() []byte {
 func decodeLogSeg(idx uint64, b []byte) (logSeg, error) {
 	d := dec{b: b, what: "log segment"}
 	l := logSeg{idx: idx, seg: d.u64(), seq: d.u64(), end: int64(d.u64()), garbage: int64(d.u64())}
-	return l, d.err
+	return l, d.end()
 }
 
 // segRef names an allocated segment by number and sequence.
@@ -177,7 +186,7 @@ func decodeLevelDesc(b []byte) (*levelDesc, error) {
 		l.logRefs = append(l.logRefs, d.u64())
 	}
 	l.indexRefs()
-	return l, d.err
+	return l, d.end()
 }
 
 // RegionDesc describes a region: its id and key range [Start, End). A nil
@@ -209,8 +218,14 @@ func decodeRegionDesc(b []byte) (RegionDesc, error) {
 	if len(r.Start) == 0 {
 		r.Start = nil
 	}
-	if d.u32() == 1 {
+	switch d.u32() {
+	case 0:
+	case 1:
 		r.End = d.bytes()
+	default:
+		if d.err == nil {
+			d.err = fmt.Errorf("%w: metadata region end flag", ErrCorrupt)
+		}
 	}
-	return r, d.err
+	return r, d.end()
 }

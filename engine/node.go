@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"sort"
 )
 
@@ -16,7 +15,9 @@ import (
 // leaf entry:     flags u8 | keyLen u16 | valLen u32 | valuePtr u64 | key
 // internal entry: keyLen u16 | childPtr u64 | key   (key = child's first key)
 //
-// The checksum covers bytes [4, nodeSize).
+// The checksum is crc32c over the segment's sequence number (u64) followed
+// by bytes [4, nodeSize): a node left over from an earlier use of the
+// segment never verifies.
 const (
 	nodeHeaderLen    = 16
 	nodeLeaf         = 1
@@ -124,8 +125,12 @@ func (w *nodeWriter) added(key []byte, fixed int) {
 	w.used += fixed + len(key)
 }
 
-// seal writes the header and checksum; buf is then the encoded node.
-func (w *nodeWriter) seal() []byte {
+// nodeCRC is a node's checksum in a segment with sequence segSeq.
+func nodeCRC(segSeq uint64, body []byte) uint32 { return recordCRC(segSeq, body) }
+
+// seal writes the header and checksum for a segment with sequence segSeq;
+// buf is then the encoded node.
+func (w *nodeWriter) seal(segSeq uint64) []byte {
 	b := w.buf
 	if w.leaf {
 		b[4] = nodeLeaf
@@ -135,19 +140,20 @@ func (w *nodeWriter) seal() []byte {
 	b[5] = uint8(w.height)
 	binary.LittleEndian.PutUint16(b[6:], uint16(w.count))
 	binary.LittleEndian.PutUint16(b[8:], uint16(w.used))
-	binary.LittleEndian.PutUint32(b[0:], crc32.Checksum(b[4:], castagnoli))
+	binary.LittleEndian.PutUint32(b[0:], nodeCRC(segSeq, b[4:]))
 	return b
 }
 
-// decodeNode verifies and parses an encoded node read from p.
-func decodeNode(b []byte, p ptr, g geometry) (*node, error) {
+// decodeNode verifies and parses an encoded node read from p, in a segment
+// with sequence segSeq.
+func decodeNode(b []byte, p ptr, g geometry, segSeq uint64) (*node, error) {
 	bad := func(why string) error {
 		return fmt.Errorf("%w: segment %d offset %d: node %s", ErrCorrupt, g.seg(p), g.off(p), why)
 	}
 	if len(b) < nodeHeaderLen {
 		return nil, bad("short")
 	}
-	if binary.LittleEndian.Uint32(b[0:]) != crc32.Checksum(b[4:], castagnoli) {
+	if binary.LittleEndian.Uint32(b[0:]) != nodeCRC(segSeq, b[4:]) {
 		return nil, bad("checksum mismatch")
 	}
 	typ, height := b[4], int(b[5])

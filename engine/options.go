@@ -63,7 +63,7 @@ type Options struct {
 	// and 1 GiB. Fixed when the volume is created. Default 2 MiB.
 	SegmentSize int64
 	// NodeSize is the size of a B+tree node, a power of two between 4 KiB
-	// and 64 KiB. Fixed when the volume is created. Default 4 KiB.
+	// and 32 KiB. Fixed when the volume is created. Default 4 KiB.
 	NodeSize int
 	// MaxSegments caps the volume at this many segments (a device's size);
 	// 0 means unlimited (the file system's own limit applies).
@@ -102,11 +102,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.NodeSize == 0 {
 		o.NodeSize = DefaultNodeSize
 	}
-	if o.SegmentSize < 64<<10 || o.SegmentSize > 1<<30 || bits.OnesCount64(uint64(o.SegmentSize)) != 1 {
-		return o, fmt.Errorf("%w: segment size %d is not a power of two in [64 KiB, 1 GiB]", ErrBadOptions, o.SegmentSize)
-	}
-	if o.NodeSize < 4096 || o.NodeSize > 64<<10 || bits.OnesCount(uint(o.NodeSize)) != 1 || int64(o.NodeSize)*8 > o.SegmentSize {
-		return o, fmt.Errorf("%w: node size %d is not a power of two in [4 KiB, 64 KiB] and at most 1/8 of a segment", ErrBadOptions, o.NodeSize)
+	if err := checkGeometry(o.SegmentSize, o.NodeSize); err != nil {
+		return o, err
 	}
 	if o.L0Pairs == 0 {
 		o.L0Pairs = 96 * 1024
@@ -136,4 +133,15 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = zap.NewNop()
 	}
 	return o, nil
+}
+
+// checkGeometry validates a segment and node size pair.
+func checkGeometry(segSize int64, nodeSize int) error {
+	if segSize < 64<<10 || segSize > 1<<30 || bits.OnesCount64(uint64(segSize)) != 1 {
+		return fmt.Errorf("%w: segment size %d is not a power of two in [64 KiB, 1 GiB]", ErrBadOptions, segSize)
+	}
+	if nodeSize < 4096 || nodeSize > 32<<10 || bits.OnesCount(uint(nodeSize)) != 1 || int64(nodeSize)*8 > segSize {
+		return fmt.Errorf("%w: node size %d is not a power of two in [4 KiB, 32 KiB] and at most 1/8 of a segment", ErrBadOptions, nodeSize)
+	}
+	return nil
 }

@@ -14,11 +14,13 @@ import (
 func recoverRegion(v *Volume, st *regionState) (*Region, error) {
 	r := &Region{v: v, desc: st.desc}
 	r.newEmptyState()
-	l := &vlog{r: r, v: v, g: v.g, segs: st.logs, bySeg: map[uint64]*logSeg{}, syncKick: make(chan struct{}, 1)}
+	l := &vlog{r: r, v: v, g: v.g, segs: st.logs, bySeg: map[uint64]*logSeg{},
+		syncKick: make(chan struct{}, 1), prepKick: make(chan struct{}, 1)}
 	l.syncCond = sync.NewCond(&l.mu)
 	r.log = l
 	for _, ls := range st.logs {
 		l.bySeg[ls.seg] = ls
+		ls.endSaved = ls.end != 0
 	}
 	l.tail = st.logs[len(st.logs)-1]
 	if l.tail.end != 0 {
@@ -33,18 +35,23 @@ func recoverRegion(v *Volume, st *regionState) (*Region, error) {
 	r.rp = st.rp
 	rpIdx, rpOff := st.rp>>v.g.shift, int64(st.rp&(uint64(v.g.segSize)-1))
 	for _, ls := range st.logs {
-		if ls.idx < rpIdx {
+		start, index := int64(segHeaderSize), true
+		switch {
+		case ls.idx < rpIdx && ls.end != 0:
 			continue
-		}
-		start := int64(segHeaderSize)
-		if ls.idx == rpIdx {
+		case ls.idx < rpIdx:
+			index = false // wholly compacted, but its end was not saved: find it
+		case ls.idx == rpIdx:
 			start = rpOff
 		}
-		if err := r.replaySegment(ls, start); err != nil {
+		if err := r.replaySegment(ls, start, index); err != nil {
 			return nil, err
 		}
 	}
 	l.durable.Store(l.posLocked())
+	if l.off >= v.g.segSize/2 {
+		l.kickPrepare()
+	}
 	if r.memFull() {
 		r.freezeLocked()
 	}
@@ -52,18 +59,20 @@ func recoverRegion(v *Volume, st *regionState) (*Region, error) {
 	return r, nil
 }
 
-// replaySegment reads one log segment and indexes its records from start.
-func (r *Region) replaySegment(ls *logSeg, start int64) error {
+// replaySegment reads one log segment and, if index, puts its records from
+// start into L0. An unsealed segment's end is where its records stop.
+func (r *Region) replaySegment(ls *logSeg, start int64, index bool) error {
 	v, l := r.v, r.log
 	tail := ls == l.tail
+	unsealed := ls.end == 0 // the tail, or switched from before its end was saved
 	size := ls.end
-	if tail {
+	if unsealed {
 		size = v.g.segSize
 	}
 	data := make([]byte, v.g.segSize)
 	n, err := v.file.ReadAt(data[:size], v.g.fileOff(ls.seg))
 	v.ctr.read[IOLog].Add(uint64(n))
-	if err != nil && !(errors.Is(err, io.EOF) && (tail || n == int(size))) {
+	if err != nil && !(errors.Is(err, io.EOF) && (unsealed || n == int(size))) {
 		return fmt.Errorf("engine: segment %d: read log: %w", ls.seg, ioErr(err))
 	}
 	h, err := decodeSegHeader(data, ls.seg)
@@ -78,19 +87,37 @@ func (r *Region) replaySegment(ls *logSeg, start int64) error {
 	for off < size {
 		rec, ok := decodeRecord(data[off:size], ls.seq)
 		if !ok {
-			if tail {
+			if unsealed {
 				break
 			}
 			return errBadRecord(ls.seg, off, "fails its checksum during replay")
 		}
 		e := entry{ptr: v.g.ptr(ls.seg, off), vlen: uint32(len(rec.Value)), tomb: rec.Kind == recDelete}
+		if !index {
+			off += int64(rec.Size)
+			continue
+		}
 		if old, had := r.mem.put(append([]byte(nil), rec.Key...), e); had {
 			l.addGarbage(old.ptr, old.recSize(len(rec.Key)))
 		}
 		off += int64(rec.Size)
 	}
 	if tail {
+		// Erase what follows the last valid record (a torn write): a record
+		// surviving beyond the gap must not verify again once new records
+		// refill the gap.
+		if junk := lastNonZero(data[off:size]); junk > 0 {
+			clear(data[off : off+int64(junk)])
+			if err := v.writeAt(data[off:off+int64(junk)], v.g.fileOff(ls.seg)+off, IOLog); err != nil {
+				return err
+			}
+			if err := v.syncData(); err != nil {
+				return err
+			}
+		}
 		l.buf, l.off, l.flushed = data, off, off
+	} else if unsealed {
+		ls.end = off
 	}
 	return nil
 }
@@ -102,4 +129,15 @@ func (l *vlog) addGarbage(p ptr, size int) {
 	if ls := l.bySeg[l.g.seg(p)]; ls != nil {
 		ls.garbage = min(ls.garbage+int64(size), l.g.segSize)
 	}
+}
+
+// lastNonZero returns the length of b up to and including its last
+// non-zero byte.
+func lastNonZero(b []byte) int {
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] != 0 {
+			return i + 1
+		}
+	}
+	return 0
 }

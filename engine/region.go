@@ -30,7 +30,7 @@ type Region struct {
 	pending []pendingFree
 
 	metaMu sync.Mutex      // serializes level installs and log-segment frees
-	gcDone map[uint64]bool // log segments whose live records GC relocated; under metaMu
+	gcDone map[uint64]bool // sequences of log segments whose live records GC relocated; under metaMu
 	gcMu   sync.Mutex      // one GC pass at a time
 
 	kick    chan struct{}
@@ -45,6 +45,9 @@ type Region struct {
 func (v *Volume) CreateRegion(desc RegionDesc) (*Region, error) {
 	if v.closed.Load() {
 		return nil, ErrClosed
+	}
+	if desc.End != nil && len(desc.End) == 0 {
+		return nil, fmt.Errorf("%w: region %d end key is empty (nil means unbounded)", ErrBadOptions, desc.ID)
 	}
 	if desc.End != nil && desc.Start != nil && bytes.Compare(desc.Start, desc.End) >= 0 {
 		return nil, fmt.Errorf("%w: region %d range is empty", ErrBadOptions, desc.ID)
@@ -279,5 +282,8 @@ func (r *Region) close() error {
 	r.wg.Wait() // compaction and GC may still sync through the flusher
 	close(r.flusherStop)
 	r.flusherDone.Wait()
-	return r.log.syncTo(r.log.pos())
+	if err := r.log.syncTo(r.log.pos()); err != nil {
+		return err
+	}
+	return r.log.saveEnds()
 }

@@ -11,10 +11,11 @@ import (
 
 // regionState is a region's persisted metadata, as loaded at open.
 type regionState struct {
-	desc   RegionDesc
-	rp     uint64 // L0 recovery point: replay the log from this position
-	logs   []*logSeg
-	levels map[int]*levelDesc
+	desc    RegionDesc
+	hasDesc bool
+	rp      uint64 // L0 recovery point: replay the log from this position
+	logs    []*logSeg
+	levels  map[int]*levelDesc
 }
 
 // usedSegments lists every segment the state references.
@@ -67,6 +68,7 @@ func (v *Volume) loadRegionStates() (map[uint64]*regionState, error) {
 			if st.desc, err = decodeRegionDesc(val); err != nil {
 				return nil, err
 			}
+			st.hasDesc = true
 		case bytes.Equal(suffix, []byte("rp")):
 			if len(val) != 8 {
 				return nil, fmt.Errorf("%w: region %d recovery point", ErrCorrupt, id)
@@ -92,10 +94,37 @@ func (v *Volume) loadRegionStates() (map[uint64]*regionState, error) {
 		return nil, fmt.Errorf("engine: read metadata: %w", err)
 	}
 	for id, st := range states {
-		if st.desc.ID != id || len(st.logs) == 0 {
+		if !st.hasDesc || st.desc.ID != id || len(st.logs) == 0 {
 			return nil, fmt.Errorf("%w: region %d metadata incomplete", ErrCorrupt, id)
 		}
 		sort.Slice(st.logs, func(i, j int) bool { return st.logs[i].idx < st.logs[j].idx })
+		if err := st.validate(v.g); err != nil {
+			return nil, fmt.Errorf("region %d: %w", id, err)
+		}
 	}
 	return states, nil
+}
+
+// validate checks the loaded metadata against the volume's geometry, so
+// that recovery never indexes past a segment.
+func (st *regionState) validate(g geometry) error {
+	for _, l := range st.logs {
+		if l.seg == 0 || l.seq == 0 || (l.end != 0 && (l.end < segHeaderSize || l.end >= g.segSize)) {
+			return fmt.Errorf("%w: log segment %d (index %d, end %d) out of bounds", ErrCorrupt, l.seg, l.idx, l.end)
+		}
+	}
+	if off := int64(st.rp & (uint64(g.segSize) - 1)); off < segHeaderSize {
+		return fmt.Errorf("%w: recovery point offset %d inside a segment header", ErrCorrupt, off)
+	}
+	for n, l := range st.levels {
+		if n < 1 || l.root == 0 || len(l.segs) == 0 {
+			return fmt.Errorf("%w: level %d descriptor", ErrCorrupt, n)
+		}
+		for _, s := range l.segs {
+			if s.seg == 0 || s.seq == 0 {
+				return fmt.Errorf("%w: level %d segment %d", ErrCorrupt, n, s.seg)
+			}
+		}
+	}
+	return nil
 }

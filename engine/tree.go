@@ -9,7 +9,7 @@ import (
 // cache; compaction and GC reads use it but do not fill it.
 func (v *Volume) readNode(p ptr, cat IOCategory) (*node, error) {
 	seg, off := v.g.seg(p), v.g.off(p)
-	if seg == 0 || off < segHeaderSize || (off-segHeaderSize)%int64(v.g.nodeSize) != 0 {
+	if seg == 0 || off < segHeaderSize || (off-segHeaderSize)%int64(v.g.nodeSize) != 0 || off+int64(v.g.nodeSize) > v.g.segSize {
 		return nil, fmt.Errorf("%w: segment %d offset %d: invalid node pointer", ErrCorrupt, seg, off)
 	}
 	seq := v.alloc.seqOf(seg)
@@ -22,7 +22,7 @@ func (v *Volume) readNode(p ptr, cat IOCategory) (*node, error) {
 	if err := v.readAt(buf, v.g.filePtrOff(p), cat); err != nil {
 		return nil, err
 	}
-	n, err := decodeNode(buf, p, v.g)
+	n, err := decodeNode(buf, p, v.g, seq)
 	if err != nil {
 		return nil, err
 	}

@@ -13,26 +13,31 @@ import (
 // device by sync (group commit) or when the segment fills. A log position
 // (pos) is idx<<shift | offset: it grows monotonically.
 //
-// Lock order: syncMu before mu.
+// Lock order: prepMu, logMetaMu, syncMu, mu.
 type vlog struct {
 	r *Region
 	v *Volume
 	g geometry
 
-	syncMu  sync.Mutex // held by the one goroutine writing+syncing the tail
-	mu      sync.Mutex // tail state and segment list
-	segs    []*logSeg  // by idx, ascending; the last is the tail
-	bySeg   map[uint64]*logSeg
-	tail    *logSeg
-	buf     []byte // image of the tail segment
-	off     int64  // next append offset in the tail
-	flushed int64  // tail bytes already written to the device
-	durable atomic.Uint64
-	failed  error // sticky: a failed write or sync poisons the log
+	prepMu    sync.Mutex // held while preparing the next segment
+	logMetaMu sync.Mutex // orders log-entry saves against log-entry deletes
+	syncMu    sync.Mutex // held by the one goroutine writing+syncing the tail
+	mu        sync.Mutex // tail state and segment list
+	segs      []*logSeg  // by idx, ascending; the last is the tail
+	bySeg     map[uint64]*logSeg
+	tail      *logSeg
+	buf       []byte // image of the tail segment
+	off       int64  // next append offset in the tail
+	flushed   int64  // tail bytes already written to the device
+	durable   atomic.Uint64
+	failed    error // sticky: a failed write or sync poisons the log
 
 	syncCond  *sync.Cond    // on mu: durable advanced or failed set
 	syncKick  chan struct{} // wakes the flusher
 	flusherUp bool          // a flusher goroutine serves syncTo
+
+	next     *logSeg       // prepared next segment: header synced, in metadata
+	prepKick chan struct{} // wakes the preparer
 }
 
 func (l *vlog) pos() uint64 {
@@ -48,14 +53,17 @@ func (l *vlog) posLocked() uint64 { return l.tail.idx<<l.g.shift | uint64(l.off)
 func (l *vlog) append(kind uint8, key, value []byte) (ptr, uint64, error) {
 	n := int64(recordSize(len(key), len(value)))
 	l.mu.Lock()
-	if l.failed == nil && l.off+n > l.g.segSize {
-		// Sealing writes and syncs: take syncMu first (lock order).
+	// A record never ends exactly at the segment's end: the offset after it
+	// must stay below the segment size for log positions to be unambiguous.
+	for l.failed == nil && l.off+n >= l.g.segSize {
+		// Switching segments needs a prepared next segment and syncs:
+		// take prepMu and syncMu first (lock order).
 		l.mu.Unlock()
+		err := l.prepare()
 		l.syncMu.Lock()
 		l.mu.Lock()
-		var err error
-		if l.failed == nil && l.off+n > l.g.segSize {
-			err = l.sealLocked()
+		if err == nil && l.failed == nil && l.off+n >= l.g.segSize && l.next != nil {
+			err = l.switchLocked()
 		}
 		l.syncMu.Unlock()
 		if err != nil {
@@ -71,6 +79,9 @@ func (l *vlog) append(kind uint8, key, value []byte) (ptr, uint64, error) {
 	off := l.off
 	encodeRecord(l.buf[off:off+n], l.tail.seq, kind, key, value)
 	l.off += n
+	if l.next == nil && off < l.g.segSize/2 && l.off >= l.g.segSize/2 {
+		l.kickPrepare()
+	}
 	p, end := l.g.ptr(l.tail.seg, off), l.posLocked()
 	if l.r.listener.l != nil {
 		// Under mu, so listeners see records in log order.
@@ -82,43 +93,6 @@ func (l *vlog) append(kind uint8, key, value []byte) (ptr, uint64, error) {
 	}
 	l.mu.Unlock()
 	return p, end, nil
-}
-
-// sealLocked writes the rest of the tail, syncs it, allocates the next
-// segment and commits both changes. Called with syncMu and mu held.
-func (l *vlog) sealLocked() error {
-	if err := l.flushLocked(); err != nil {
-		return err
-	}
-	next, err := l.v.allocSegment()
-	if err != nil {
-		return err
-	}
-	ls := &logSeg{idx: l.tail.idx + 1, seg: next.seg, seq: next.seq}
-	if err := l.v.writeLogHeader(l.r.desc.ID, ls); err != nil {
-		l.v.alloc.release(next.seg)
-		return l.fail(err)
-	}
-	old := *l.tail
-	old.end = l.off
-	b := l.v.meta.NewBatch()
-	b.Set(logKey(l.r.desc.ID, old.idx), old.encode(), nil)
-	b.Set(logKey(l.r.desc.ID, ls.idx), ls.encode(), nil)
-	if err := l.v.commit(b); err != nil {
-		// The batch may have reached the store: never reuse next.seg in
-		// this process (the allocator is rebuilt from metadata at open).
-		return l.fail(err)
-	}
-	l.tail.end = l.off
-	sealed := *l.tail
-	l.segs = append(l.segs, ls)
-	l.bySeg[ls.seg] = ls
-	l.tail, l.off, l.flushed = ls, segHeaderSize, segHeaderSize
-	l.buf = make([]byte, l.g.segSize)
-	l.durable.Store(l.posLocked())
-	l.syncCond.Broadcast()
-	l.r.listener.LogSealed(LogSeal{Region: l.r.desc.ID, Segment: sealed.seg, Index: sealed.idx, End: sealed.end, Next: ls.seg})
-	return nil
 }
 
 // flushLocked writes the unwritten part of the tail and syncs the device.

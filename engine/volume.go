@@ -216,6 +216,9 @@ func (v *Volume) loadSuper(explicitSeg int64, explicitNode int) error {
 	if ver != formatVersion {
 		return fmt.Errorf("%w: volume format %d, this build reads %d", ErrCorrupt, ver, formatVersion)
 	}
+	if err := checkGeometry(seg, nodeSize); err != nil {
+		return fmt.Errorf("%w: superblock: %w", ErrCorrupt, err)
+	}
 	if (explicitSeg != 0 && explicitSeg != seg) || (explicitNode != 0 && explicitNode != nodeSize) {
 		return fmt.Errorf("%w: volume has segment size %d and node size %d", ErrBadOptions, seg, nodeSize)
 	}
@@ -243,9 +246,11 @@ func syncDir(fs vfs.FS, dir string) error {
 func (v *Volume) loadRegions() error {
 	var nextSeq uint64
 	if b, c, err := v.meta.Get(keySeq); err == nil {
-		if len(b) == 8 {
-			nextSeq = binary.LittleEndian.Uint64(b)
+		if len(b) != 8 {
+			c.Close()
+			return fmt.Errorf("%w: metadata sequence counter is %d bytes", ErrCorrupt, len(b))
 		}
+		nextSeq = binary.LittleEndian.Uint64(b)
 		c.Close()
 	} else if !errors.Is(err, pebble.ErrNotFound) {
 		return fmt.Errorf("engine: read seq: %w", err)
