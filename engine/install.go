@@ -1,0 +1,145 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+)
+
+// Installing a level built elsewhere (Send-Index): the caller allocates a
+// segment per shipped segment, rewrites each with RewriteIndexSegment,
+// writes it with WriteSegment, and finally installs the level, which
+// replaces the region's level atomically and frees the replaced segments
+// once no reader uses them.
+
+// AllocSegment reserves a segment for WriteSegment. It stays allocated until
+// a level that lists it is installed and later replaced, or FreeSegment.
+func (v *Volume) AllocSegment() (seg, seq uint64, err error) {
+	s, err := v.allocSegment()
+	return s.seg, s.seq, err
+}
+
+// FreeSegment releases a segment from AllocSegment that was never
+// installed.
+func (v *Volume) FreeSegment(seg uint64) { v.alloc.release(seg) }
+
+// WriteSegment writes an index segment image (header included, as produced
+// by RewriteIndexSegment) into seg and syncs it.
+func (v *Volume) WriteSegment(seg uint64, data []byte) error {
+	if int64(len(data)) > v.g.segSize || len(data) < segHeaderSize {
+		return fmt.Errorf("%w: segment image of %d bytes", ErrBadOptions, len(data))
+	}
+	h, err := decodeSegHeader(data, seg)
+	if err != nil {
+		return err
+	}
+	if h.SegNo != seg || h.Seq != v.alloc.seqOf(seg) {
+		return fmt.Errorf("%w: image is for segment %d seq %d, not segment %d seq %d", ErrBadOptions, h.SegNo, h.Seq, seg, v.alloc.seqOf(seg))
+	}
+	if err := v.writeAt(data, v.g.fileOff(seg), IOCompaction); err != nil {
+		return err
+	}
+	return v.syncData()
+}
+
+// PointerMap translates a device pointer of a shipped segment. value is
+// true for leaf value pointers (into the log) and false for child nodes.
+type PointerMap func(p uint64, value bool) (uint64, error)
+
+// RewriteIndexSegment rewrites, in place, an index segment image built by
+// another volume: every child and value pointer goes through m, every node
+// is re-sealed for the new segment sequence, and the header names newSeg.
+// It returns the log segments the leaves now point into (sorted).
+func (v *Volume) RewriteIndexSegment(data []byte, newSeg, newSeq uint64, m PointerMap) ([]uint64, error) {
+	h, err := decodeSegHeader(data, newSeg)
+	if err != nil {
+		return nil, err
+	}
+	if h.Kind != segKindIndex || (len(data)-segHeaderSize)%v.g.nodeSize != 0 {
+		return nil, fmt.Errorf("%w: segment %d: not an index segment image", ErrCorrupt, h.SegNo)
+	}
+	refs := map[uint64]struct{}{}
+	for off := segHeaderSize; off < len(data); off += v.g.nodeSize {
+		b := data[off : off+v.g.nodeSize]
+		n, err := decodeNode(b, v.g.ptr(h.SegNo, int64(off)), v.g, h.Seq)
+		if err != nil {
+			return nil, err
+		}
+		pos := nodeHeaderLen
+		for i := range n.keys {
+			slot := pos + 2 // internal: keyLen u16, then the child pointer
+			if n.leaf {
+				slot = pos + 7 // leaf: flags, keyLen, valLen, then the value pointer
+			}
+			np, err := m(n.ptrs[i], n.leaf)
+			if err != nil {
+				return nil, err
+			}
+			binary.LittleEndian.PutUint64(b[slot:], np)
+			if n.leaf {
+				refs[v.g.seg(np)] = struct{}{}
+			}
+			pos += entrySize(n.leaf, len(n.keys[i]))
+		}
+		binary.LittleEndian.PutUint32(b[0:], nodeCRC(newSeq, b[4:]))
+	}
+	h.SegNo, h.Seq = newSeg, newSeq
+	h.encode(data)
+	out := make([]uint64, 0, len(refs))
+	for s := range refs {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+// InstalledLevel describes a level whose segments were written with
+// WriteSegment.
+type InstalledLevel struct {
+	Root     uint64 // translated root pointer (0: the level becomes empty)
+	Height   int
+	Pairs    int64
+	KVBytes  int64
+	Nodes    int64
+	Segments []uint64 // every segment of the level
+	LogRefs  []uint64 // log segments its leaves point into
+}
+
+// InstallLevel replaces level n (>= 1) with l in one metadata commit. The
+// replaced level's segments are freed once no reader uses them.
+func (r *Region) InstallLevel(n int, l InstalledLevel) error {
+	if n < 1 {
+		return fmt.Errorf("%w: level %d", ErrBadOptions, n)
+	}
+	desc := &levelDesc{root: l.Root, height: l.Height, pairs: l.Pairs, kvBytes: l.KVBytes, nodes: l.Nodes,
+		logRefs: append([]uint64(nil), l.LogRefs...)}
+	for _, s := range l.Segments {
+		seq := r.v.alloc.seqOf(s)
+		if seq == 0 {
+			return fmt.Errorf("%w: segment %d is not allocated", ErrBadOptions, s)
+		}
+		desc.segs = append(desc.segs, segRef{seg: s, seq: seq})
+	}
+	desc.indexRefs()
+	r.metaMu.Lock()
+	defer r.metaMu.Unlock()
+	b := r.v.meta.NewBatch()
+	if desc.root == 0 {
+		b.Delete(levelKey(r.desc.ID, n), nil)
+	} else {
+		b.Set(levelKey(r.desc.ID, n), desc.encode(), nil)
+	}
+	if err := r.v.commit(b); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	var old []uint64
+	if prev := r.cur.level(n); prev != nil {
+		for _, s := range prev.segs {
+			old = append(old, s.seg)
+		}
+	}
+	r.installLocked(r.cur.with(n, desc), func() { r.v.alloc.release(old...) })
+	r.mu.Unlock()
+	return nil
+}
