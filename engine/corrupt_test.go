@@ -41,14 +41,18 @@ func corruptSetup(t *testing.T, fs vfs.FS) (root ptr, logSeg *logSeg, g geometry
 	if err := r.Compact(); err != nil {
 		t.Fatal(err)
 	}
-	l := r.cur.level(r.cur.deepest())
-	root = l.root
+	ver := r.acquire()
+	root = ver.level(ver.deepest()).root
+	r.release(ver)
+	r.log.mu.Lock()
 	for _, s := range r.log.segs {
 		if s.end != 0 {
-			logSeg = s
+			c := *s
+			logSeg = &c
 			break
 		}
 	}
+	r.log.mu.Unlock()
 	g = v.g
 	if err := v.Close(); err != nil {
 		t.Fatal(err)
@@ -110,7 +114,7 @@ func TestCorruptSegmentHeader(t *testing.T) {
 	if err := r.Put(key(1), []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	tail := r.log.tail.seg
+	tail := r.log.flushInfo(r.log.pos()).Segment
 	g := v.g
 	v.Close()
 	flipBit(t, fs, g.fileOff(tail)+9)
@@ -129,7 +133,9 @@ func TestCorruptSealedRecordAtReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	first := r.log.segs[0]
+	r.log.mu.Lock()
+	first := *r.log.segs[0]
+	r.log.mu.Unlock()
 	g := v.g
 	v.Close()
 	if first.end == 0 {

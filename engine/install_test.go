@@ -80,7 +80,10 @@ func TestInstallShippedLevel(t *testing.T) {
 	if err := r.InstallLevel(1, InstalledLevel{Root: root, Height: built.Height, Pairs: built.Pairs, Segments: segs, LogRefs: refs}); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.cur.level(1).root; got != root || got == built.Root {
+	ver := r.acquire()
+	got := ver.level(1).root
+	r.release(ver)
+	if got != root || got == built.Root {
 		t.Fatalf("installed root %#x, want %#x (built %#x)", got, root, built.Root)
 	}
 	check := func(r *Region) {
