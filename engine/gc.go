@@ -170,7 +170,8 @@ func (r *Region) relocate(rec record, p ptr) (bool, error) {
 			r.release(ver)
 			return false, nil
 		}
-		applied, err := r.write(rec.Kind, rec.Key, rec.Value, func() bool { return r.cur == ver && !inL0() })
+		// No sync per record: gcSegment syncs once before anything is freed.
+		applied, err := r.write(rec.Kind, rec.Key, rec.Value, func() bool { return r.cur == ver && !inL0() }, false)
 		r.release(ver)
 		if err != nil || applied {
 			return applied, err

@@ -133,19 +133,20 @@ func (r *Region) Put(key, value []byte) error {
 	if len(value) > r.v.MaxValueSize() {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), r.v.MaxValueSize())
 	}
-	_, err := r.write(recPut, key, value, nil)
+	_, err := r.write(recPut, key, value, nil, r.v.opts.SyncMode == SyncModeSync)
 	return err
 }
 
 // Delete removes key (a tombstone; dropped at the last level).
 func (r *Region) Delete(key []byte) error {
-	_, err := r.write(recDelete, key, nil, nil)
+	_, err := r.write(recDelete, key, nil, nil, r.v.opts.SyncMode == SyncModeSync)
 	return err
 }
 
 // write appends a record and indexes it in L0. cond, if set, is checked
 // under the region lock right before the append; false skips the write.
-func (r *Region) write(kind uint8, key, value []byte, cond func() bool) (bool, error) {
+// sync waits until the record is durable.
+func (r *Region) write(kind uint8, key, value []byte, cond func() bool, sync bool) (bool, error) {
 	if err := r.checkKey(key); err != nil {
 		return false, err
 	}
@@ -168,7 +169,7 @@ func (r *Region) write(kind uint8, key, value []byte, cond func() bool) (bool, e
 		r.log.addGarbage(old.ptr, old.recSize(len(key)))
 	}
 	r.mu.Unlock()
-	if r.v.opts.SyncMode == SyncModeSync {
+	if sync {
 		if err := r.log.syncTo(end); err != nil {
 			return false, err
 		}

@@ -36,6 +36,7 @@ type Volume struct {
 	regions    map[uint64]*Region
 	closed     atomic.Bool
 	metaFailed atomic.Pointer[error]
+	syncFailed atomic.Pointer[error]
 
 	growMu sync.Mutex
 	extent int64 // bytes of the segment file allocated so far
@@ -88,6 +89,9 @@ func Open(opts Options) (*Volume, error) {
 		return nil, fmt.Errorf("engine: lock volume %s: %w", opts.Dir, err)
 	}
 	if err := v.open(explicitSeg, explicitNode); err != nil {
+		for _, r := range v.regions {
+			r.close() // regions recovered before the failure
+		}
 		v.closeFiles()
 		return nil, err
 	}
@@ -341,10 +345,19 @@ func (v *Volume) readAt(b []byte, off int64, cat IOCategory) error {
 }
 
 // syncData makes every write to the segment file durable.
+//
+// A failed fdatasync poisons the whole volume: the kernel reports a lost
+// write-back once, to whichever sync runs first, and every region shares the
+// file, so no later sync may be trusted to cover earlier writes.
 func (v *Volume) syncData() error {
+	if f := v.syncFailed.Load(); f != nil {
+		return *f
+	}
 	v.ctr.syncs.Add(1)
 	if err := v.file.SyncData(); err != nil {
-		return fmt.Errorf("engine: sync: %w", ioErr(err))
+		err = fmt.Errorf("engine: sync: %w", ioErr(err))
+		v.syncFailed.CompareAndSwap(nil, &err)
+		return *v.syncFailed.Load()
 	}
 	return nil
 }
