@@ -27,7 +27,7 @@ func BenchmarkPutParallel(b *testing.B) {
 			}
 			val := make([]byte, 100)
 			var n atomic.Int64
-			b.SetParallelism(4)
+			b.SetParallelism(8)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {

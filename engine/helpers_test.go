@@ -1,37 +1,15 @@
 package engine
 
 import (
-	"flag"
 	"fmt"
-	"os"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tebis-go/tebis/internal/testseed"
 )
 
-var seedFlag = flag.Int64("seed", 0, "seed for randomized engine tests (0: time-based)")
-
-// testSeed returns the seed of a randomized test, printing it so a failure
-// can be replayed with -seed or TEBIS_SEED.
-func testSeed(t testing.TB) int64 {
-	s := *seedFlag
-	if s == 0 {
-		if env := os.Getenv("TEBIS_SEED"); env != "" {
-			v, err := strconv.ParseInt(env, 10, 64)
-			if err != nil {
-				t.Fatalf("TEBIS_SEED: %v", err)
-			}
-			s = v
-		}
-	}
-	if s == 0 {
-		s = time.Now().UnixNano()
-	}
-	t.Logf("seed %d (replay with -seed=%d)", s, s)
-	return s
-}
+// testSeed returns the seed of a randomized test (see internal/testseed).
+func testSeed(t testing.TB) int64 { return int64(testseed.Seed(t)) }
 
 // smallOpts are options that make compactions, level moves and GC happen
 // on small data.

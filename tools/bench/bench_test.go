@@ -5,27 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tebis-go/tebis/internal/testseed"
 	"github.com/tebis-go/tebis/tools/ycsb"
 )
 
-var seedFlag = flag.Uint64("seed", 0, "workload seed (0: from the clock)")
-
-func testSeed(t *testing.T) uint64 {
-	seed := *seedFlag
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (rerun with -seed=%d)", seed, seed)
-	return seed
-}
+func testSeed(t *testing.T) uint64 { return testseed.Seed(t) }
 
 func TestCountingFS(t *testing.T) {
 	fs := NewCountingFS(vfs.NewMem())

@@ -4,24 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/tebis-go/tebis/internal/testseed"
 	"github.com/tebis-go/tebis/tools/ycsb"
 )
 
-var seedFlag = flag.Uint64("seed", 0, "workload seed (0: from the clock)")
-
-func testSeed(t *testing.T) uint64 {
-	seed := *seedFlag
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (rerun with -seed=%d)", seed, seed)
-	return seed
-}
+func testSeed(t *testing.T) uint64 { return testseed.Seed(t) }
 
 // mapStore is an in-memory store; corrupt, if set, damages every value read.
 type mapStore struct {
