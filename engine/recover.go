@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 )
 
 // recoverRegion builds a live Region from its persisted state: levels from
@@ -16,7 +15,7 @@ func recoverRegion(v *Volume, st *regionState) (*Region, error) {
 	r.newEmptyState()
 	l := &vlog{r: r, v: v, g: v.g, segs: st.logs, bySeg: map[uint64]*logSeg{},
 		syncKick: make(chan struct{}, 1), prepKick: make(chan struct{}, 1)}
-	l.syncCond = sync.NewCond(&l.mu)
+	l.batch = make(chan struct{})
 	r.log = l
 	for _, ls := range st.logs {
 		l.bySeg[ls.seg] = ls

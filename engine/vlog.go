@@ -32,7 +32,7 @@ type vlog struct {
 	durable   atomic.Uint64
 	failed    error // sticky: a failed write or sync poisons the log
 
-	syncCond  *sync.Cond    // on mu: durable advanced or failed set
+	batch     chan struct{} // closed when the next flush (or a failure) completes
 	syncKick  chan struct{} // wakes the flusher
 	flusherUp bool          // a flusher goroutine serves syncTo
 
@@ -107,7 +107,7 @@ func (l *vlog) flushLocked() error {
 	}
 	l.flushed = l.off
 	l.durable.Store(l.posLocked())
-	l.syncCond.Broadcast()
+	l.wakeLocked()
 	return nil
 }
 
@@ -116,45 +116,52 @@ func (l *vlog) fail(err error) error {
 	if l.failed == nil {
 		l.failed = fmt.Errorf("engine: region %d log: %w", l.r.desc.ID, err)
 	}
-	l.syncCond.Broadcast()
+	l.wakeLocked()
 	return l.failed
 }
 
 // syncTo makes the log durable at least up to pos. It hands the work to
 // the log's flusher goroutine and waits: while the flusher writes and
 // fdatasyncs one batch, later appends gather into the next (group commit).
+// Each waiter sleeps on its batch's channel, so a flush wakes exactly the
+// writers it covered.
 func (l *vlog) syncTo(pos uint64) error {
-	if l.durable.Load() >= pos {
-		return nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.flusherUp {
-		// No flusher (closing or recovering): flush inline.
-		l.mu.Unlock()
-		err := l.flushOnce()
-		l.mu.Lock()
-		if err != nil {
-			return err
+	for {
+		if l.durable.Load() >= pos {
+			return nil
 		}
+		l.mu.Lock()
+		switch {
+		case l.failed != nil:
+			err := l.failed
+			l.mu.Unlock()
+			return err
+		case l.durable.Load() >= pos:
+			l.mu.Unlock()
+			return nil
+		case !l.flusherUp:
+			// No flusher (closing or recovering): flush inline.
+			l.mu.Unlock()
+			if err := l.flushOnce(); err != nil {
+				return err
+			}
+			continue
+		}
+		ch := l.batch
+		select {
+		case l.syncKick <- struct{}{}:
+		default:
+		}
+		l.mu.Unlock()
+		<-ch
 	}
-	select {
-	case l.syncKick <- struct{}{}:
-	default:
-	}
-	for l.durable.Load() < pos && l.failed == nil && l.flusherUp {
-		l.syncCond.Wait()
-	}
-	if l.durable.Load() >= pos {
-		return nil
-	}
-	if l.failed != nil {
-		return l.failed
-	}
-	l.mu.Unlock()
-	err := l.flushOnce()
-	l.mu.Lock()
-	return err
+}
+
+// wakeLocked wakes every waiter (durable moved, the log failed, or the
+// flusher stopped); they recheck. Called with mu held.
+func (l *vlog) wakeLocked() {
+	close(l.batch)
+	l.batch = make(chan struct{})
 }
 
 // flusher runs flushOnce whenever a writer waits, until stop closes.
@@ -165,35 +172,38 @@ func (l *vlog) flusher(stop <-chan struct{}, done func()) {
 		case <-stop:
 			l.mu.Lock()
 			l.flusherUp = false
-			l.syncCond.Broadcast()
+			l.wakeLocked()
 			l.mu.Unlock()
 			return
 		case <-l.syncKick:
 		}
-		if l.flushOnce() != nil {
-			// failed is set and waiters are woken; keep serving kicks so
-			// they get the error promptly.
-			continue
-		}
+		// An error sets failed and wakes the waiters; keep serving kicks
+		// so later ones get the error promptly.
+		_ = l.flushOnce()
 	}
 }
 
 // flushOnce writes the unwritten tail bytes and fdatasyncs, then wakes the
-// waiters it covered.
+// waiters it covered: those that registered on the batch channel it took.
 func (l *vlog) flushOnce() error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	if l.failed != nil {
-		l.syncCond.Broadcast()
+		l.wakeLocked()
 		defer l.mu.Unlock()
 		return l.failed
 	}
 	end := l.posLocked()
 	if l.durable.Load() >= end {
+		// Waiters that registered after the previous flush took its batch
+		// are covered already: let them recheck.
+		l.wakeLocked()
 		l.mu.Unlock()
 		return nil
 	}
+	ch := l.batch
+	l.batch = make(chan struct{})
 	seg, from, to, buf := l.tail.seg, l.flushed, l.off, l.buf
 	l.mu.Unlock()
 	// The tail cannot be sealed while syncMu is held, so buf[from:to] is
@@ -207,7 +217,7 @@ func (l *vlog) flushOnce() error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	defer l.syncCond.Broadcast()
+	defer close(ch)
 	if err != nil {
 		return l.fail(err)
 	}

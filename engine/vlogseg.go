@@ -129,7 +129,7 @@ func (l *vlog) switchLocked() error {
 	l.tail, l.off, l.flushed = ls, segHeaderSize, segHeaderSize
 	l.buf = make([]byte, l.g.segSize)
 	l.durable.Store(l.posLocked())
-	l.syncCond.Broadcast()
+	l.wakeLocked()
 	l.kickPrepare()
 	l.r.listener.LogSealed(LogSeal{Region: l.r.desc.ID, Segment: old.seg, Index: old.idx, End: old.end, Next: ls.seg})
 	return nil
