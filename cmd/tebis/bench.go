@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/tebis-go/tebis/tools/bench"
@@ -34,6 +35,7 @@ func benchCommand() *cli.Command {
 				&cli.Uint64Flag{Name: "seed", Usage: "workload seed (0: from the clock; printed)"},
 				&cli.Int64Flag{Name: "disk-bw-bytes", Value: bench.DefaultDiskBWBytes, Usage: "size of the sequential write test (0: skip)"},
 				&cli.StringFlag{Name: "json", Usage: "also write the results as JSON to this file"},
+				&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the whole run to this file"},
 			},
 			Action: benchEngine,
 		}},
@@ -63,6 +65,17 @@ func benchEngine(c *cli.Context) error {
 		seed = uint64(time.Now().UnixNano())
 	}
 	fmt.Fprintf(os.Stderr, "seed %d (rerun with --seed %d)\n", seed, seed)
+	if path := c.String("cpuprofile"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	cfg := bench.Config{
 		Engines:        c.StringSlice("engines"),
 		Phases:         c.StringSlice("phases"),
