@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin/tebis
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: build test bench run deps fmt vet fuzz
+.PHONY: build test bench run deps vet fuzz
 
 deps:
 	@command -v $(GO) >/dev/null || { echo "go toolchain not found (install Go 1.26)"; exit 1; }
@@ -22,15 +22,20 @@ test: deps vet
 # Short fuzzing of the on-disk format decoders (not part of `make test`;
 # `make test` runs the fuzz targets' seed corpora).
 fuzz:
-	$(GO) test ./engine -run '^$$' -fuzz FuzzDecodeNode -fuzztime 30s
-	$(GO) test ./engine -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s
-	$(GO) test ./engine -run '^$$' -fuzz FuzzDecodeSegHeader -fuzztime 30s
+	for f in FuzzDecodeNode FuzzDecodeRecord FuzzDecodeSegHeader FuzzDecodeLevelDesc; do \
+		$(GO) test ./engine -run '^$$' -fuzz $$f -fuzztime 30s -fuzzminimizetime 2s || exit 1; \
+	done
 
+# The engine against pebble, one process, the paper's KV-size mixes
+# (docs/benchmarks.md has the latest figures). BENCH_DIR should be on the
+# disk being measured.
+BENCH_DIR ?= .run/bench
+BENCH_FLAGS ?= --recordcount 1000000 --operationcount 200000 --threads 16 --seed 11
 bench: build
-	$(BIN) bench engine --mix SD
-	$(BIN) bench engine --mix M
-	$(BIN) bench engine --mix L
-	$(BIN) bench engine --mix LD
+	mkdir -p $(BENCH_DIR)
+	for mix in SD M L LD; do \
+		$(BIN) bench engine --kv-sizes $$mix --dir $(BENCH_DIR) $(BENCH_FLAGS) --json $(BENCH_DIR)/$$mix.json || exit 1; \
+	done
 
 run: build
 	$(BIN) demo --dir .run/demo
