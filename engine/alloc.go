@@ -94,14 +94,6 @@ func (a *allocator) seqOf(seg uint64) uint64 {
 	return a.seqs[seg]
 }
 
-// next returns the sequence the next allocation will get; batches that
-// commit new segments persist it so sequences never repeat after a restart.
-func (a *allocator) next() uint64 {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	return a.nextSeq
-}
-
 func (a *allocator) usage() (used, free int64) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()

@@ -109,6 +109,9 @@ func (r *Region) compactLevel(i int, ver *version) error {
 		r.listener.CompactionStarted(info)
 		r.metaMu.Lock()
 		defer r.metaMu.Unlock()
+		if r.levelsChanged(ver, i, i+1) {
+			return nil // a level was installed meanwhile: decide again
+		}
 		l := ver.level(i)
 		b := r.v.meta.NewBatch()
 		b.Delete(levelKey(r.desc.ID, i), nil)
@@ -164,6 +167,10 @@ func (r *Region) mergeInstall(info CompactionInfo, srcs []source, ver *version, 
 	}
 	r.metaMu.Lock()
 	defer r.metaMu.Unlock()
+	if r.levelsChanged(ver, info.Src, info.Dst) {
+		b.abort() // a level was installed meanwhile: compact again from the new version
+		return nil
+	}
 	batch := r.v.meta.NewBatch()
 	if info.Src > 0 {
 		batch.Delete(levelKey(r.desc.ID, info.Src), nil)
@@ -175,11 +182,13 @@ func (r *Region) mergeInstall(info CompactionInfo, srcs []source, ver *version, 
 	} else {
 		batch.Set(levelKey(r.desc.ID, info.Dst), desc.encode(), nil)
 	}
-	r.log.setLogEntries(batch, r.log.applyGarbage(garbage))
+	entries := r.log.applyGarbage(garbage)
+	r.log.setLogEntries(batch, entries)
 	if err := r.v.commit(batch); err != nil {
 		// The batch may have landed: keep the new segments allocated.
 		return err
 	}
+	r.log.markEndsSaved(entries)
 	var old []uint64
 	for _, n := range []int{info.Src, info.Dst} {
 		if l := ver.level(n); l != nil && n > 0 {
@@ -203,6 +212,15 @@ func (r *Region) mergeInstall(info CompactionInfo, srcs []source, ver *version, 
 	r.v.ctr.compactions.Add(1)
 	r.listener.CompactionDone(info, desc.info(info.Dst))
 	return r.freeDeadLogLocked()
+}
+
+// levelsChanged reports whether levels src or dst (src 0: L0, not checked)
+// differ from ver's: InstallLevel replaced one since the compaction began.
+// Called with metaMu held.
+func (r *Region) levelsChanged(ver *version, src, dst int) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return (src > 0 && r.cur.level(src) != ver.level(src)) || r.cur.level(dst) != ver.level(dst)
 }
 
 func (l *levelDesc) info(n int) LevelInfo {

@@ -598,7 +598,7 @@ func TestFormatGoldenFreshVolume(t *testing.T) {
 	})
 	checkGolden(t, "meta_seq", meta[string(keySeq)], func(a *annot) {
 		a.comment("value of v/seq after creating one region (its log segment got sequence 1)")
-		a.u64("next segment sequence number")
+		a.u64("leased bound: every sequence handed out is below it")
 	})
 	checkGolden(t, "meta_rp", meta[string(regionKey(id, "rp"))], func(a *annot) {
 		a.comment("value of r/<id>/rp for a new region: log position idx << shift | offset")

@@ -46,6 +46,9 @@ func (r *Region) GC() (GCStats, error) {
 	r.gcMu.Lock()
 	defer r.gcMu.Unlock()
 	var st GCStats
+	if r.isClosed() {
+		return st, ErrClosed
+	}
 	for _, ls := range r.gcCandidates() {
 		select {
 		case <-r.closing:
@@ -61,6 +64,9 @@ func (r *Region) GC() (GCStats, error) {
 		if err != nil {
 			return st, err
 		}
+	}
+	if r.isClosed() {
+		return st, ErrClosed
 	}
 	before := r.v.ctr.gcFreed.Load()
 	r.metaMu.Lock()
@@ -262,12 +268,22 @@ func (l *vlog) applyGarbage(g map[uint64]int64) []*logSeg {
 		n, charged := g[ls.seg]
 		ls.garbage = min(ls.garbage+n, l.g.segSize)
 		if ls.end != 0 && (charged || !ls.endSaved) {
-			ls.endSaved = true
 			c := *ls
 			out = append(out, &c)
 		}
 	}
 	return out
+}
+
+// markEndsSaved records that the listed descriptors' ends are persisted.
+func (l *vlog) markEndsSaved(saved []*logSeg) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range saved {
+		if s := l.bySeg[c.seg]; s != nil && s.seq == c.seq {
+			s.endSaved = true
+		}
+	}
 }
 
 // flushInfo describes the log flushed up to pos.

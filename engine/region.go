@@ -258,6 +258,12 @@ func (r *Region) Get(key []byte) ([]byte, error) {
 	return append([]byte(nil), rec.Value...), nil
 }
 
+func (r *Region) isClosed() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.closed
+}
+
 // Sync makes every write acknowledged before it durable.
 func (r *Region) Sync() error {
 	r.mu.RLock()
@@ -280,6 +286,8 @@ func (r *Region) close() error {
 	r.memCond.Broadcast()
 	r.mu.Unlock()
 	close(r.closing)
+	r.gcMu.Lock() // wait for a manual GC pass (it stops at the next segment)
+	r.gcMu.Unlock()
 	r.wg.Wait() // compaction and GC may still sync through the flusher
 	close(r.flusherStop)
 	r.flusherDone.Wait()

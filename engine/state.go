@@ -116,6 +116,14 @@ func (st *regionState) validate(g geometry) error {
 	if off := int64(st.rp & (uint64(g.segSize) - 1)); off < segHeaderSize {
 		return fmt.Errorf("%w: recovery point offset %d inside a segment header", ErrCorrupt, off)
 	}
+	if rpIdx, tail := st.rp>>g.shift, st.logs[len(st.logs)-1].idx; rpIdx > tail {
+		return fmt.Errorf("%w: recovery point in log index %d beyond the tail %d", ErrCorrupt, rpIdx, tail)
+	}
+	for i := 1; i < len(st.logs); i++ {
+		if st.logs[i].idx == st.logs[i-1].idx {
+			return fmt.Errorf("%w: log index %d twice", ErrCorrupt, st.logs[i].idx)
+		}
+	}
 	for n, l := range st.levels {
 		if n < 1 || l.root == 0 || len(l.segs) == 0 {
 			return fmt.Errorf("%w: level %d descriptor", ErrCorrupt, n)

@@ -38,9 +38,13 @@ type Volume struct {
 	metaFailed atomic.Pointer[error]
 	syncFailed atomic.Pointer[error]
 
-	growMu sync.Mutex
-	extent int64 // bytes of the segment file allocated so far
+	growMu   sync.Mutex
+	extent   int64  // bytes of the segment file allocated so far
+	seqLease uint64 // persisted bound on segment sequences; under growMu
 }
+
+// seqLeaseBlock is how many segment sequences one v/seq commit leases.
+const seqLeaseBlock = 1024
 
 // growChunk is how far the segment file is extended at a time.
 const growChunk = 32 << 20
@@ -54,6 +58,18 @@ func (v *Volume) allocSegment() (segRef, error) {
 	end := v.g.fileOff(s.seg + 1)
 	v.growMu.Lock()
 	defer v.growMu.Unlock()
+	if s.seq >= v.seqLease {
+		// Sequences are leased in blocks: v/seq is an upper bound of every
+		// sequence handed out, so none repeats after a crash.
+		lease := s.seq + seqLeaseBlock
+		b := v.meta.NewBatch()
+		b.Set(keySeq, binary.LittleEndian.AppendUint64(nil, lease), nil)
+		if err := v.commitRaw(b); err != nil {
+			v.alloc.release(s.seg)
+			return segRef{}, err
+		}
+		v.seqLease = lease
+	}
 	if end > v.extent {
 		n := max(end-v.extent, growChunk)
 		if err := growFile(v.file, v.extent, n); err != nil {
@@ -255,6 +271,7 @@ func (v *Volume) loadRegions() error {
 			return fmt.Errorf("%w: metadata sequence counter is %d bytes", ErrCorrupt, len(b))
 		}
 		nextSeq = binary.LittleEndian.Uint64(b)
+		v.seqLease = nextSeq
 		c.Close()
 	} else if !errors.Is(err, pebble.ErrNotFound) {
 		return fmt.Errorf("engine: read seq: %w", err)
@@ -264,8 +281,15 @@ func (v *Volume) loadRegions() error {
 		return err
 	}
 	var used []segRef
-	for _, st := range states {
-		used = append(used, st.usedSegments()...)
+	owner := map[uint64]uint64{}
+	for id, st := range states {
+		for _, u := range st.usedSegments() {
+			if prev, dup := owner[u.seg]; dup {
+				return fmt.Errorf("%w: segment %d referenced twice (regions %d and %d)", ErrCorrupt, u.seg, prev, id)
+			}
+			owner[u.seg] = id
+			used = append(used, u)
+		}
 	}
 	v.alloc = newAllocator(v.opts.MaxSegments, nextSeq, used)
 	ids := make([]uint64, 0, len(states))
@@ -287,10 +311,7 @@ func (v *Volume) loadRegions() error {
 // write as fatal (its Logger.Fatalf); the engine turns that into
 // ErrMetadataFailed and refuses every later commit (fail-stop for metadata,
 // nothing half-applied).
-func (v *Volume) commit(b *pebble.Batch) error {
-	b.Set(keySeq, binary.LittleEndian.AppendUint64(nil, v.alloc.next()), nil)
-	return v.commitRaw(b)
-}
+func (v *Volume) commit(b *pebble.Batch) error { return v.commitRaw(b) }
 
 func (v *Volume) commitRaw(b *pebble.Batch) error {
 	if f := v.metaFailed.Load(); f != nil {
