@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -33,6 +34,8 @@ type vlog struct {
 	failed    error // sticky: a failed write or sync poisons the log
 
 	batch     chan struct{} // closed when the next flush (or a failure) completes
+	waiters   int           // writers registered on batch (an estimate)
+	lastBatch int           // waiters the previous flush covered
 	syncKick  chan struct{} // wakes the flusher
 	flusherUp bool          // a flusher goroutine serves syncTo
 
@@ -148,6 +151,7 @@ func (l *vlog) syncTo(pos uint64) error {
 			continue
 		}
 		ch := l.batch
+		l.waiters++
 		select {
 		case l.syncKick <- struct{}{}:
 		default:
@@ -164,23 +168,66 @@ func (l *vlog) wakeLocked() {
 	l.batch = make(chan struct{})
 }
 
+// gatherWindow bounds how long the flusher waits for a batch to fill.
+const gatherWindow = 100 * time.Microsecond
+
 // flusher runs flushOnce whenever a writer waits, until stop closes.
+//
+// Before each flush it gathers: the writers the previous flush woke are
+// likely to come back with their next record within microseconds, so it
+// waits (at most gatherWindow) until as many writers wait as the previous
+// batch had. A lone writer never waits; many writers share larger batches,
+// so fewer fdatasyncs carry the same load.
 func (l *vlog) flusher(stop <-chan struct{}, done func()) {
 	defer done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	for {
 		select {
 		case <-stop:
-			l.mu.Lock()
-			l.flusherUp = false
-			l.wakeLocked()
-			l.mu.Unlock()
+			l.stopFlusher()
 			return
 		case <-l.syncKick:
+		}
+		if !l.gather(stop, timer) {
+			l.stopFlusher()
+			return
 		}
 		// An error sets failed and wakes the waiters; keep serving kicks
 		// so later ones get the error promptly.
 		_ = l.flushOnce()
 	}
+}
+
+// gather waits for the batch to reach the previous batch's size, for at
+// most gatherWindow. It returns false if stop closed.
+func (l *vlog) gather(stop <-chan struct{}, timer *time.Timer) bool {
+	deadline := time.Now().Add(gatherWindow)
+	for {
+		l.mu.Lock()
+		enough := l.waiters >= l.lastBatch || l.failed != nil
+		l.mu.Unlock()
+		d := time.Until(deadline)
+		if enough || d <= 0 {
+			return true
+		}
+		timer.Reset(d)
+		select {
+		case <-stop:
+			timer.Stop()
+			return false
+		case <-l.syncKick:
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
+}
+
+func (l *vlog) stopFlusher() {
+	l.mu.Lock()
+	l.flusherUp = false
+	l.wakeLocked()
+	l.mu.Unlock()
 }
 
 // flushOnce writes the unwritten tail bytes and fdatasyncs, then wakes the
@@ -204,6 +251,7 @@ func (l *vlog) flushOnce() error {
 	}
 	ch := l.batch
 	l.batch = make(chan struct{})
+	l.lastBatch, l.waiters = l.waiters, 0
 	seg, from, to, buf := l.tail.seg, l.flushed, l.off, l.buf
 	l.mu.Unlock()
 	// The tail cannot be sealed while syncMu is held, so buf[from:to] is
