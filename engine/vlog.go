@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -180,8 +181,6 @@ const gatherWindow = 100 * time.Microsecond
 // so fewer fdatasyncs carry the same load.
 func (l *vlog) flusher(stop <-chan struct{}, done func()) {
 	defer done()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
 	for {
 		select {
 		case <-stop:
@@ -189,7 +188,7 @@ func (l *vlog) flusher(stop <-chan struct{}, done func()) {
 			return
 		case <-l.syncKick:
 		}
-		if !l.gather(stop, timer) {
+		if !l.gather(stop) {
 			l.stopFlusher()
 			return
 		}
@@ -200,25 +199,24 @@ func (l *vlog) flusher(stop <-chan struct{}, done func()) {
 }
 
 // gather waits for the batch to reach the previous batch's size, for at
-// most gatherWindow. It returns false if stop closed.
-func (l *vlog) gather(stop <-chan struct{}, timer *time.Timer) bool {
+// most gatherWindow, yielding the processor to the writers meanwhile (Go
+// timers are too coarse, about 1 ms on some machines, for a 100 us wait).
+// It returns false if stop closed.
+func (l *vlog) gather(stop <-chan struct{}) bool {
 	deadline := time.Now().Add(gatherWindow)
 	for {
 		l.mu.Lock()
 		enough := l.waiters >= l.lastBatch || l.failed != nil
 		l.mu.Unlock()
-		d := time.Until(deadline)
-		if enough || d <= 0 {
+		if enough || time.Now().After(deadline) {
 			return true
 		}
-		timer.Reset(d)
 		select {
 		case <-stop:
-			timer.Stop()
 			return false
 		case <-l.syncKick:
-			timer.Stop()
-		case <-timer.C:
+		default:
+			runtime.Gosched()
 		}
 	}
 }
