@@ -8,7 +8,6 @@ import (
 
 	"github.com/tebis-go/tebis/tools/bench"
 	"github.com/tebis-go/tebis/tools/progress"
-	"github.com/tebis-go/tebis/tools/ycsb"
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 )
@@ -48,17 +47,9 @@ func benchEngine(c *cli.Context) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	sizes, err := ycsb.ParseSizeMix(c.String("kv-sizes"))
+	sizes, sync, err := workloadFlags(c)
 	if err != nil {
-		return fmt.Errorf("--kv-sizes: %w", err)
-	}
-	var sync bool
-	switch c.String("sync-mode") {
-	case "sync":
-		sync = true
-	case "async":
-	default:
-		return fmt.Errorf("--sync-mode %q: want sync or async", c.String("sync-mode"))
+		return err
 	}
 	seed := c.Uint64("seed")
 	if seed == 0 {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/tebis-go/tebis/tools/demo"
 	"github.com/tebis-go/tebis/tools/progress"
-	"github.com/tebis-go/tebis/tools/ycsb"
 	"github.com/urfave/cli/v2"
 )
 
@@ -35,13 +34,9 @@ func runDemo(c *cli.Context) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	sizes, err := ycsb.ParseSizeMix(c.String("kv-sizes"))
+	sizes, sync, err := workloadFlags(c)
 	if err != nil {
-		return fmt.Errorf("--kv-sizes: %w", err)
-	}
-	mode := c.String("sync-mode")
-	if mode != "sync" && mode != "async" {
-		return fmt.Errorf("--sync-mode %q: want sync or async", mode)
+		return err
 	}
 	res, err := demo.Run(c.Context, demo.Config{
 		Dir:          c.String("dir"),
@@ -49,7 +44,7 @@ func runDemo(c *cli.Context) error {
 		Threads:      c.Int("threads"),
 		Seed:         c.Uint64("seed"),
 		Sizes:        sizes,
-		Sync:         mode == "sync",
+		Sync:         sync,
 		L0Pairs:      c.Int("l0-pairs"),
 		GrowthFactor: c.Int("growth-factor"),
 		Sample:       c.Int("sample"),

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/tebis-go/tebis/tools/ycsb"
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -52,3 +53,19 @@ func newLogger(c *cli.Context) (*zap.Logger, error) {
 
 // stderrIsTerminal decides between progress bars and plain progress lines.
 func stderrIsTerminal() bool { return term.IsTerminal(int(os.Stderr.Fd())) }
+
+// workloadFlags reads the --kv-sizes and --sync-mode flags shared by the
+// workload commands; sync is true for "sync".
+func workloadFlags(c *cli.Context) (sizes ycsb.SizeMix, sync bool, err error) {
+	sizes, err = ycsb.ParseSizeMix(c.String("kv-sizes"))
+	if err != nil {
+		return sizes, false, fmt.Errorf("--kv-sizes: %w", err)
+	}
+	switch c.String("sync-mode") {
+	case "sync":
+		return sizes, true, nil
+	case "async":
+		return sizes, false, nil
+	}
+	return sizes, false, fmt.Errorf("--sync-mode %q: want sync or async", c.String("sync-mode"))
+}
