@@ -23,8 +23,6 @@ var (
 	ErrNoSpace = errors.New("engine: no space left on volume")
 	// ErrRegionExists is returned by CreateRegion for a used region id.
 	ErrRegionExists = errors.New("engine: region exists")
-	// ErrNoRegion is returned for an unknown region id.
-	ErrNoRegion = errors.New("engine: no such region")
 	// ErrOutOfRange is returned for a key outside the region's key range.
 	ErrOutOfRange = errors.New("engine: key outside region range")
 	// ErrMetadataFailed is returned once the metadata store failed a write:

@@ -41,12 +41,9 @@ func mustOpen(t testing.TB, o Options) *Volume {
 
 func mustRegion(t testing.TB, v *Volume, id uint64) *Region {
 	t.Helper()
-	if r, ok := v.Region(id); ok {
-		return r
-	}
-	r, err := v.CreateRegion(RegionDesc{ID: id})
+	r, _, err := v.OpenRegion(RegionDesc{ID: id})
 	if err != nil {
-		t.Fatalf("create region: %v", err)
+		t.Fatalf("open region: %v", err)
 	}
 	return r
 }

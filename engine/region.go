@@ -80,6 +80,16 @@ func (v *Volume) CreateRegion(desc RegionDesc) (*Region, error) {
 	return r, nil
 }
 
+// OpenRegion returns region desc.ID, creating it from desc if the volume
+// does not hold it yet; created reports which.
+func (v *Volume) OpenRegion(desc RegionDesc) (r *Region, created bool, err error) {
+	if r, ok := v.Region(desc.ID); ok {
+		return r, false, nil
+	}
+	r, err = v.CreateRegion(desc)
+	return r, err == nil, err
+}
+
 // Region returns an open region by id.
 func (v *Volume) Region(id uint64) (*Region, bool) {
 	v.mu.Lock()
@@ -150,6 +160,7 @@ func (r *Region) write(kind uint8, key, value []byte, cond func() bool, sync boo
 	if err := r.checkKey(key); err != nil {
 		return false, err
 	}
+	k := append([]byte(nil), key...) // L0's copy, made outside the lock
 	r.mu.Lock()
 	if err := r.waitRoomLocked(); err != nil {
 		r.mu.Unlock()
@@ -164,7 +175,6 @@ func (r *Region) write(kind uint8, key, value []byte, cond func() bool, sync boo
 		r.mu.Unlock()
 		return false, err
 	}
-	k := append([]byte(nil), key...)
 	if old, had := r.mem.put(k, entry{ptr: p, vlen: uint32(len(value)), tomb: kind == recDelete}); had {
 		r.log.addGarbage(old.ptr, old.recSize(len(key)))
 	}

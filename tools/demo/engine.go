@@ -30,14 +30,11 @@ func openStore(cfg Config) (_ store, reopened bool, _ error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("open volume %s: %w", cfg.Dir, err)
 	}
-	if r, ok := vol.Region(RegionID); ok {
-		return &engineStore{vol: vol, r: r}, true, nil
-	}
-	r, err := vol.CreateRegion(engine.RegionDesc{ID: RegionID})
+	r, created, err := vol.OpenRegion(engine.RegionDesc{ID: RegionID})
 	if err != nil {
-		return nil, false, errors.Join(fmt.Errorf("create region %d: %w", RegionID, err), vol.Close())
+		return nil, false, errors.Join(fmt.Errorf("open region %d: %w", RegionID, err), vol.Close())
 	}
-	return &engineStore{vol: vol, r: r}, false, nil
+	return &engineStore{vol: vol, r: r}, !created, nil
 }
 
 func (s *engineStore) Put(key, value []byte) error { return s.r.Put(key, value) }
