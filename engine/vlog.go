@@ -304,8 +304,16 @@ func (l *vlog) read(p ptr, key []byte, vlen uint32, cat IOCategory) (record, err
 	return rec, nil
 }
 
-// writeLogHeader writes and syncs a new log segment's header.
+// writeLogHeader writes and syncs a new log segment's header, after
+// zeroing the segment's body. Zeroing turns the file system's unwritten
+// (fallocated) extents into written ones once, off the commit path, so each
+// group commit's fdatasync overwrites allocated blocks and need not journal
+// extent conversions (about 15 % cheaper per fdatasync on ext4 here).
 func (v *Volume) writeLogHeader(region uint64, ls *logSeg) error {
+	v.zeroOnce.Do(func() { v.zeros = make([]byte, v.g.segSize-segHeaderSize) })
+	if err := v.writeAt(v.zeros, v.g.fileOff(ls.seg)+segHeaderSize, IOLog); err != nil {
+		return err
+	}
 	h := make([]byte, segHeaderSize)
 	segHeader{Kind: segKindLog, Region: region, PrimarySeg: ls.seg, Seq: ls.seq, SegNo: ls.seg}.encode(h)
 	if err := v.writeAt(h, v.g.fileOff(ls.seg), IOLog); err != nil {

@@ -41,6 +41,9 @@ type Volume struct {
 	growMu   sync.Mutex
 	extent   int64  // bytes of the segment file allocated so far
 	seqLease uint64 // persisted bound on segment sequences; under growMu
+
+	zeroOnce sync.Once
+	zeros    []byte // a segment body of zeros; read-only once made
 }
 
 // seqLeaseBlock is how many segment sequences one v/seq commit leases.
