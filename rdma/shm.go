@@ -1,0 +1,420 @@
+package rdma
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Shm connects processes on one host. Each side sends the memfds of the
+// regions it exposes (and of a small QP control page) over a unix
+// seqpacket socket; the peer maps them. A WRITE is a copy into the peer's
+// mapping ending with a release store: the peer's CPU does nothing. The
+// socket then carries only doorbells (solicited WRITEs to an armed peer)
+// and, by closing, the news of a dead peer: the kernel closes it when the
+// process dies, so peer death is seen at once.
+//
+// Addresses are unix socket paths (a leading '@' names an abstract one).
+type Shm struct {
+	// HandshakeTimeout bounds connection set-up (default 5 s).
+	HandshakeTimeout time.Duration
+}
+
+// Name implements Transport.
+func (*Shm) Name() string { return "shm" }
+
+func (s *Shm) handshakeTimeout() time.Duration {
+	if s.HandshakeTimeout > 0 {
+		return s.HandshakeTimeout
+	}
+	return 5 * time.Second
+}
+
+const (
+	shmDoorbell = 1
+	shmMaxMsg   = helloFixed + MaxExposed*helloMRSize + MaxPrivate
+)
+
+var shmOOB = unix.CmsgSpace(4 * (MaxExposed + 1))
+
+// Listen implements Transport. A stale socket file nobody listens on is
+// replaced.
+func (s *Shm) Listen(addr string) (Listener, error) {
+	ua := &net.UnixAddr{Name: addr, Net: "unixpacket"}
+	ln, err := net.ListenUnix("unixpacket", ua)
+	if err != nil && errors.Is(err, unix.EADDRINUSE) && addr != "" && addr[0] != '@' {
+		if c, derr := net.Dial("unixpacket", addr); derr == nil {
+			c.Close()
+		} else {
+			_ = os.Remove(addr)
+			ln, err = net.ListenUnix("unixpacket", ua)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rdma: shm listen: %w", err)
+	}
+	l := &shmListener{t: s, ln: ln, reqs: make(chan *shmConnReq), done: make(chan struct{})}
+	go l.loop()
+	return l, nil
+}
+
+type shmListener struct {
+	t     *Shm
+	ln    *net.UnixListener
+	reqs  chan *shmConnReq
+	done  chan struct{}
+	close sync.Once
+}
+
+func (l *shmListener) Addr() string { return l.ln.Addr().String() }
+
+func (l *shmListener) Close() error {
+	var err error
+	l.close.Do(func() {
+		close(l.done)
+		err = l.ln.Close()
+	})
+	return err
+}
+
+func (l *shmListener) loop() {
+	for {
+		c, err := l.ln.AcceptUnix()
+		if err != nil {
+			select {
+			case <-l.done:
+				return
+			default:
+			}
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go l.handshake(c)
+	}
+}
+
+// handshake reads one connection request; a bad one closes the socket.
+func (l *shmListener) handshake(c *net.UnixConn) {
+	_ = c.SetDeadline(time.Now().Add(l.t.handshakeTimeout()))
+	h, maps, err := shmRecvHello(c)
+	if err == nil && h.kind != helloRequest {
+		err = fmt.Errorf("%w: expected a connection request", ErrProtocol)
+	}
+	if err != nil {
+		unmapAll(maps)
+		c.Close()
+		return
+	}
+	req := &shmConnReq{t: l.t, c: c, h: h, maps: maps}
+	select {
+	case l.reqs <- req:
+	case <-l.done:
+		req.Reject()
+	}
+}
+
+func (l *shmListener) Accept(ctx context.Context) (ConnRequest, error) {
+	select {
+	case r := <-l.reqs:
+		return r, nil
+	case <-l.done:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type shmConnReq struct {
+	t    *Shm
+	c    *net.UnixConn
+	h    hello
+	maps [][]byte // peer's ctl page, then its regions
+	once sync.Once
+}
+
+func (r *shmConnReq) Private() []byte         { return r.h.private }
+func (r *shmConnReq) PeerRegions() []RemoteMR { return r.h.mrs }
+
+func (r *shmConnReq) Accept(cfg ConnConfig) (QP, error) {
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	var (
+		qp  QP
+		err = fmt.Errorf("rdma: connection request answered twice")
+	)
+	r.once.Do(func() {
+		qp, err = newShmQP(r.c, cfg, r.h, r.maps, helloAccept)
+		if err == nil {
+			_ = r.c.SetDeadline(time.Time{})
+		}
+	})
+	return qp, err
+}
+
+func (r *shmConnReq) Reject() error {
+	r.once.Do(func() {
+		_, _ = r.c.Write(hello{kind: helloReject}.encode())
+		unmapAll(r.maps)
+		r.c.Close()
+	})
+	return nil
+}
+
+// Dial implements Transport.
+func (s *Shm) Dial(ctx context.Context, addr string, cfg ConnConfig) (QP, error) {
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unixpacket", addr)
+	if err != nil {
+		return nil, fmt.Errorf("rdma: shm dial %s: %w: %w", addr, ErrPeerGone, err)
+	}
+	c := nc.(*net.UnixConn)
+	deadline := time.Now().Add(s.handshakeTimeout())
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = c.SetDeadline(deadline)
+	ctl, err := shmSendHello(c, helloRequest, cfg)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	h, maps, err := shmRecvHello(c)
+	if err == nil && h.kind == helloReject {
+		err = ErrRejected
+	} else if err == nil && h.kind != helloAccept {
+		err = fmt.Errorf("%w: expected an accept", ErrProtocol)
+	}
+	if err != nil {
+		unmapAll(maps)
+		unmapAll([][]byte{ctl})
+		c.Close()
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	return startShmQP(c, cfg, h, maps, ctl)
+}
+
+// shmSendHello sends a set-up message with the memfds of a fresh QP
+// control page and of cfg's regions, and returns the control page.
+func shmSendHello(c *net.UnixConn, kind helloKind, cfg ConnConfig) ([]byte, error) {
+	fd, ctl, err := mapShared(ctlSize)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	fds := []int{fd}
+	for _, m := range cfg.Expose {
+		fds = append(fds, m.fd)
+	}
+	msg := hello{kind: kind, mrs: remotes(cfg.Expose), private: cfg.Private}.encode()
+	if _, _, err := c.WriteMsgUnix(msg, unix.UnixRights(fds...), nil); err != nil {
+		unmapAll([][]byte{ctl})
+		return nil, fmt.Errorf("rdma: shm set-up: %w: %w", ErrPeerGone, err)
+	}
+	return ctl, nil
+}
+
+// shmRecvHello reads a set-up message and maps the memfds it carries.
+func shmRecvHello(c *net.UnixConn) (hello, [][]byte, error) {
+	buf, oob := make([]byte, shmMaxMsg+1), make([]byte, shmOOB)
+	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return hello{}, nil, fmt.Errorf("rdma: shm set-up: %w: %w", ErrPeerGone, err)
+	}
+	var fds []int
+	if cms, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
+		for _, cm := range cms {
+			if f, rerr := unix.ParseUnixRights(&cm); rerr == nil {
+				fds = append(fds, f...)
+			}
+		}
+	}
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+		return hello{}, nil, fmt.Errorf("%w: set-up message truncated", ErrProtocol)
+	}
+	h, err := decodeHello(buf[:n])
+	if err != nil {
+		return hello{}, nil, err
+	}
+	if h.kind == helloReject {
+		return h, nil, nil
+	}
+	if len(fds) != len(h.mrs)+1 {
+		return hello{}, nil, fmt.Errorf("%w: %d descriptors for %d regions", ErrProtocol, len(fds), len(h.mrs))
+	}
+	var maps [][]byte
+	for i, fd := range fds {
+		m, err := mapPeer(fd)
+		if err == nil && i > 0 && uint64(len(m)-ctlSize) != h.mrs[i-1].Len {
+			unmapAll([][]byte{m})
+			err = fmt.Errorf("%w: region of %d bytes announced as %d", ErrProtocol, len(m)-ctlSize, h.mrs[i-1].Len)
+		}
+		if err != nil {
+			unmapAll(maps)
+			return hello{}, nil, err
+		}
+		maps = append(maps, m)
+	}
+	return h, maps, nil
+}
+
+func unmapAll(maps [][]byte) {
+	for _, m := range maps {
+		if m != nil {
+			_ = unix.Munmap(m)
+		}
+	}
+}
+
+// shmQP is one end of a shm connection.
+type shmQP struct {
+	qpBase
+	c        *net.UnixConn
+	ctl      []byte // own control page: word 0 is the doorbell's armed flag
+	peerCtl  []byte
+	peerMaps map[uint64][]byte // peer region address -> mapping (ctl page + memory)
+	exposed  []*MR
+
+	mu       sync.RWMutex // read: a WRITE copying into peer maps; write: unmapping
+	unmapped bool
+	wmu      sync.Mutex // doorbell sends
+	bell     [5]byte
+	teardown sync.Once
+}
+
+func newShmQP(c *net.UnixConn, cfg ConnConfig, h hello, maps [][]byte, kind helloKind) (QP, error) {
+	ctl, err := shmSendHello(c, kind, cfg)
+	if err != nil {
+		unmapAll(maps)
+		c.Close()
+		return nil, err
+	}
+	return startShmQP(c, cfg, h, maps, ctl)
+}
+
+func startShmQP(c *net.UnixConn, cfg ConnConfig, h hello, maps [][]byte, ctl []byte) (QP, error) {
+	q := &shmQP{c: c, ctl: ctl, peerCtl: maps[0], peerMaps: map[uint64][]byte{}, exposed: cfg.Expose}
+	q.self, q.cq, q.peerMRs, q.private = q, cfg.CQ, h.mrs, h.private
+	for i, r := range h.mrs {
+		q.peerMaps[r.Addr] = maps[i+1]
+	}
+	go q.reader()
+	return q, nil
+}
+
+func armedWord(ctl []byte) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Pointer(&ctl[0])) }
+
+// reader turns doorbell packets into completions until the socket closes.
+func (q *shmQP) reader() {
+	var pkt [16]byte
+	for {
+		n, err := q.c.Read(pkt[:])
+		if err != nil {
+			q.breakWith(ErrPeerGone)
+			q.unmap()
+			return
+		}
+		if n == 5 && pkt[0] == shmDoorbell {
+			imm := uint32(pkt[1]) | uint32(pkt[2])<<8 | uint32(pkt[3])<<16 | uint32(pkt[4])<<24
+			q.cq.push(Completion{Op: OpDoorbell, Imm: imm, QP: q})
+			continue
+		}
+		q.breakWith(fmt.Errorf("%w: shm packet of %d bytes", ErrProtocol, n))
+		q.unmap()
+		return
+	}
+}
+
+func (q *shmQP) PostWrite(wr WriteWR) error {
+	src, err := wr.source()
+	if err != nil {
+		return err
+	}
+	q.mu.RLock()
+	if err := q.Err(); err != nil || q.unmapped {
+		q.mu.RUnlock()
+		if err == nil {
+			err = ErrClosed
+		}
+		return err
+	}
+	var dst []byte
+	m, ok := q.peerMaps[wr.Remote.Addr]
+	if ok {
+		dst, err = target(m[ctlSize:], ctlKey(m).Load(), wr.Remote, wr.RemoteOff, len(src))
+	} else {
+		err = ErrAccess
+	}
+	if err != nil {
+		q.mu.RUnlock()
+		q.cq.push(Completion{Op: OpWrite, WRID: wr.ID, Err: err, QP: q})
+		return nil
+	}
+	publish(dst, src)
+	ring := wr.Solicited && armedWord(q.peerCtl).CompareAndSwap(1, 0)
+	q.mu.RUnlock()
+	if ring {
+		q.wmu.Lock()
+		q.bell[0] = shmDoorbell
+		q.bell[1], q.bell[2], q.bell[3], q.bell[4] = byte(wr.Imm), byte(wr.Imm>>8), byte(wr.Imm>>16), byte(wr.Imm>>24)
+		_, err := q.c.Write(q.bell[:])
+		q.wmu.Unlock()
+		if err != nil {
+			q.breakWith(ErrPeerGone)
+			return ErrPeerGone
+		}
+	}
+	if wr.Signaled {
+		q.cq.push(Completion{Op: OpWrite, WRID: wr.ID, QP: q})
+	}
+	return nil
+}
+
+func (q *shmQP) ReqNotify() {
+	q.mu.RLock()
+	if !q.unmapped {
+		armedWord(q.ctl).Store(1)
+	}
+	q.mu.RUnlock()
+}
+
+func (q *shmQP) Close() error {
+	q.breakWith(ErrClosed)
+	q.unmap()
+	return nil
+}
+
+// unmap drops the peer's mappings (after in-flight WRITEs) and the socket.
+func (q *shmQP) unmap() {
+	q.teardown.Do(func() {
+		q.c.Close()
+		q.mu.Lock()
+		q.unmapped = true
+		for _, m := range q.peerMaps {
+			_ = unix.Munmap(m)
+		}
+		_ = unix.Munmap(q.peerCtl)
+		_ = unix.Munmap(q.ctl)
+		q.mu.Unlock()
+	})
+}

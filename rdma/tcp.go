@@ -1,0 +1,480 @@
+package rdma
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// TCP is software RDMA over a TCP connection. The passive side's transport
+// goroutine reads WRITE frames and applies them into the registered region
+// they name (checking address, key and bounds), then acknowledges them
+// cumulatively; the application above never sees them. Posted WRITEs are
+// batched into few socket writes through reused buffers.
+type TCP struct {
+	// DeadAfter: a peer silent this long is dead (default 3 s). Idle
+	// connections ping at a quarter of it.
+	DeadAfter time.Duration
+	// HandshakeTimeout bounds connection set-up (default 5 s).
+	HandshakeTimeout time.Duration
+	// MaxQueued bounds bytes posted but not yet handed to the socket;
+	// PostWrite waits beyond it (default 4 MiB).
+	MaxQueued int
+}
+
+// Name implements Transport.
+func (*TCP) Name() string { return "tcp" }
+
+func (t *TCP) deadAfter() time.Duration {
+	if t.DeadAfter > 0 {
+		return t.DeadAfter
+	}
+	return 3 * time.Second
+}
+
+func (t *TCP) handshakeTimeout() time.Duration {
+	if t.HandshakeTimeout > 0 {
+		return t.HandshakeTimeout
+	}
+	return 5 * time.Second
+}
+
+func (t *TCP) maxQueued() int {
+	if t.MaxQueued > 0 {
+		return t.MaxQueued
+	}
+	return 4 << 20
+}
+
+// Listen implements Transport.
+func (t *TCP) Listen(addr string) (Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("rdma: tcp listen: %w", err)
+	}
+	l := &tcpListener{t: t, ln: ln, reqs: make(chan *tcpConnReq), done: make(chan struct{})}
+	go l.loop()
+	return l, nil
+}
+
+type tcpListener struct {
+	t     *TCP
+	ln    net.Listener
+	reqs  chan *tcpConnReq
+	done  chan struct{}
+	close sync.Once
+}
+
+func (l *tcpListener) Addr() string { return l.ln.Addr().String() }
+
+func (l *tcpListener) Close() error {
+	var err error
+	l.close.Do(func() {
+		close(l.done)
+		err = l.ln.Close()
+	})
+	return err
+}
+
+func (l *tcpListener) loop() {
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			select {
+			case <-l.done:
+				return
+			default:
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go l.handshake(c)
+	}
+}
+
+func (l *tcpListener) handshake(c net.Conn) {
+	_ = c.SetDeadline(time.Now().Add(l.t.handshakeTimeout()))
+	h, err := tcpRecvHello(c)
+	if err == nil && h.kind != helloRequest {
+		err = fmt.Errorf("%w: expected a connection request", ErrProtocol)
+	}
+	if err != nil {
+		c.Close()
+		return
+	}
+	req := &tcpConnReq{t: l.t, c: c, h: h}
+	select {
+	case l.reqs <- req:
+	case <-l.done:
+		req.Reject()
+	}
+}
+
+func (l *tcpListener) Accept(ctx context.Context) (ConnRequest, error) {
+	select {
+	case r := <-l.reqs:
+		return r, nil
+	case <-l.done:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type tcpConnReq struct {
+	t    *TCP
+	c    net.Conn
+	h    hello
+	once sync.Once
+}
+
+func (r *tcpConnReq) Private() []byte         { return r.h.private }
+func (r *tcpConnReq) PeerRegions() []RemoteMR { return r.h.mrs }
+
+func (r *tcpConnReq) Accept(cfg ConnConfig) (QP, error) {
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	var (
+		qp  QP
+		err = fmt.Errorf("rdma: connection request answered twice")
+	)
+	r.once.Do(func() {
+		msg := hello{kind: helloAccept, mrs: remotes(cfg.Expose), private: cfg.Private}
+		if err = tcpSendHello(r.c, msg); err != nil {
+			r.c.Close()
+			return
+		}
+		_ = r.c.SetDeadline(time.Time{})
+		qp = startTCPQP(r.t, r.c, cfg, r.h)
+	})
+	return qp, err
+}
+
+func (r *tcpConnReq) Reject() error {
+	r.once.Do(func() {
+		_ = tcpSendHello(r.c, hello{kind: helloReject})
+		r.c.Close()
+	})
+	return nil
+}
+
+// Dial implements Transport.
+func (t *TCP) Dial(ctx context.Context, addr string, cfg ConnConfig) (QP, error) {
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("rdma: tcp dial %s: %w: %w", addr, ErrPeerGone, err)
+	}
+	deadline := time.Now().Add(t.handshakeTimeout())
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = c.SetDeadline(deadline)
+	err = tcpSendHello(c, hello{kind: helloRequest, mrs: remotes(cfg.Expose), private: cfg.Private})
+	var h hello
+	if err == nil {
+		h, err = tcpRecvHello(c)
+	}
+	if err == nil && h.kind == helloReject {
+		err = ErrRejected
+	} else if err == nil && h.kind != helloAccept {
+		err = fmt.Errorf("%w: expected an accept", ErrProtocol)
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	return startTCPQP(t, c, cfg, h), nil
+}
+
+func tcpSendHello(c net.Conn, h hello) error {
+	msg := h.encode()
+	b := make([]byte, 4+len(msg))
+	binary.LittleEndian.PutUint32(b, uint32(len(msg)))
+	copy(b[4:], msg)
+	if _, err := c.Write(b); err != nil {
+		return fmt.Errorf("rdma: tcp set-up: %w: %w", ErrPeerGone, err)
+	}
+	return nil
+}
+
+func tcpRecvHello(c net.Conn) (hello, error) {
+	var lb [4]byte
+	if _, err := io.ReadFull(c, lb[:]); err != nil {
+		return hello{}, fmt.Errorf("rdma: tcp set-up: %w: %w", ErrPeerGone, err)
+	}
+	n := binary.LittleEndian.Uint32(lb[:])
+	if n < helloFixed || n > shmMaxMsg {
+		return hello{}, fmt.Errorf("%w: set-up message of %d bytes", ErrProtocol, n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(c, b); err != nil {
+		return hello{}, fmt.Errorf("rdma: tcp set-up: %w: %w", ErrPeerGone, err)
+	}
+	return decodeHello(b)
+}
+
+// inflight is a posted WRITE not yet acknowledged.
+type inflight struct {
+	id       uint64
+	signaled bool
+	failed   bool
+}
+
+// tcpQP is one end of a TCP connection.
+type tcpQP struct {
+	qpBase
+	t       *TCP
+	c       net.Conn
+	exposed exposedSet
+	armed   armedFlag
+
+	omu     sync.Mutex
+	ocond   *sync.Cond // signaled when out drains or the QP breaks
+	out     []byte     // frames waiting for the writer goroutine
+	spare   []byte
+	posted  uint64     // WRITEs posted: the next one's index
+	pending []inflight // WRITEs [acked, posted)
+	acked   uint64
+	kick    chan struct{}
+	stop    chan struct{}
+	stopped sync.Once
+}
+
+func startTCPQP(t *TCP, c net.Conn, cfg ConnConfig, h hello) *tcpQP {
+	q := &tcpQP{t: t, c: c, exposed: newExposedSet(cfg.Expose), kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	q.self, q.cq, q.peerMRs, q.private = q, cfg.CQ, h.mrs, h.private
+	q.ocond = sync.NewCond(&q.omu)
+	go q.writer()
+	go q.reader()
+	return q
+}
+
+func (q *tcpQP) PostWrite(wr WriteWR) error {
+	src, err := wr.source()
+	if err != nil {
+		return err
+	}
+	q.omu.Lock()
+	for q.Err() == nil && len(q.out) > 0 && len(q.out)+frameHeader+len(src) > q.t.maxQueued() {
+		q.ocond.Wait()
+	}
+	if err := q.Err(); err != nil {
+		q.omu.Unlock()
+		return err
+	}
+	f := frame{typ: frameWrite, n: uint32(len(src)), addr: wr.Remote.Addr, key: wr.Remote.Key, imm: wr.Imm, off: wr.RemoteOff}
+	if wr.Solicited {
+		f.flags = flagSolicited
+	}
+	q.appendFrame(&f)
+	q.out = append(q.out, src...)
+	q.posted++
+	q.pending = append(q.pending, inflight{id: wr.ID, signaled: wr.Signaled})
+	q.omu.Unlock()
+	q.wake()
+	return nil
+}
+
+// appendFrame adds a header to out. Called with omu held.
+func (q *tcpQP) appendFrame(f *frame) {
+	n := len(q.out)
+	q.out = append(q.out, make([]byte, frameHeader)...)
+	f.put(q.out[n:])
+}
+
+func (q *tcpQP) wake() {
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// writer hands queued frames to the socket, pinging when idle.
+func (q *tcpQP) writer() {
+	ping := time.NewTicker(q.t.deadAfter() / 4)
+	defer ping.Stop()
+	idle := true
+	for {
+		select {
+		case <-q.stop:
+			return
+		case <-q.kick:
+		case <-ping.C:
+			if idle {
+				q.omu.Lock()
+				q.appendFrame(&frame{typ: framePing})
+				q.omu.Unlock()
+			}
+			idle = true
+		}
+		q.omu.Lock()
+		buf := q.out
+		q.out, q.spare = q.spare[:0], nil
+		q.ocond.Broadcast()
+		q.omu.Unlock()
+		if len(buf) == 0 {
+			q.omu.Lock()
+			q.spare = buf
+			q.omu.Unlock()
+			continue
+		}
+		idle = false
+		if _, err := q.c.Write(buf); err != nil {
+			q.fail(ErrPeerGone)
+			return
+		}
+		q.omu.Lock()
+		q.spare = buf[:0]
+		q.omu.Unlock()
+	}
+}
+
+// reader applies the peer's WRITEs and handles its acknowledgements.
+func (q *tcpQP) reader() {
+	br := bufio.NewReaderSize(q.c, 256<<10)
+	var hdr [frameHeader]byte
+	var word [8]byte
+	var applied, ackedOut uint64
+	for {
+		if br.Buffered() == 0 {
+			if applied > ackedOut {
+				q.control(frame{typ: frameAck, off: applied})
+				ackedOut = applied
+			}
+			_ = q.c.SetReadDeadline(time.Now().Add(q.t.deadAfter()))
+		}
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			q.fail(ErrPeerGone)
+			return
+		}
+		f, err := decodeFrame(hdr[:])
+		if err != nil {
+			q.fail(err)
+			return
+		}
+		switch f.typ {
+		case frameWrite:
+			dst, aerr := q.exposed.dst(RemoteMR{Addr: f.addr, Key: f.key}, f.off, int(f.n))
+			if aerr != nil {
+				_, err = br.Discard(int(f.n))
+				q.control(frame{typ: frameNak, code: nakAccess, off: applied})
+			} else {
+				err = readPublish(br, dst, word[:])
+			}
+			if err != nil {
+				q.fail(ErrPeerGone)
+				return
+			}
+			applied++
+			if aerr == nil && f.flags&flagSolicited != 0 && q.armed.fire() {
+				q.cq.push(Completion{Op: OpDoorbell, Imm: f.imm, QP: q})
+			}
+		case frameAck:
+			q.ack(f.off)
+		case frameNak:
+			q.nak(f.off)
+		case framePing:
+		}
+	}
+}
+
+// readPublish reads len(dst) bytes into dst with publish's guarantee:
+// the last aligned word is stored last, atomically.
+func readPublish(r io.Reader, dst, word []byte) error {
+	n := len(dst)
+	if n >= 8 && isAligned8(dst[n-8:]) {
+		if _, err := io.ReadFull(r, dst[:n-8]); err != nil {
+			return err
+		}
+		if _, err := io.ReadFull(r, word); err != nil {
+			return err
+		}
+		publish(dst[n-8:], word)
+		return nil
+	}
+	if _, err := io.ReadFull(r, dst); err != nil {
+		return err
+	}
+	fence.Add(1)
+	return nil
+}
+
+// control queues an ACK or NAK.
+func (q *tcpQP) control(f frame) {
+	q.omu.Lock()
+	q.appendFrame(&f)
+	q.omu.Unlock()
+	q.wake()
+}
+
+// ack completes the WRITEs below upto.
+func (q *tcpQP) ack(upto uint64) {
+	q.omu.Lock()
+	var done []inflight
+	for q.acked < upto && len(q.pending) > 0 {
+		e := q.pending[0]
+		q.pending = q.pending[1:]
+		q.acked++
+		if e.signaled && !e.failed {
+			done = append(done, e)
+		}
+	}
+	q.omu.Unlock()
+	for _, e := range done {
+		q.cq.push(Completion{Op: OpWrite, WRID: e.id, QP: q})
+	}
+}
+
+// nak fails the WRITE with index idx.
+func (q *tcpQP) nak(idx uint64) {
+	q.omu.Lock()
+	var id uint64
+	ok := idx >= q.acked && idx-q.acked < uint64(len(q.pending))
+	if ok {
+		e := &q.pending[idx-q.acked]
+		e.failed, id = true, e.id
+	}
+	q.omu.Unlock()
+	if ok {
+		q.cq.push(Completion{Op: OpWrite, WRID: id, Err: ErrAccess, QP: q})
+	}
+}
+
+// fail breaks the QP: pending signaled WRITEs complete with err.
+func (q *tcpQP) fail(err error) {
+	q.omu.Lock()
+	first := q.breakWith(err)
+	pending := q.pending
+	q.pending = nil
+	q.ocond.Broadcast()
+	q.omu.Unlock()
+	if first {
+		for _, e := range pending {
+			if e.signaled && !e.failed {
+				q.cq.push(Completion{Op: OpWrite, WRID: e.id, Err: err, QP: q})
+			}
+		}
+	}
+	q.stopped.Do(func() {
+		close(q.stop)
+		q.c.Close()
+	})
+}
+
+func (q *tcpQP) ReqNotify() { q.armed.arm() }
+
+func (q *tcpQP) Close() error {
+	q.fail(ErrClosed)
+	return nil
+}
