@@ -1,0 +1,273 @@
+package ring
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tebis-go/tebis/rdma"
+)
+
+// ClientConfig configures a connection to a ring server.
+type ClientConfig struct {
+	Transport   rdma.Transport
+	Addr        string
+	RequestRing int           // bytes (default DefaultRing)
+	ReplyRing   int           // bytes (default DefaultRing)
+	SpinTime    time.Duration // poller spin before parking (default DefaultSpin)
+	// ReplyHint is the payload size reserved for a reply when a request
+	// does not say (default 4 KiB); a larger reply costs one retry.
+	ReplyHint int
+}
+
+// Request is one request message.
+type Request struct {
+	Type    uint16
+	Region  uint64
+	Epoch   uint64
+	Payload []byte // copied when the request is sent
+	// ReplySize is the reply payload to reserve room for (0: the hint).
+	ReplySize int
+}
+
+// Reply is the server's answer. Payload is the caller's to keep.
+type Reply struct {
+	Status  uint16
+	Aux     uint32
+	Payload []byte
+}
+
+// Call is a request in flight (the asynchronous API).
+type Call struct {
+	Req   Request
+	Reply Reply
+	Err   error
+	Done  chan *Call // receives the call when it completes
+
+	id       uint64
+	slot     uint64 // reply slot counter
+	slotSize int
+	reqEnd   uint64 // request ring counter after the message
+	retried  bool
+	ctxDone  <-chan struct{}
+	badSince time.Time // when its reply header first failed to verify
+}
+
+// Client is one connection's client end. Safe for concurrent use.
+type Client struct {
+	cfg    ClientConfig
+	qp     rdma.QP
+	cq     *rdma.CQ
+	reqMR  *rdma.MR // mirror of the request ring, written from
+	repMR  *rdma.MR // reply ring, written by the server
+	remote rdma.RemoteMR
+
+	mu      sync.Mutex
+	req     spans
+	rep     spans
+	nextID  uint64
+	pending map[uint64]*Call // by id
+	bySlot  []*Call          // pending calls, for the poller
+	space   chan struct{}    // closed when ring room frees
+	err     error            // set once the connection is broken
+	hint    int
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+// Dial connects to a ring server.
+func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
+	if cfg.RequestRing == 0 {
+		cfg.RequestRing = DefaultRing
+	}
+	if cfg.ReplyRing == 0 {
+		cfg.ReplyRing = DefaultRing
+	}
+	if cfg.SpinTime == 0 {
+		cfg.SpinTime = DefaultSpin
+	}
+	if cfg.ReplyHint == 0 {
+		cfg.ReplyHint = 4 << 10
+	}
+	if err := checkRing(cfg.RequestRing); err != nil {
+		return nil, err
+	}
+	if err := checkRing(cfg.ReplyRing); err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, cq: rdma.NewCQ(), pending: map[uint64]*Call{}, space: make(chan struct{}),
+		hint: cfg.ReplyHint, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	c.req.size, c.rep.size = uint64(cfg.RequestRing), uint64(cfg.ReplyRing)
+	var err error
+	if c.reqMR, err = rdma.Register(cfg.RequestRing); err != nil {
+		return nil, err
+	}
+	if c.repMR, err = rdma.Register(cfg.ReplyRing); err != nil {
+		c.reqMR.Deregister()
+		return nil, err
+	}
+	params := connParams{reqRing: uint32(cfg.RequestRing), repRing: uint32(cfg.ReplyRing)}
+	c.qp, err = cfg.Transport.Dial(ctx, cfg.Addr, rdma.ConnConfig{CQ: c.cq, Expose: []*rdma.MR{c.repMR}, Private: params.encode()})
+	if err == nil && (len(c.qp.PeerRegions()) != 1 || c.qp.PeerRegions()[0].Len != uint64(cfg.RequestRing)) {
+		c.qp.Close()
+		err = fmt.Errorf("%w: server exposed %v, want one request ring of %d bytes", ErrMalformed, c.qp.PeerRegions(), cfg.RequestRing)
+	}
+	if err != nil {
+		c.reqMR.Deregister()
+		c.repMR.Deregister()
+		return nil, err
+	}
+	c.remote = c.qp.PeerRegions()[0]
+	go c.poller()
+	return c, nil
+}
+
+// Call sends req and waits for its reply.
+func (c *Client) Call(ctx context.Context, req Request) (Reply, error) {
+	call := c.Go(ctx, req, make(chan *Call, 1))
+	select {
+	case <-call.Done:
+		return call.Reply, call.Err
+	case <-ctx.Done():
+		// The reply slot stays reserved until the reply arrives.
+		return Reply{}, ctx.Err()
+	}
+}
+
+// Go sends req asynchronously; done (buffered, or nil for a new one)
+// receives the call when its reply arrives or it fails. ctx bounds only the
+// wait for ring room.
+func (c *Client) Go(ctx context.Context, req Request, done chan *Call) *Call {
+	if done == nil {
+		done = make(chan *Call, 1)
+	}
+	call := &Call{Req: req, Done: done, ctxDone: ctx.Done()}
+	if err := c.send(ctx, call); err != nil {
+		call.Err = err
+		call.Done <- call
+	}
+	return call
+}
+
+// send reserves a reply slot and request ring room (waiting for room) and
+// posts the request.
+func (c *Client) send(ctx context.Context, call *Call) error {
+	if req := call.Req; req.Type < TypeFirstApp && req.Type != 0 {
+		return fmt.Errorf("ring: request type %d is reserved", req.Type)
+	}
+	msgSize := MsgSize(len(call.Req.Payload))
+	if msgSize > c.cfg.RequestRing/2 {
+		return fmt.Errorf("%w: request of %d bytes, limit %d", ErrTooLarge, len(call.Req.Payload), c.cfg.RequestRing/2-HeaderSize-8)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	replySize := call.Req.ReplySize
+	if replySize == 0 {
+		replySize = c.hint
+	}
+	if call.retried {
+		replySize = int(call.Reply.Aux)
+	}
+	call.slotSize = min(MsgSize(replySize), c.cfg.ReplyRing/2)
+	if call.retried && call.slotSize < int(call.Reply.Aux) {
+		return fmt.Errorf("%w: reply of %d bytes, limit %d", ErrTooLarge, call.Reply.Aux, c.cfg.ReplyRing/2)
+	}
+	for {
+		if c.err != nil {
+			return c.err
+		}
+		if c.roomLocked(uint64(call.slotSize), uint64(msgSize)) {
+			break
+		}
+		space := c.space
+		c.mu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			c.mu.Lock()
+			return ctx.Err()
+		}
+		c.mu.Lock()
+	}
+	slot, _, _ := c.rep.reserve(uint64(call.slotSize))
+	at, skip, _ := c.req.reserve(uint64(msgSize))
+	c.nextID++
+	call.id, call.slot, call.reqEnd = c.nextID, slot, at+uint64(msgSize)
+	buf := c.reqMR.Bytes()
+	if skip > 0 {
+		// Fill the lap's end with a NOOP: the server skips to the start.
+		off := int((at - skip) % c.req.size)
+		h := Header{Type: TypeNoop, Len: uint32(skip - HeaderSize)}
+		h.put(buf[off:])
+		if err := c.post(off, HeaderSize, false); err != nil {
+			return c.failLocked(err)
+		}
+	}
+	off := int(at % c.req.size)
+	h := Header{Type: call.Req.Type, ReqID: call.id, ReplyOff: uint32(slot % c.rep.size), ReplySize: uint32(call.slotSize),
+		Region: call.Req.Region, Epoch: call.Req.Epoch}
+	encode(buf[off:], h, call.Req.Payload)
+	c.pending[call.id] = call
+	c.bySlot = append(c.bySlot, call)
+	if err := c.post(off, msgSize, true); err != nil {
+		return c.failLocked(err)
+	}
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// roomLocked reports whether both rings have room now.
+func (c *Client) roomLocked(slot, msg uint64) bool {
+	fits := func(s *spans, n uint64) bool {
+		off := s.tail % s.size
+		skip := uint64(0)
+		if off+n > s.size {
+			skip = s.size - off
+		}
+		return s.tail+skip+n-s.head <= s.size
+	}
+	return fits(&c.rep, slot) && fits(&c.req, msg)
+}
+
+func (c *Client) post(off, n int, solicited bool) error {
+	return c.qp.PostWrite(rdma.WriteWR{Local: c.reqMR, LocalOff: off, Len: n, Remote: c.remote, RemoteOff: uint64(off), Solicited: solicited})
+}
+
+// failLocked breaks the client: every pending call fails.
+func (c *Client) failLocked(err error) error {
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: %w", ErrClosed, err)
+		for _, call := range c.pending {
+			call.Err = c.err
+			call.Done <- call
+		}
+		clear(c.pending)
+		c.bySlot = nil
+		close(c.space)
+		c.space = make(chan struct{})
+	}
+	return c.err
+}
+
+// Close breaks the connection; pending calls fail with ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.failLocked(fmt.Errorf("client closed"))
+	c.mu.Unlock()
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+	<-c.done
+	c.qp.Close()
+	c.reqMR.Deregister()
+	c.repMR.Deregister()
+	return nil
+}

@@ -1,0 +1,191 @@
+package ring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/tebis-go/tebis/rdma"
+)
+
+// badHeaderWait bounds how long a header whose magic is visible may fail
+// its checksum (its other bytes still arriving) before it counts as
+// malformed.
+const badHeaderWait = time.Second
+
+// poller watches the reply slots of pending calls: it spins for SpinTime
+// after the last reply, then arms the doorbell and parks until a new call,
+// a doorbell or a CQ event.
+func (c *Client) poller() {
+	defer close(c.done)
+	var (
+		calls []*Call
+		cqbuf [16]rdma.Completion
+		last  = time.Now()
+	)
+	for {
+		select {
+		case <-c.stop:
+			return
+		default:
+		}
+		c.mu.Lock()
+		calls = append(calls[:0], c.bySlot...)
+		c.mu.Unlock()
+		progressed := c.scan(calls)
+		if n := c.cq.Poll(cqbuf[:]); n > 0 {
+			c.events(cqbuf[:n])
+		}
+		if progressed {
+			last = time.Now()
+			continue
+		}
+		if len(calls) > 0 && (time.Since(last) < c.cfg.SpinTime || incomplete(calls)) {
+			runtime.Gosched()
+			continue
+		}
+		if len(calls) > 0 {
+			c.qp.ReqNotify()
+			if c.scan(calls) {
+				last = time.Now()
+				continue
+			}
+		}
+		select {
+		case <-c.stop:
+			return
+		case <-c.kick:
+		case <-c.cq.Notify():
+		}
+		last = time.Now()
+	}
+}
+
+// incomplete reports whether a reply is still arriving.
+func incomplete(calls []*Call) bool {
+	for _, call := range calls {
+		if !call.badSince.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+// events handles completions: a broken connection or a failed WRITE
+// breaks the client.
+func (c *Client) events(cs []rdma.Completion) {
+	for _, e := range cs {
+		if e.Op == rdma.OpDisconnect || e.Err != nil {
+			c.mu.Lock()
+			c.failLocked(fmt.Errorf("%v: %w", e.Op, e.Err))
+			c.mu.Unlock()
+		}
+	}
+}
+
+// scan checks every pending call's reply slot once.
+func (c *Client) scan(calls []*Call) bool {
+	progressed := false
+	for _, call := range calls {
+		ok, err := c.check(call)
+		if err != nil {
+			c.mu.Lock()
+			c.failLocked(err)
+			c.mu.Unlock()
+			return true
+		}
+		progressed = progressed || ok
+	}
+	return progressed
+}
+
+// check completes call if its whole reply has arrived.
+func (c *Client) check(call *Call) (bool, error) {
+	buf := c.repMR.Bytes()
+	off := int(call.slot % c.rep.size)
+	w := rdma.LoadWord(buf, off+56)
+	if w == 0 {
+		return false, nil
+	}
+	h, err := decodeHeader(buf[off:off+HeaderSize], call.slotSize)
+	if err != nil {
+		// A checksum mismatch may mean the rest of the header is still
+		// arriving: poll on (without parking) for a while.
+		if errors.Is(err, errChecksum) && call.badSince.IsZero() {
+			call.badSince = time.Now()
+			return false, nil
+		}
+		if errors.Is(err, errChecksum) && time.Since(call.badSince) < badHeaderWait {
+			return false, nil
+		}
+		return false, fmt.Errorf("reply to request %d: %w", call.id, err)
+	}
+	call.badSince = time.Time{}
+	if h.ReqID != call.id || h.Flags&FlagReply == 0 || h.Type != call.Req.Type {
+		return false, fmt.Errorf("%w: reply slot of request %d holds id %d type %d flags %#x", ErrMalformed, call.id, h.ReqID, h.Type, h.Flags)
+	}
+	n := MsgSize(int(h.Len))
+	if h.Len > 0 && rdma.LoadWord(buf, off+n-8) != tailMagic^h.ReqID {
+		return false, nil
+	}
+	var payload []byte
+	if h.Len > 0 {
+		payload = append([]byte(nil), buf[off+HeaderSize:off+HeaderSize+int(h.Len)]...)
+	}
+	clear(buf[off : off+n])
+	c.complete(call, h, payload)
+	return true, nil
+}
+
+// complete frees the call's ring room and delivers or retries it.
+func (c *Client) complete(call *Call, h Header, payload []byte) {
+	c.mu.Lock()
+	if c.pending[call.id] != call {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.pending, call.id)
+	for i, p := range c.bySlot {
+		if p == call {
+			c.bySlot = append(c.bySlot[:i], c.bySlot[i+1:]...)
+			break
+		}
+	}
+	c.rep.release(call.slot)
+	c.req.releaseTo(call.reqEnd)
+	close(c.space)
+	c.space = make(chan struct{})
+	retry := h.Status == StatusTooSmall && !call.retried
+	if retry {
+		call.retried = true
+		call.Reply.Aux = h.Aux
+		c.hint = max(c.hint, int(h.Aux)-HeaderSize)
+	}
+	c.mu.Unlock()
+	if retry {
+		// Not on the poller: send may wait for room the poller frees.
+		go func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() {
+				select {
+				case <-call.ctxDone:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			if err := c.send(ctx, call); err != nil {
+				call.Err = err
+				call.Done <- call
+			}
+		}()
+		return
+	}
+	call.Reply = Reply{Status: h.Status, Aux: h.Aux, Payload: payload}
+	if h.Status == StatusTooSmall || h.Status == StatusUnknownType {
+		call.Err = fmt.Errorf("%w: status %d", ErrStatus, h.Status)
+	}
+	call.Done <- call
+}

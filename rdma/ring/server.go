@@ -1,0 +1,193 @@
+package ring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tebis-go/tebis/rdma"
+)
+
+// HandlerFunc serves one request, on a worker goroutine (handlers run
+// concurrently). req.Payload is valid only during the call; the reply's
+// payload is copied out before the reply is sent, so the handler may reuse
+// it once it returns.
+type HandlerFunc func(req *ServerRequest) Reply
+
+// ServerRequest is a request as a handler sees it.
+type ServerRequest struct {
+	Header
+	Payload []byte
+}
+
+// ServerConfig configures a ring server.
+type ServerConfig struct {
+	Transport rdma.Transport
+	Addr      string
+	// Handlers by request type; other types get StatusUnknownType.
+	Handlers map[uint16]HandlerFunc
+	Spinners int           // polling goroutines (default 1)
+	Workers  int           // handler goroutines (default 4; 0 with Inline)
+	Inline   bool          // run handlers on the spinner (no hand-off)
+	SpinTime time.Duration // spin before parking (default DefaultSpin)
+	// QueueDepth is a worker's queue length; a spinner keeps giving a
+	// worker requests until its queue holds this many (default 64).
+	QueueDepth int
+	Log        *zap.Logger
+}
+
+// Server accepts ring connections and serves them. Close stops it.
+type Server struct {
+	cfg      ServerConfig
+	ln       rdma.Listener
+	spinners []*spinner
+	workers  []chan task
+	next     atomic.Uint32
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	closed   sync.Once
+	log      *zap.Logger
+
+	conns     atomic.Int64
+	requests  atomic.Int64
+	noops     atomic.Int64
+	malformed atomic.Int64
+}
+
+// Stats are a server's counters.
+type Stats struct {
+	Conns     int   // open connections
+	Requests  int64 // requests handed to handlers
+	Noops     int64 // ring wraps (NOOP messages)
+	Malformed int64 // connections closed for breaking the protocol
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() Stats {
+	return Stats{Conns: int(s.conns.Load()), Requests: s.requests.Load(), Noops: s.noops.Load(), Malformed: s.malformed.Load()}
+}
+
+type task struct {
+	c   *sconn
+	req ServerRequest
+	buf []byte // pooled copy of the message
+}
+
+// Listen starts a server on cfg.Addr.
+func Listen(cfg ServerConfig) (*Server, error) {
+	if cfg.Spinners <= 0 {
+		cfg.Spinners = 1
+	}
+	if cfg.Workers <= 0 && !cfg.Inline {
+		cfg.Workers = 4
+	}
+	if cfg.SpinTime == 0 {
+		cfg.SpinTime = DefaultSpin
+	}
+	if cfg.QueueDepth <= 0 {
+		cfg.QueueDepth = 64
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	ln, err := cfg.Transport.Listen(cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, ln: ln, stop: make(chan struct{}), log: cfg.Log}
+	if !cfg.Inline {
+		for range cfg.Workers {
+			q := make(chan task, cfg.QueueDepth)
+			s.workers = append(s.workers, q)
+			s.wg.Add(1)
+			go s.worker(q)
+		}
+	}
+	for range cfg.Spinners {
+		sp := &spinner{s: s, cq: rdma.NewCQ(), add: make(chan *sconn, 16)}
+		s.spinners = append(s.spinners, sp)
+		s.wg.Add(1)
+		go sp.run()
+	}
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr() }
+
+// Close stops accepting, closes every connection and waits for the
+// goroutines.
+func (s *Server) Close() error {
+	s.closed.Do(func() {
+		close(s.stop)
+		s.ln.Close()
+	})
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.stop
+		cancel()
+	}()
+	for {
+		req, err := s.ln.Accept(ctx)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, rdma.ErrClosed) {
+				return
+			}
+			s.log.Warn("accept failed", zap.Error(err))
+			continue
+		}
+		if err := s.accept(req); err != nil {
+			s.log.Info("connection refused", zap.Error(err))
+		}
+	}
+}
+
+// accept sets a connection up and gives it to a spinner.
+func (s *Server) accept(req rdma.ConnRequest) error {
+	p, err := decodeConnParams(req.Private())
+	if err == nil && (len(req.PeerRegions()) != 1 || req.PeerRegions()[0].Len != uint64(p.repRing)) {
+		err = fmt.Errorf("%w: client exposed %d regions, want its reply ring", ErrMalformed, len(req.PeerRegions()))
+	}
+	if err != nil {
+		req.Reject()
+		return err
+	}
+	c := &sconn{s: s, reqSize: int(p.reqRing), repSize: int(p.repRing), remote: req.PeerRegions()[0]}
+	if c.reqMR, err = rdma.Register(c.reqSize); err != nil {
+		req.Reject()
+		return err
+	}
+	if c.repMR, err = rdma.Register(c.repSize); err != nil {
+		c.reqMR.Deregister()
+		req.Reject()
+		return err
+	}
+	sp := s.spinners[int(s.next.Add(1))%len(s.spinners)]
+	c.sp = sp
+	if c.qp, err = req.Accept(rdma.ConnConfig{CQ: sp.cq, Expose: []*rdma.MR{c.reqMR}}); err != nil {
+		c.reqMR.Deregister()
+		c.repMR.Deregister()
+		return err
+	}
+	s.conns.Add(1)
+	select {
+	case sp.add <- c:
+	case <-s.stop:
+		c.close(ErrClosed)
+	}
+	return nil
+}

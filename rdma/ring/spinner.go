@@ -1,0 +1,158 @@
+package ring
+
+import (
+	"runtime"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tebis-go/tebis/rdma"
+)
+
+// spinner polls the request rings of its connections. It spins for
+// SpinTime after the last request, then arms every connection's doorbell,
+// checks once more and parks on its CQ.
+type spinner struct {
+	s     *Server
+	cq    *rdma.CQ
+	add   chan *sconn
+	conns []*sconn
+	cur   int // the worker it currently feeds
+}
+
+// perConnBatch bounds the requests taken from one ring per round, so one
+// busy client cannot starve the others.
+const perConnBatch = 16
+
+func (sp *spinner) run() {
+	defer sp.s.wg.Done()
+	defer func() {
+		for _, c := range sp.conns {
+			c.close(ErrClosed)
+		}
+	}()
+	var cqbuf [16]rdma.Completion
+	last := time.Now()
+	for {
+		select {
+		case <-sp.s.stop:
+			return
+		case c := <-sp.add:
+			sp.conns = append(sp.conns, c)
+		default:
+		}
+		progressed := sp.pollAll()
+		if n := sp.cq.Poll(cqbuf[:]); n > 0 {
+			sp.events(cqbuf[:n])
+		}
+		if progressed {
+			last = time.Now()
+			continue
+		}
+		if time.Since(last) < sp.s.cfg.SpinTime || sp.incomplete() {
+			runtime.Gosched()
+			continue
+		}
+		for _, c := range sp.conns {
+			c.qp.ReqNotify()
+		}
+		if sp.pollAll() {
+			last = time.Now()
+			continue
+		}
+		select {
+		case <-sp.s.stop:
+			return
+		case c := <-sp.add:
+			sp.conns = append(sp.conns, c)
+		case <-sp.cq.Notify():
+		}
+		last = time.Now()
+	}
+}
+
+// pollAll takes up to perConnBatch requests from each ring.
+func (sp *spinner) pollAll() bool {
+	progressed := false
+	for i := 0; i < len(sp.conns); i++ {
+		c := sp.conns[i]
+		for range perConnBatch {
+			t, ok, err := c.poll()
+			if err != nil {
+				sp.s.log.Warn("closing connection: malformed request", zap.Error(err))
+				sp.s.malformed.Add(1)
+				sp.drop(i)
+				c.close(err)
+				i--
+				break
+			}
+			if !ok {
+				break
+			}
+			progressed = true
+			if t.c == nil {
+				sp.s.noops.Add(1)
+			} else {
+				sp.s.requests.Add(1)
+				c.tasks.Add(1)
+				sp.dispatch(t)
+			}
+		}
+	}
+	return progressed
+}
+
+// incomplete reports whether a ring holds a message still arriving: the
+// spinner keeps polling it (until it completes or times out as malformed).
+func (sp *spinner) incomplete() bool {
+	for _, c := range sp.conns {
+		if !c.waitFrom.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+func (sp *spinner) drop(i int) {
+	sp.conns = append(sp.conns[:i], sp.conns[i+1:]...)
+}
+
+// events closes connections whose QP broke or whose reply WRITE failed.
+func (sp *spinner) events(cs []rdma.Completion) {
+	for _, e := range cs {
+		if e.Op != rdma.OpDisconnect && e.Err == nil {
+			continue
+		}
+		for i, c := range sp.conns {
+			if c.qp == e.QP {
+				sp.drop(i)
+				c.close(e.Err)
+				break
+			}
+		}
+	}
+}
+
+// dispatch hands a request to a worker: the current one while its queue
+// has room, else the next with room; if all are full it waits on the
+// current one (backpressure on every client of this spinner).
+func (sp *spinner) dispatch(t task) {
+	s := sp.s
+	if s.cfg.Inline {
+		s.handle(t)
+		return
+	}
+	for range len(s.workers) {
+		select {
+		case s.workers[sp.cur] <- t:
+			return
+		default:
+			sp.cur = (sp.cur + 1) % len(s.workers)
+		}
+	}
+	select {
+	case s.workers[sp.cur] <- t:
+	case <-s.stop:
+		t.c.tasks.Done()
+	}
+}
