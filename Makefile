@@ -18,12 +18,21 @@ vet:
 
 test: deps vet
 	$(GO) test -race -timeout 25m ./...
+	# A short fuzz run of the wire decoders (seed corpora run above).
+	$(GO) test ./rdma/ring -run '^$$' -fuzz FuzzServerPoll -fuzztime 10s
+	$(GO) test ./rdma/ring -run '^$$' -fuzz FuzzDecodeHeader -fuzztime 5s
 
-# Short fuzzing of the on-disk format decoders (not part of `make test`;
+# Longer fuzzing of the on-disk format and wire decoders (not part of `make test`;
 # `make test` runs the fuzz targets' seed corpora).
 fuzz:
 	for f in FuzzDecodeNode FuzzDecodeRecord FuzzDecodeSegHeader FuzzDecodeLevelDesc; do \
 		$(GO) test ./engine -run '^$$' -fuzz $$f -fuzztime 30s -fuzzminimizetime 2s || exit 1; \
+	done
+	for f in FuzzDecodeHello FuzzDecodeFrame; do \
+		$(GO) test ./rdma -run '^$$' -fuzz $$f -fuzztime 30s || exit 1; \
+	done
+	for f in FuzzServerPoll FuzzDecodeHeader FuzzConnParams; do \
+		$(GO) test ./rdma/ring -run '^$$' -fuzz $$f -fuzztime 30s || exit 1; \
 	done
 
 # The engine against pebble, one process, the paper's KV-size mixes
