@@ -16,7 +16,7 @@ func benchCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "bench",
 		Usage: "benchmarks",
-		Subcommands: []*cli.Command{{
+		Subcommands: append([]*cli.Command{{
 			Name:  "engine",
 			Usage: "run YCSB Load A and Run A-D against the tebis engine and pebble in one process",
 			Flags: []cli.Flag{
@@ -37,7 +37,7 @@ func benchCommand() *cli.Command {
 				&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the whole run to this file"},
 			},
 			Action: benchEngine,
-		}},
+		}}, benchRDMACommands()...),
 	}
 }
 
