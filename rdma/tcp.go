@@ -244,8 +244,10 @@ type tcpQP struct {
 	out     []byte     // frames waiting for the writer goroutine
 	spare   []byte
 	posted  uint64     // WRITEs posted: the next one's index
-	pending []inflight // WRITEs [acked, posted)
+	pending []inflight // WRITEs [acked, posted), from pending[phead]
+	phead   int
 	acked   uint64
+	done    []inflight // scratch of ack (reader goroutine only)
 	kick    chan struct{}
 	stop    chan struct{}
 	stopped sync.Once
@@ -421,15 +423,22 @@ func (q *tcpQP) control(f frame) {
 // ack completes the WRITEs below upto.
 func (q *tcpQP) ack(upto uint64) {
 	q.omu.Lock()
-	var done []inflight
-	for q.acked < upto && len(q.pending) > 0 {
-		e := q.pending[0]
-		q.pending = q.pending[1:]
+	done := q.done[:0]
+	for q.acked < upto && q.phead < len(q.pending) {
+		e := q.pending[q.phead]
+		q.phead++
 		q.acked++
 		if e.signaled && !e.failed {
 			done = append(done, e)
 		}
 	}
+	if q.phead == len(q.pending) {
+		q.pending, q.phead = q.pending[:0], 0
+	} else if q.phead > 1024 && q.phead > len(q.pending)/2 {
+		n := copy(q.pending, q.pending[q.phead:])
+		q.pending, q.phead = q.pending[:n], 0
+	}
+	q.done = done
 	q.omu.Unlock()
 	for _, e := range done {
 		q.cq.push(Completion{Op: OpWrite, WRID: e.id, QP: q})
@@ -440,9 +449,9 @@ func (q *tcpQP) ack(upto uint64) {
 func (q *tcpQP) nak(idx uint64) {
 	q.omu.Lock()
 	var id uint64
-	ok := idx >= q.acked && idx-q.acked < uint64(len(q.pending))
+	ok := idx >= q.acked && idx-q.acked < uint64(len(q.pending)-q.phead)
 	if ok {
-		e := &q.pending[idx-q.acked]
+		e := &q.pending[q.phead+int(idx-q.acked)]
 		e.failed, id = true, e.id
 	}
 	q.omu.Unlock()
@@ -455,8 +464,8 @@ func (q *tcpQP) nak(idx uint64) {
 func (q *tcpQP) fail(err error) {
 	q.omu.Lock()
 	first := q.breakWith(err)
-	pending := q.pending
-	q.pending = nil
+	pending := q.pending[q.phead:]
+	q.pending, q.phead = nil, 0
 	q.ocond.Broadcast()
 	q.omu.Unlock()
 	if first {
