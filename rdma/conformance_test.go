@@ -18,7 +18,7 @@ func TestLoopbackConformance(t *testing.T) {
 	conformance.Run(t, conformance.Env{
 		Transport:  rdma.NewLoopback(),
 		Addr:       func(*testing.T) string { return fmt.Sprintf("loop-%d", loopNames.Add(1)) },
-		DeadWithin: time.Second,
+		DeadWithin: 300 * time.Millisecond,
 	})
 }
 
@@ -26,14 +26,14 @@ func TestShmConformance(t *testing.T) {
 	conformance.Run(t, conformance.Env{
 		Transport:  &rdma.Shm{},
 		Addr:       func(t *testing.T) string { return filepath.Join(t.TempDir(), "s") },
-		DeadWithin: time.Second,
+		DeadWithin: 300 * time.Millisecond,
 	})
 }
 
 func TestTCPConformance(t *testing.T) {
 	conformance.Run(t, conformance.Env{
-		Transport:  &rdma.TCP{DeadAfter: time.Second},
+		Transport:  &rdma.TCP{DeadAfter: 300 * time.Millisecond},
 		Addr:       func(*testing.T) string { return net.JoinHostPort("127.0.0.1", "0") },
-		DeadWithin: time.Second,
+		DeadWithin: 300 * time.Millisecond,
 	})
 }

@@ -82,7 +82,13 @@ func decodeHello(b []byte) (hello, error) {
 	}
 	h := hello{kind: helloKind(b[6])}
 	o := helloFixed
+	seen := map[uint64]bool{}
 	for range int(b[7]) {
+		addr := binary.LittleEndian.Uint64(b[o:])
+		if seen[addr] {
+			return hello{}, fmt.Errorf("%w: region %#x announced twice", ErrProtocol, addr)
+		}
+		seen[addr] = true
 		h.mrs = append(h.mrs, RemoteMR{
 			Addr: binary.LittleEndian.Uint64(b[o:]),
 			Key:  binary.LittleEndian.Uint32(b[o+8:]),

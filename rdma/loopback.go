@@ -176,6 +176,7 @@ func (q *loopQP) PostWrite(wr WriteWR) error {
 	if err != nil {
 		return err
 	}
+	defer wr.Local.unpin()
 	<-q.ready
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -187,12 +188,13 @@ func (q *loopQP) PostWrite(wr WriteWR) error {
 		q.breakWith(ErrPeerGone)
 		return ErrPeerGone
 	}
-	dst, err := p.exposed.dst(wr.Remote, wr.RemoteOff, len(src))
+	dst, m, err := p.exposed.dst(wr.Remote, wr.RemoteOff, len(src))
 	if err != nil {
 		q.cq.push(Completion{Op: OpWrite, WRID: wr.ID, Err: err, QP: q})
 		return nil
 	}
 	publish(dst, src)
+	m.unpin()
 	if wr.Solicited && p.armed.CompareAndSwap(true, false) {
 		p.cq.push(Completion{Op: OpDoorbell, Imm: wr.Imm, QP: p})
 	}

@@ -26,6 +26,7 @@ type MR struct {
 	addr    uint64
 	key     uint32
 	dead    atomic.Bool
+	pins    sync.RWMutex // read-held while bytes are copied in or out
 }
 
 // RemoteMR names a peer's region: what the peer passes at connection set-up
@@ -125,12 +126,28 @@ func (m *MR) Deregister() error {
 	}
 	ctlKey(m.mapping).Store(0)
 	regions.Delete(m.addr)
+	// Wait for copies in progress (pins taken before dead was set).
+	m.pins.Lock()
+	defer m.pins.Unlock()
 	err := unix.Munmap(m.mapping)
 	if cerr := unix.Close(m.fd); err == nil {
 		err = cerr
 	}
 	return err
 }
+
+// pin keeps the region mapped until unpin; it fails once the region is
+// deregistered.
+func (m *MR) pin() bool {
+	m.pins.RLock()
+	if m.dead.Load() {
+		m.pins.RUnlock()
+		return false
+	}
+	return true
+}
+
+func (m *MR) unpin() { m.pins.RUnlock() }
 
 // lookupMR finds a live local region by address.
 func lookupMR(addr uint64) (*MR, bool) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -159,6 +160,20 @@ func TestTCPPeerFrozen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Signal(syscall.SIGCONT)
+	// Wait until the child is really stopped (state T).
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 0 && f[0] == "T" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("child did not stop")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	// Fill the child's socket buffers so the WRITE stays unacknowledged.
 	if err := qp.PostWrite(rdma.WriteWR{ID: 5, Local: mr, Len: 8, Remote: qp.PeerRegions()[0], Signaled: true}); err != nil {
 		t.Fatal(err)

@@ -58,13 +58,19 @@ func newExposedSet(ms []*MR) exposedSet {
 	return s
 }
 
-// dst returns the local bytes a peer's WRITE may fill, or ErrAccess.
-func (s exposedSet) dst(r RemoteMR, off uint64, n int) ([]byte, error) {
+// dst returns the local bytes a peer's WRITE may fill, with their region
+// pinned (the caller unpins it), or ErrAccess.
+func (s exposedSet) dst(r RemoteMR, off uint64, n int) ([]byte, *MR, error) {
 	m, ok := s[r.Addr]
-	if !ok || m.dead.Load() {
-		return nil, ErrAccess
+	if !ok || !m.pin() {
+		return nil, nil, ErrAccess
 	}
-	return target(m.buf, ctlKey(m.mapping).Load(), r, off, n)
+	b, err := target(m.buf, ctlKey(m.mapping).Load(), r, off, n)
+	if err != nil {
+		m.unpin()
+		return nil, nil, err
+	}
+	return b, m, nil
 }
 
 // armedFlag is a doorbell armed by ReqNotify and fired by one solicited

@@ -155,6 +155,7 @@ func (r *shmConnReq) Accept(cfg ConnConfig) (QP, error) {
 		err = fmt.Errorf("rdma: connection request answered twice")
 	)
 	r.once.Do(func() {
+		_ = r.c.SetDeadline(time.Now().Add(r.t.handshakeTimeout()))
 		qp, err = newShmQP(r.c, cfg, r.h, r.maps, helloAccept)
 		if err == nil {
 			_ = r.c.SetDeadline(time.Time{})
@@ -350,6 +351,7 @@ func (q *shmQP) PostWrite(wr WriteWR) error {
 	if err != nil {
 		return err
 	}
+	defer wr.Local.unpin()
 	q.mu.RLock()
 	if err := q.Err(); err != nil || q.unmapped {
 		q.mu.RUnlock()

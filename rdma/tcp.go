@@ -145,6 +145,7 @@ func (r *tcpConnReq) Accept(cfg ConnConfig) (QP, error) {
 		err = fmt.Errorf("rdma: connection request answered twice")
 	)
 	r.once.Do(func() {
+		_ = r.c.SetDeadline(time.Now().Add(r.t.handshakeTimeout()))
 		msg := hello{kind: helloAccept, mrs: remotes(cfg.Expose), private: cfg.Private}
 		if err = tcpSendHello(r.c, msg); err != nil {
 			r.c.Close()
@@ -267,6 +268,7 @@ func (q *tcpQP) PostWrite(wr WriteWR) error {
 	if err != nil {
 		return err
 	}
+	defer wr.Local.unpin()
 	q.omu.Lock()
 	for q.Err() == nil && len(q.out) > 0 && len(q.out)+frameHeader+len(src) > q.t.maxQueued() {
 		q.ocond.Wait()
@@ -344,17 +346,16 @@ func (q *tcpQP) writer() {
 
 // reader applies the peer's WRITEs and handles its acknowledgements.
 func (q *tcpQP) reader() {
-	br := bufio.NewReaderSize(q.c, 256<<10)
+	br := bufio.NewReaderSize(deadlineReader{c: q.c, d: q.t.deadAfter()}, 256<<10)
 	var hdr [frameHeader]byte
 	var word [8]byte
 	var applied, ackedOut uint64
 	for {
-		if br.Buffered() == 0 {
-			if applied > ackedOut {
-				q.control(frame{typ: frameAck, off: applied})
-				ackedOut = applied
-			}
-			_ = q.c.SetReadDeadline(time.Now().Add(q.t.deadAfter()))
+		// Acknowledge when the input pauses, and every ackEvery WRITEs
+		// of a continuous stream.
+		if applied > ackedOut && (br.Buffered() == 0 || applied-ackedOut >= ackEvery) {
+			q.control(frame{typ: frameAck, off: applied})
+			ackedOut = applied
 		}
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
 			q.fail(ErrPeerGone)
@@ -367,12 +368,15 @@ func (q *tcpQP) reader() {
 		}
 		switch f.typ {
 		case frameWrite:
-			dst, aerr := q.exposed.dst(RemoteMR{Addr: f.addr, Key: f.key}, f.off, int(f.n))
+			dst, m, aerr := q.exposed.dst(RemoteMR{Addr: f.addr, Key: f.key}, f.off, int(f.n))
 			if aerr != nil {
 				_, err = br.Discard(int(f.n))
 				q.control(frame{typ: frameNak, code: nakAccess, off: applied})
 			} else {
+				// Deregister waits for this frame (at most DeadAfter
+				// without progress: the read deadline).
 				err = readPublish(br, dst, word[:])
+				m.unpin()
 			}
 			if err != nil {
 				q.fail(ErrPeerGone)
@@ -389,6 +393,22 @@ func (q *tcpQP) reader() {
 		case framePing:
 		}
 	}
+}
+
+// ackEvery bounds the WRITEs applied before an ACK is sent.
+const ackEvery = 64
+
+// deadlineReader gives every read of the connection the dead-peer
+// deadline: a peer is dead when no byte arrives for that long, however
+// large the frame being read.
+type deadlineReader struct {
+	c net.Conn
+	d time.Duration
+}
+
+func (r deadlineReader) Read(p []byte) (int, error) {
+	_ = r.c.SetReadDeadline(time.Now().Add(r.d))
+	return r.c.Read(p)
 }
 
 // readPublish reads len(dst) bytes into dst with publish's guarantee:

@@ -57,9 +57,13 @@ type WriteWR struct {
 	Imm       uint32
 }
 
-// source returns the WRITE's source bytes or ErrLocalAccess.
+// source pins the local region and returns the WRITE's source bytes, or
+// ErrLocalAccess. The caller unpins wr.Local after copying.
 func (wr *WriteWR) source() ([]byte, error) {
-	if wr.Local == nil || wr.Local.dead.Load() || wr.Len < 0 || wr.LocalOff < 0 || wr.LocalOff > wr.Local.Len() || wr.Len > wr.Local.Len()-wr.LocalOff {
+	if wr.Local == nil || wr.Len < 0 || wr.LocalOff < 0 || wr.LocalOff > wr.Local.Len() || wr.Len > wr.Local.Len()-wr.LocalOff {
+		return nil, ErrLocalAccess
+	}
+	if !wr.Local.pin() {
 		return nil, ErrLocalAccess
 	}
 	return wr.Local.buf[wr.LocalOff : wr.LocalOff+wr.Len], nil

@@ -73,8 +73,9 @@ type Client struct {
 	err     error            // set once the connection is broken
 	hint    int
 
-	kick chan struct{}
-	stop chan struct{}
+	kick      chan struct{}
+	stop      chan struct{}
+	closeOnce sync.Once
 	done chan struct{}
 }
 
@@ -137,8 +138,9 @@ func (c *Client) Call(ctx context.Context, req Request) (Reply, error) {
 	}
 }
 
-// Go sends req asynchronously; done (buffered, or nil for a new one)
-// receives the call when its reply arrives or it fails. ctx bounds only the
+// Go sends req asynchronously; done (nil for a new one; else it must have
+// room, or the notification is dropped) receives the call when its reply
+// arrives or it fails. ctx bounds only the
 // wait for ring room.
 func (c *Client) Go(ctx context.Context, req Request, done chan *Call) *Call {
 	if done == nil {
@@ -147,7 +149,7 @@ func (c *Client) Go(ctx context.Context, req Request, done chan *Call) *Call {
 	call := &Call{Req: req, Done: done, ctxDone: ctx.Done()}
 	if err := c.send(ctx, call); err != nil {
 		call.Err = err
-		call.Done <- call
+		deliver(call)
 	}
 	return call
 }
@@ -163,7 +165,6 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 		return fmt.Errorf("%w: request of %d bytes, limit %d", ErrTooLarge, len(call.Req.Payload), c.cfg.RequestRing/2-HeaderSize-8)
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	replySize := call.Req.ReplySize
 	if replySize == 0 {
 		replySize = c.hint
@@ -173,11 +174,14 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 	}
 	call.slotSize = min(MsgSize(replySize), c.cfg.ReplyRing/2)
 	if call.retried && call.slotSize < int(call.Reply.Aux) {
+		c.mu.Unlock()
 		return fmt.Errorf("%w: reply of %d bytes, limit %d", ErrTooLarge, call.Reply.Aux, c.cfg.ReplyRing/2)
 	}
 	for {
 		if c.err != nil {
-			return c.err
+			err := c.err
+			c.mu.Unlock()
+			return err
 		}
 		if c.roomLocked(uint64(call.slotSize), uint64(msgSize)) {
 			break
@@ -187,7 +191,6 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 		select {
 		case <-space:
 		case <-ctx.Done():
-			c.mu.Lock()
 			return ctx.Err()
 		}
 		c.mu.Lock()
@@ -203,23 +206,52 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 		h := Header{Type: TypeNoop, Len: uint32(skip - HeaderSize)}
 		h.put(buf[off:])
 		if err := c.post(off, HeaderSize, false); err != nil {
-			return c.failLocked(err)
+			return c.breakUnlock(err)
 		}
 	}
 	off := int(at % c.req.size)
 	h := Header{Type: call.Req.Type, ReqID: call.id, ReplyOff: uint32(slot % c.rep.size), ReplySize: uint32(call.slotSize),
 		Region: call.Req.Region, Epoch: call.Req.Epoch}
 	encode(buf[off:], h, call.Req.Payload)
+	if err := c.post(off, msgSize, true); err != nil {
+		return c.breakUnlock(err)
+	}
 	c.pending[call.id] = call
 	c.bySlot = append(c.bySlot, call)
-	if err := c.post(off, msgSize, true); err != nil {
-		return c.failLocked(err)
-	}
+	c.mu.Unlock()
 	select {
 	case c.kick <- struct{}{}:
 	default:
 	}
 	return nil
+}
+
+// breakUnlock breaks the client (mu held), unlocks, fails the pending
+// calls and returns the error for the caller's own call.
+func (c *Client) breakUnlock(err error) error {
+	calls := c.breakLocked(err)
+	err = c.err
+	c.mu.Unlock()
+	for _, call := range calls {
+		deliver(call)
+	}
+	return err
+}
+
+// fail breaks the client and fails every pending call.
+func (c *Client) fail(err error) {
+	c.mu.Lock()
+	_ = c.breakUnlock(err)
+}
+
+// deliver hands a finished call to its Done channel, which must have room
+// (as in net/rpc, a full channel drops the notification rather than stall
+// the client).
+func deliver(call *Call) {
+	select {
+	case call.Done <- call:
+	default:
+	}
 }
 
 // roomLocked reports whether both rings have room now.
@@ -239,32 +271,29 @@ func (c *Client) post(off, n int, solicited bool) error {
 	return c.qp.PostWrite(rdma.WriteWR{Local: c.reqMR, LocalOff: off, Len: n, Remote: c.remote, RemoteOff: uint64(off), Solicited: solicited})
 }
 
-// failLocked breaks the client: every pending call fails.
-func (c *Client) failLocked(err error) error {
-	if c.err == nil {
-		c.err = fmt.Errorf("%w: %w", ErrClosed, err)
-		for _, call := range c.pending {
-			call.Err = c.err
-			call.Done <- call
-		}
-		clear(c.pending)
-		c.bySlot = nil
-		close(c.space)
-		c.space = make(chan struct{})
+// breakLocked marks the client broken and returns the pending calls, failed,
+// for the caller to deliver once it has unlocked mu.
+func (c *Client) breakLocked(err error) []*Call {
+	if c.err != nil {
+		return nil
 	}
-	return c.err
+	c.err = fmt.Errorf("%w: %w", ErrClosed, err)
+	calls := make([]*Call, 0, len(c.pending))
+	for _, call := range c.pending {
+		call.Err = c.err
+		calls = append(calls, call)
+	}
+	clear(c.pending)
+	c.bySlot = nil
+	close(c.space)
+	c.space = make(chan struct{})
+	return calls
 }
 
 // Close breaks the connection; pending calls fail with ErrClosed.
 func (c *Client) Close() error {
-	c.mu.Lock()
-	c.failLocked(fmt.Errorf("client closed"))
-	c.mu.Unlock()
-	select {
-	case <-c.stop:
-	default:
-		close(c.stop)
-	}
+	c.fail(fmt.Errorf("client closed"))
+	c.closeOnce.Do(func() { close(c.stop) })
 	<-c.done
 	c.qp.Close()
 	c.reqMR.Deregister()

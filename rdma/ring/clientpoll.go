@@ -78,9 +78,7 @@ func incomplete(calls []*Call) bool {
 func (c *Client) events(cs []rdma.Completion) {
 	for _, e := range cs {
 		if e.Op == rdma.OpDisconnect || e.Err != nil {
-			c.mu.Lock()
-			c.failLocked(fmt.Errorf("%v: %w", e.Op, e.Err))
-			c.mu.Unlock()
+			c.fail(fmt.Errorf("%v: %w", e.Op, e.Err))
 		}
 	}
 }
@@ -91,9 +89,7 @@ func (c *Client) scan(calls []*Call) bool {
 	for _, call := range calls {
 		ok, err := c.check(call)
 		if err != nil {
-			c.mu.Lock()
-			c.failLocked(err)
-			c.mu.Unlock()
+			c.fail(err)
 			return true
 		}
 		progressed = progressed || ok
@@ -111,13 +107,14 @@ func (c *Client) check(call *Call) (bool, error) {
 	}
 	h, err := decodeHeader(buf[off:off+HeaderSize], call.slotSize)
 	if err != nil {
-		// A checksum mismatch may mean the rest of the header is still
-		// arriving: poll on (without parking) for a while.
-		if errors.Is(err, errChecksum) && call.badSince.IsZero() {
+		// A wrong magic or checksum may mean the rest of the header is
+		// still arriving (tcp fills memory as bytes come): poll on,
+		// without parking, for a while.
+		if (w != magic || errors.Is(err, errChecksum)) && call.badSince.IsZero() {
 			call.badSince = time.Now()
 			return false, nil
 		}
-		if errors.Is(err, errChecksum) && time.Since(call.badSince) < badHeaderWait {
+		if (w != magic || errors.Is(err, errChecksum)) && time.Since(call.badSince) < badHeaderWait {
 			return false, nil
 		}
 		return false, fmt.Errorf("reply to request %d: %w", call.id, err)
@@ -178,7 +175,7 @@ func (c *Client) complete(call *Call, h Header, payload []byte) {
 			}()
 			if err := c.send(ctx, call); err != nil {
 				call.Err = err
-				call.Done <- call
+				deliver(call)
 			}
 		}()
 		return
@@ -187,5 +184,5 @@ func (c *Client) complete(call *Call, h Header, payload []byte) {
 	if h.Status == StatusTooSmall || h.Status == StatusUnknownType {
 		call.Err = fmt.Errorf("%w: status %d", ErrStatus, h.Status)
 	}
-	call.Done <- call
+	deliver(call)
 }

@@ -446,3 +446,50 @@ func TestClientGone(t *testing.T) {
 		}
 	})
 }
+
+// TestInflightLimit: a connection at its in-flight limit is left alone
+// (its requests wait in its ring) while other connections are served, and
+// it resumes when its requests are answered.
+func TestInflightLimit(t *testing.T) {
+	forEnv(t, func(t *testing.T, e env) {
+		release := make(chan struct{})
+		var releaseOnce sync.Once
+		defer releaseOnce.Do(func() { close(release) })
+		var blocked atomic.Int64
+		h := map[uint16]HandlerFunc{
+			typeEcho: func(r *ServerRequest) Reply { return Reply{Payload: r.Payload} },
+			typeSlow: func(r *ServerRequest) Reply {
+				blocked.Add(1)
+				<-release
+				return Reply{Payload: r.Payload}
+			},
+		}
+		s, _ := start(t, e, ServerConfig{Handlers: h, Workers: 8, MaxInflight: 2})
+		greedy := dial(t, e, s, ClientConfig{})
+		other := dial(t, e, s, ClientConfig{})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		done := make(chan *Call, 10)
+		for range 6 {
+			greedy.Go(ctx, Request{Type: typeSlow, Payload: []byte{1}}, done)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if n := blocked.Load(); n != 2 {
+			t.Fatalf("%d requests of one connection in handlers, limit 2", n)
+		}
+		if _, err := call(t, other, Request{Type: typeEcho, Payload: []byte("served")}); err != nil {
+			t.Fatalf("other client: %v", err)
+		}
+		releaseOnce.Do(func() { close(release) })
+		for range 6 {
+			select {
+			case cl := <-done:
+				if cl.Err != nil {
+					t.Fatal(cl.Err)
+				}
+			case <-ctx.Done():
+				t.Fatal("the limited connection did not resume")
+			}
+		}
+	})
+}

@@ -29,6 +29,7 @@ type sconn struct {
 	rp       int       // rendezvous point: next header's offset
 	waitFrom time.Time // when the message at rp was first seen incomplete; its spinner does not park meanwhile
 	tasks    sync.WaitGroup
+	inflight atomic.Int32 // requests taken off the ring, not yet answered
 	closed   atomic.Bool
 }
 
@@ -41,7 +42,12 @@ func (c *sconn) poll() (task, bool, error) {
 		return task{}, false, nil
 	}
 	if w != magic {
-		return task{}, false, fmt.Errorf("%w: bad magic %#x at ring offset %d", ErrMalformed, w, pos)
+		// Possibly a header still arriving (tcp fills memory as bytes
+		// come); malformed if it stays so.
+		if c.waited(badHeaderWait) {
+			return task{}, false, fmt.Errorf("%w: bad magic %#x at ring offset %d", ErrMalformed, w, pos)
+		}
+		return task{}, false, nil
 	}
 	h, err := decodeHeader(buf[pos:pos+HeaderSize], c.reqSize-pos)
 	if err != nil {

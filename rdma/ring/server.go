@@ -36,8 +36,13 @@ type ServerConfig struct {
 	Inline   bool          // run handlers on the spinner (no hand-off)
 	SpinTime time.Duration // spin before parking (default DefaultSpin)
 	// QueueDepth is a worker's queue length; a spinner keeps giving a
-	// worker requests until its queue holds this many (default 64).
+	// worker requests until its queue holds this many (default 64); idle
+	// workers steal from busy workers' queues.
 	QueueDepth int
+	// MaxInflight bounds one connection's requests taken off its ring and
+	// not yet answered (default 256): beyond it the spinner leaves that
+	// ring alone, so one client cannot fill every worker queue.
+	MaxInflight int
 	Log        *zap.Logger
 }
 
@@ -47,6 +52,8 @@ type Server struct {
 	ln       rdma.Listener
 	spinners []*spinner
 	workers  []chan task
+	pending  []atomic.Int32 // requests given to worker i and not finished
+	steal    chan struct{} // wakes idle workers to steal queued requests
 	next     atomic.Uint32
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -73,6 +80,7 @@ func (s *Server) Stats() Stats {
 }
 
 type task struct {
+	w   int // the worker it was given to
 	c   *sconn
 	req ServerRequest
 	buf []byte // pooled copy of the message
@@ -92,6 +100,9 @@ func Listen(cfg ServerConfig) (*Server, error) {
 	if cfg.QueueDepth <= 0 {
 		cfg.QueueDepth = 64
 	}
+	if cfg.MaxInflight <= 0 {
+		cfg.MaxInflight = 256
+	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
@@ -101,15 +112,18 @@ func Listen(cfg ServerConfig) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, ln: ln, stop: make(chan struct{}), log: cfg.Log}
 	if !cfg.Inline {
+		s.steal = make(chan struct{}, cfg.Workers)
+		s.pending = make([]atomic.Int32, cfg.Workers)
 		for range cfg.Workers {
-			q := make(chan task, cfg.QueueDepth)
-			s.workers = append(s.workers, q)
+			s.workers = append(s.workers, make(chan task, cfg.QueueDepth))
+		}
+		for i := range cfg.Workers {
 			s.wg.Add(1)
-			go s.worker(q)
+			go s.worker(i)
 		}
 	}
 	for range cfg.Spinners {
-		sp := &spinner{s: s, cq: rdma.NewCQ(), add: make(chan *sconn, 16)}
+		sp := &spinner{s: s, cq: rdma.NewCQ(), add: make(chan *sconn, 16), wake: make(chan struct{}, 1)}
 		s.spinners = append(s.spinners, sp)
 		s.wg.Add(1)
 		go sp.run()
@@ -130,6 +144,19 @@ func (s *Server) Close() error {
 		s.ln.Close()
 	})
 	s.wg.Wait()
+	// The accept loop has exited: close connections still queued for a
+	// spinner that stopped first.
+	for _, sp := range s.spinners {
+		for {
+			select {
+			case c := <-sp.add:
+				c.close(ErrClosed)
+				continue
+			default:
+			}
+			break
+		}
+	}
 	return nil
 }
 

@@ -16,6 +16,7 @@ type spinner struct {
 	s     *Server
 	cq    *rdma.CQ
 	add   chan *sconn
+	wake  chan struct{} // a connection at its in-flight limit got room
 	conns []*sconn
 	cur   int // the worker it currently feeds
 }
@@ -66,6 +67,7 @@ func (sp *spinner) run() {
 		case c := <-sp.add:
 			sp.conns = append(sp.conns, c)
 		case <-sp.cq.Notify():
+		case <-sp.wake:
 		}
 		last = time.Now()
 	}
@@ -77,6 +79,9 @@ func (sp *spinner) pollAll() bool {
 	for i := 0; i < len(sp.conns); i++ {
 		c := sp.conns[i]
 		for range perConnBatch {
+			if int(c.inflight.Load()) >= sp.s.cfg.MaxInflight {
+				break // its worker will wake us when it answers one
+			}
 			t, ok, err := c.poll()
 			if err != nil {
 				sp.s.log.Warn("closing connection: malformed request", zap.Error(err))
@@ -95,6 +100,7 @@ func (sp *spinner) pollAll() bool {
 			} else {
 				sp.s.requests.Add(1)
 				c.tasks.Add(1)
+				c.inflight.Add(1)
 				sp.dispatch(t)
 			}
 		}
@@ -143,16 +149,30 @@ func (sp *spinner) dispatch(t task) {
 		return
 	}
 	for range len(s.workers) {
+		t.w = sp.cur
+		s.pending[sp.cur].Add(1)
 		select {
 		case s.workers[sp.cur] <- t:
+			if s.pending[sp.cur].Load() > 1 {
+				// Behind an unfinished request, whose handler may
+				// block: let an idle worker steal it.
+				select {
+				case s.steal <- struct{}{}:
+				default:
+				}
+			}
 			return
 		default:
+			s.pending[sp.cur].Add(-1)
 			sp.cur = (sp.cur + 1) % len(s.workers)
 		}
 	}
+	t.w = sp.cur
+	s.pending[sp.cur].Add(1)
 	select {
 	case s.workers[sp.cur] <- t:
 	case <-s.stop:
-		t.c.tasks.Done()
+		s.pending[sp.cur].Add(-1)
+		t.c.done()
 	}
 }

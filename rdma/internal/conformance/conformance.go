@@ -42,6 +42,8 @@ func Run(t *testing.T, env Env) {
 		{"PeerClose", testPeerClose},
 		{"Reject", testReject},
 		{"ManyQPs", testManyQPs},
+		{"DeregisterDuringWrites", testDeregisterDuringWrites},
+		{"LongStream", testLongStream},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, env) })
@@ -472,5 +474,65 @@ func testManyQPs(t *testing.T, env Env) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+}
+
+// testDeregisterDuringWrites: regions deregistered while WRITEs stream
+// into and out of them: no crash, and the WRITEs after fail cleanly.
+func testDeregisterDuringWrites(t *testing.T, env Env) {
+	const size = 4 << 20
+	p := connect(t, env, size, size)
+	r := p.a.PeerRegions()[0]
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			err := p.a.PostWrite(rdma.WriteWR{ID: uint64(i), Local: p.amr, Len: size, Remote: r})
+			if err != nil {
+				done <- nil // the source was deregistered: ErrLocalAccess
+				return
+			}
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if err := p.bmr.Deregister(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := p.amr.Deregister(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("writer never saw its region deregistered")
+	}
+}
+
+// testLongStream: a peer streaming WRITEs without pause for several
+// dead-peer timeouts is alive, and its signaled WRITEs complete.
+func testLongStream(t *testing.T, env Env) {
+	const size = 64 << 10
+	p := connect(t, env, size, size)
+	r := p.a.PeerRegions()[0]
+	end := time.Now().Add(env.DeadWithin * 3)
+	for i := 0; time.Now().Before(end); i++ {
+		if err := p.a.PostWrite(rdma.WriteWR{ID: uint64(i), Local: p.amr, Len: size, Remote: r, Signaled: i%64 == 63}); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		for {
+			var c [4]rdma.Completion
+			n := p.acq.Poll(c[:])
+			if n == 0 {
+				break
+			}
+			for _, e := range c[:n] {
+				if e.Err != nil || e.Op != rdma.OpWrite {
+					t.Fatalf("completion %+v during a stream", e)
+				}
+			}
+		}
+	}
+	if p.a.Err() != nil || p.b.Err() != nil {
+		t.Fatalf("QP broke during a stream: %v / %v", p.a.Err(), p.b.Err())
 	}
 }
