@@ -76,7 +76,7 @@ type Client struct {
 	kick      chan struct{}
 	stop      chan struct{}
 	closeOnce sync.Once
-	done chan struct{}
+	done      chan struct{}
 }
 
 // Dial connects to a ring server.

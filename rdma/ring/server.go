@@ -43,7 +43,7 @@ type ServerConfig struct {
 	// not yet answered (default 256): beyond it the spinner leaves that
 	// ring alone, so one client cannot fill every worker queue.
 	MaxInflight int
-	Log        *zap.Logger
+	Log         *zap.Logger
 }
 
 // Server accepts ring connections and serves them. Close stops it.
@@ -53,7 +53,7 @@ type Server struct {
 	spinners []*spinner
 	workers  []chan task
 	pending  []atomic.Int32 // requests given to worker i and not finished
-	steal    chan struct{} // wakes idle workers to steal queued requests
+	steal    chan struct{}  // wakes idle workers to steal queued requests
 	next     atomic.Uint32
 	stop     chan struct{}
 	wg       sync.WaitGroup
