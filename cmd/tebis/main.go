@@ -35,7 +35,7 @@ func newApp() *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 		},
-		Commands: []*cli.Command{benchCommand(), demoCommand()},
+		Commands: []*cli.Command{benchCommand(), demoCommand(), serverCommand(), configCommand(), kvCommand()},
 	}
 }
 

@@ -1,0 +1,285 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tebis-go/tebis/rdma"
+	"github.com/tebis-go/tebis/rdma/ring"
+	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/region/wire"
+)
+
+// Config configures a client.
+type Config struct {
+	Map regionmap.Source // required: where the region map comes from
+	// Transport is "tcp" (default) or "shm"; a server without an address
+	// on it is reached on the other.
+	Transport string
+	RingSize  int // bytes per ring (default ring.DefaultRing)
+	// Retries bounds the WRONG_REGION redirects (and reconnections) of
+	// one operation (default 8).
+	Retries int
+	// ReplyHint is the reply payload a get reserves room for (default
+	// 4 KiB); larger values cost one retry and raise the hint.
+	ReplyHint int
+}
+
+// Client talks to a tebis cluster.
+type Client struct {
+	cfg Config
+	m   atomic.Pointer[regionmap.Map]
+
+	mu     sync.Mutex
+	conns  map[string]*ring.Client // by server name
+	closed bool
+
+	refreshMu sync.Mutex
+}
+
+// Open loads the region map; connections are made on first use.
+func Open(ctx context.Context, cfg Config) (*Client, error) {
+	if cfg.Map == nil {
+		return nil, fmt.Errorf("client: no region map source")
+	}
+	if cfg.Transport == "" {
+		cfg.Transport = "tcp"
+	}
+	if cfg.Transport != "tcp" && cfg.Transport != "shm" {
+		return nil, fmt.Errorf("client: transport %q: want tcp or shm", cfg.Transport)
+	}
+	if cfg.RingSize == 0 {
+		cfg.RingSize = ring.DefaultRing
+	}
+	if cfg.Retries == 0 {
+		cfg.Retries = 8
+	}
+	if cfg.ReplyHint == 0 {
+		cfg.ReplyHint = 4 << 10
+	}
+	m, err := cfg.Map.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, conns: map[string]*ring.Client{}}
+	c.m.Store(m)
+	return c, nil
+}
+
+// Map is the region map the client currently routes by.
+func (c *Client) Map() *regionmap.Map { return c.m.Load() }
+
+// MaxValue is the largest value a put can carry over this client's rings
+// (the server may allow less).
+func (c *Client) MaxValue(keyLen int) int {
+	return c.cfg.RingSize/2 - ring.HeaderSize - 8 - 12 - keyLen
+}
+
+// Close closes every connection; later calls fail with ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	conns := c.conns
+	c.conns = map[string]*ring.Client{}
+	c.mu.Unlock()
+	for _, rc := range conns {
+		rc.Close()
+	}
+	return nil
+}
+
+// conn returns the connection to a server, dialing it if needed.
+func (c *Client) conn(ctx context.Context, m *regionmap.Map, name string) (*ring.Client, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if rc, ok := c.conns[name]; ok {
+		c.mu.Unlock()
+		return rc, nil
+	}
+	c.mu.Unlock()
+	srv, ok := m.Server(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: server %q not in map version %d", ErrUnavailable, name, m.Version)
+	}
+	tname := c.cfg.Transport
+	addr := srv.Addr(tname)
+	if addr == "" {
+		tname = map[string]string{"tcp": "shm", "shm": "tcp"}[tname]
+		addr = srv.Addr(tname)
+	}
+	var tr rdma.Transport = &rdma.TCP{}
+	if tname == "shm" {
+		tr = &rdma.Shm{}
+	}
+	rc, err := ring.Dial(ctx, ring.ClientConfig{Transport: tr, Addr: addr, RequestRing: c.cfg.RingSize, ReplyRing: c.cfg.RingSize, ReplyHint: c.cfg.ReplyHint})
+	if err != nil {
+		return nil, fmt.Errorf("%w: server %s at %s %s: %w", ErrUnavailable, name, tname, addr, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		rc.Close()
+		return nil, ErrClosed
+	}
+	if old, ok := c.conns[name]; ok {
+		rc.Close()
+		return old, nil
+	}
+	c.conns[name] = rc
+	return rc, nil
+}
+
+// drop forgets a broken connection.
+func (c *Client) drop(name string, rc *ring.Client) {
+	c.mu.Lock()
+	if c.conns[name] == rc {
+		delete(c.conns, name)
+	}
+	c.mu.Unlock()
+	rc.Close()
+}
+
+// refresh reloads the map until its version reaches want (the version a
+// server answered with), or one reload if want is older than ours.
+func (c *Client) refresh(ctx context.Context, want uint64) error {
+	c.refreshMu.Lock()
+	defer c.refreshMu.Unlock()
+	if cur := c.m.Load(); cur.Version >= want && want != 0 {
+		return nil
+	}
+	m, err := c.cfg.Map.Load(ctx)
+	if err != nil {
+		return err
+	}
+	if m.Version > c.m.Load().Version {
+		c.m.Store(m)
+	}
+	return nil
+}
+
+// request is one routed operation.
+type request struct {
+	typ       uint16
+	key       []byte                      // routes the request
+	region    *regionmap.Region           // or this region (scans)
+	payload   func(version uint64) []byte // encodes with the map version used
+	replySize int
+}
+
+// do routes req, sends it and follows WRONG_REGION redirects. It returns
+// the OK (or NOT_FOUND) reply and the region that answered.
+func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.Region, error) {
+	var last error
+	backoff := 200 * time.Microsecond
+	for attempt := 0; attempt <= c.cfg.Retries; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ring.Reply{}, nil, ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 100*time.Millisecond)
+		}
+		m := c.m.Load()
+		r := m.Lookup(req.key)
+		if req.region != nil {
+			r = m.Region(req.region.ID)
+			if r == nil || r.Start != req.region.Start || r.End != req.region.End {
+				return ring.Reply{}, nil, errRegionMoved
+			}
+		}
+		if r == nil {
+			return ring.Reply{}, nil, fmt.Errorf("%w: no region for key", ErrWrongRegion)
+		}
+		rc, err := c.conn(ctx, m, r.Primary)
+		if err != nil {
+			if errors.Is(err, ErrClosed) {
+				return ring.Reply{}, nil, err
+			}
+			last = err
+			_ = c.refresh(ctx, 0)
+			continue
+		}
+		rep, err := rc.Call(ctx, ring.Request{Type: req.typ, Region: r.ID, Epoch: r.Epoch, Payload: req.payload(m.Version), ReplySize: req.replySize})
+		switch {
+		case errors.Is(err, ring.ErrTooLarge):
+			return rep, r, fmt.Errorf("%w: %w", ErrTooLarge, err)
+		case errors.Is(err, ring.ErrClosed):
+			// The connection broke (server restart?): redial.
+			c.drop(r.Primary, rc)
+			last = fmt.Errorf("%w: %w", ErrUnavailable, err)
+			continue
+		case err != nil:
+			return rep, r, err
+		}
+		if rep.Status == wire.StatusWrongRegion {
+			v, _ := wire.DecodeVersion(rep.Payload)
+			last = fmt.Errorf("%w: map version %d, server %s has %d", ErrWrongRegion, m.Version, r.Primary, v)
+			if err := c.refresh(ctx, v); err != nil {
+				return rep, r, err
+			}
+			continue
+		}
+		if rep.Status == wire.StatusUnavailable {
+			last = statusErr(rep)
+			continue
+		}
+		return rep, r, nil
+	}
+	return ring.Reply{}, nil, last
+}
+
+// errRegionMoved: a scan's region changed shape; the scan re-routes.
+var errRegionMoved = errors.New("client: region changed")
+
+// Put stores value under key.
+func (c *Client) Put(ctx context.Context, key, value []byte) error {
+	if len(value) > c.MaxValue(len(key)) {
+		return fmt.Errorf("%w: value of %d bytes, this client's limit %d", ErrTooLarge, len(value), c.MaxValue(len(key)))
+	}
+	rep, _, err := c.do(ctx, request{typ: wire.TypePut, key: key, payload: func(v uint64) []byte {
+		q := wire.PutRequest{MapVersion: v, Key: key, Value: value}
+		return q.Encode(nil)
+	}})
+	if err != nil {
+		return err
+	}
+	return statusErr(rep)
+}
+
+// Get returns the value under key, or ErrNotFound.
+func (c *Client) Get(ctx context.Context, key []byte) ([]byte, error) {
+	rep, _, err := c.do(ctx, request{typ: wire.TypeGet, key: key, payload: func(v uint64) []byte {
+		q := wire.KeyRequest{MapVersion: v, Key: key}
+		return q.Encode(nil)
+	}})
+	if err != nil {
+		return nil, err
+	}
+	if err := statusErr(rep); err != nil {
+		return nil, err
+	}
+	if rep.Payload == nil {
+		return []byte{}, nil
+	}
+	return rep.Payload, nil
+}
+
+// Delete removes key (deleting a missing key is not an error).
+func (c *Client) Delete(ctx context.Context, key []byte) error {
+	rep, _, err := c.do(ctx, request{typ: wire.TypeDelete, key: key, payload: func(v uint64) []byte {
+		q := wire.KeyRequest{MapVersion: v, Key: key}
+		return q.Encode(nil)
+	}})
+	if err != nil {
+		return err
+	}
+	return statusErr(rep)
+}

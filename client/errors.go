@@ -1,0 +1,50 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tebis-go/tebis/rdma/ring"
+	"github.com/tebis-go/tebis/region/wire"
+)
+
+var (
+	// ErrNotFound: no value under the key.
+	ErrNotFound = errors.New("client: key not found")
+	// ErrTooLarge: a key, value or reply over the server's or the ring's
+	// limit.
+	ErrTooLarge = errors.New("client: too large")
+	// ErrBadRequest: the server refused the request as invalid (an empty
+	// key, say).
+	ErrBadRequest = errors.New("client: bad request")
+	// ErrWrongRegion: the servers kept redirecting after every map refresh
+	// the retry budget allowed.
+	ErrWrongRegion = errors.New("client: wrong region after retries")
+	// ErrUnavailable: the server is shutting down or cannot serve the
+	// region; retry later.
+	ErrUnavailable = errors.New("client: server unavailable")
+	// ErrServer: the server failed internally.
+	ErrServer = errors.New("client: server error")
+	// ErrClosed: the client was closed.
+	ErrClosed = errors.New("client: closed")
+)
+
+// statusErr turns a non-OK reply into an error.
+func statusErr(rep ring.Reply) error {
+	msg := string(rep.Payload)
+	switch rep.Status {
+	case ring.StatusOK:
+		return nil
+	case wire.StatusNotFound:
+		return ErrNotFound
+	case wire.StatusTooLarge:
+		return fmt.Errorf("%w: %s", ErrTooLarge, msg)
+	case wire.StatusBadRequest:
+		return fmt.Errorf("%w: %s", ErrBadRequest, msg)
+	case wire.StatusUnavailable:
+		return fmt.Errorf("%w: %s", ErrUnavailable, msg)
+	case wire.StatusInternal:
+		return fmt.Errorf("%w: %s", ErrServer, msg)
+	}
+	return fmt.Errorf("%w: status %d %s", ErrServer, rep.Status, msg)
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/tebis-go/tebis/region"
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+)
+
+// serverFlags mirror region.Config: every option of the file is a flag,
+// and a flag given on the command line wins over the file.
+func serverFlags() []cli.Flag {
+	d := region.DefaultConfig()
+	return []cli.Flag{
+		&cli.StringFlag{Name: "config", Usage: "YAML configuration file (flags given explicitly win)"},
+		&cli.StringFlag{Name: "name", Value: d.Name, Usage: "this server's name in the region map"},
+		&cli.StringFlag{Name: "data-dir", Value: d.DataDir, Usage: "the volume's directory"},
+		&cli.StringFlag{Name: "shm", Value: d.Shm, Usage: "unix socket path for the shm transport (empty: off)"},
+		&cli.StringFlag{Name: "tcp", Value: d.TCP, Usage: "host:port for the tcp transport (empty: off)"},
+		&cli.StringFlag{Name: "map-file", Usage: "standalone region map (YAML); empty: one region over all keys"},
+		&cli.StringFlag{Name: "sync-mode", Value: d.SyncMode, Usage: "sync (durable before the reply) or async"},
+		&cli.StringFlag{Name: "segment-size", Value: d.SegmentSize.String(), Usage: "segment size, with unit"},
+		&cli.IntFlag{Name: "l0-pairs", Value: d.L0Pairs, Usage: "L0 capacity in pairs"},
+		&cli.IntFlag{Name: "growth-factor", Value: d.GrowthFactor, Usage: "level growth factor"},
+		&cli.StringFlag{Name: "cache-size", Value: d.CacheSize.String(), Usage: "node cache budget, with unit"},
+		&cli.StringFlag{Name: "max-key-size", Value: d.MaxKeySize.String(), Usage: "largest key, with unit"},
+		&cli.StringFlag{Name: "max-value-size", Value: d.MaxValueSize.String(), Usage: "largest value, with unit"},
+		&cli.IntFlag{Name: "spinners", Value: d.Spinners, Usage: "ring polling goroutines per transport"},
+		&cli.IntFlag{Name: "workers", Value: d.Workers, Usage: "request workers per transport"},
+		&cli.DurationFlag{Name: "spin-time", Value: time.Duration(d.SpinTime), Usage: "poller spin before parking"},
+		&cli.IntFlag{Name: "max-inflight", Value: d.MaxInflight, Usage: "unanswered requests per connection"},
+	}
+}
+
+// serverConfig builds the configuration: defaults, then the file, then
+// the flags set explicitly.
+func serverConfig(c *cli.Context) (region.Config, error) {
+	cfg := region.DefaultConfig()
+	if path := c.String("config"); path != "" {
+		var err error
+		if cfg, err = region.LoadConfig(path); err != nil {
+			return cfg, err
+		}
+	}
+	str := map[string]*string{"name": &cfg.Name, "data-dir": &cfg.DataDir, "shm": &cfg.Shm, "tcp": &cfg.TCP, "map-file": &cfg.MapFile, "sync-mode": &cfg.SyncMode}
+	for name, p := range str {
+		if c.IsSet(name) || c.String("config") == "" {
+			*p = c.String(name)
+		}
+	}
+	ints := map[string]*int{"l0-pairs": &cfg.L0Pairs, "growth-factor": &cfg.GrowthFactor, "spinners": &cfg.Spinners, "workers": &cfg.Workers, "max-inflight": &cfg.MaxInflight}
+	for name, p := range ints {
+		if c.IsSet(name) || c.String("config") == "" {
+			*p = c.Int(name)
+		}
+	}
+	sizes := map[string]*region.ByteSize{"segment-size": &cfg.SegmentSize, "cache-size": &cfg.CacheSize, "max-key-size": &cfg.MaxKeySize, "max-value-size": &cfg.MaxValueSize}
+	for name, p := range sizes {
+		if c.IsSet(name) || c.String("config") == "" {
+			if err := p.Set(c.String(name)); err != nil {
+				return cfg, fmt.Errorf("--%s: %w", name, err)
+			}
+		}
+	}
+	if c.IsSet("spin-time") || c.String("config") == "" {
+		cfg.SpinTime = region.Duration(c.Duration("spin-time"))
+	}
+	return cfg, cfg.Validate()
+}
+
+func serverCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "server",
+		Usage: "run a region server (standalone: regions from --map-file, or one region over all keys)",
+		Flags: serverFlags(),
+		Action: func(c *cli.Context) error {
+			log, err := newLogger(c)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			cfg, err := serverConfig(c)
+			if err != nil {
+				return err
+			}
+			s, err := region.Start(cfg, log)
+			if err != nil {
+				return err
+			}
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			for {
+				select {
+				case <-hup:
+					if err := s.Reload(); err != nil {
+						log.Error("reloading the region map failed; keeping the old one", zap.Error(err))
+					}
+				case <-c.Context.Done():
+					log.Info("shutting down: stop serving, sync, close")
+					return s.Close()
+				}
+			}
+		},
+	}
+}
+
+func configCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "config",
+		Usage: "configuration files",
+		Subcommands: []*cli.Command{{
+			Name:      "check",
+			Usage:     "validate a server configuration file (and its region map)",
+			ArgsUsage: "FILE",
+			Action: func(c *cli.Context) error {
+				if c.NArg() != 1 {
+					return fmt.Errorf("usage: tebis config check FILE")
+				}
+				cfg, err := region.LoadConfig(c.Args().First())
+				if err != nil {
+					return err
+				}
+				if err := region.CheckMap(cfg); err != nil {
+					return err
+				}
+				fmt.Printf("%s: ok (server %s, data %s, shm %q, tcp %q)\n", c.Args().First(), cfg.Name, cfg.DataDir, cfg.Shm, cfg.TCP)
+				return nil
+			},
+		}},
+	}
+}

@@ -1,0 +1,118 @@
+package region
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/rdma/ring"
+)
+
+// ErrConfig: a configuration value is missing or out of range.
+var ErrConfig = errors.New("region: bad configuration")
+
+// Config configures a region server. Every field has a flag of the same
+// name (with dashes) in `tebis server`; sizes and durations carry units.
+type Config struct {
+	Name    string `yaml:"name"`     // this server's name in the region map
+	DataDir string `yaml:"data_dir"` // the engine volume's directory
+	Shm     string `yaml:"shm"`      // unix socket path to listen on ("": no shm)
+	TCP     string `yaml:"tcp"`      // host:port to listen on ("": no tcp)
+	// MapFile is the standalone region map; "" serves one region over all
+	// keys (id 1, this server primary).
+	MapFile string `yaml:"map_file"`
+
+	SyncMode     string   `yaml:"sync_mode"` // sync (durable before the reply) or async
+	SegmentSize  ByteSize `yaml:"segment_size"`
+	L0Pairs      int      `yaml:"l0_pairs"`
+	GrowthFactor int      `yaml:"growth_factor"`
+	CacheSize    ByteSize `yaml:"cache_size"`
+
+	MaxKeySize   ByteSize `yaml:"max_key_size"`
+	MaxValueSize ByteSize `yaml:"max_value_size"`
+
+	Spinners    int      `yaml:"spinners"`
+	Workers     int      `yaml:"workers"`
+	SpinTime    Duration `yaml:"spin_time"`
+	MaxInflight int      `yaml:"max_inflight"` // per connection
+}
+
+// DefaultConfig is what an empty configuration file means.
+func DefaultConfig() Config {
+	return Config{
+		Name:         "rs1",
+		DataDir:      "data",
+		TCP:          "127.0.0.1:7070",
+		SyncMode:     "sync",
+		SegmentSize:  engine.DefaultSegmentSize,
+		L0Pairs:      96 << 10,
+		GrowthFactor: 4,
+		CacheSize:    64 << 20,
+		MaxKeySize:   engine.MaxKeySize,
+		MaxValueSize: 64 << 10,
+		Spinners:     1,
+		Workers:      4,
+		SpinTime:     Duration(ring.DefaultSpin),
+		MaxInflight:  256,
+	}
+}
+
+// LoadConfig reads a YAML configuration over the defaults. Unknown keys
+// are errors.
+func LoadConfig(path string) (Config, error) {
+	cfg := DefaultConfig()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return cfg, fmt.Errorf("%w: %s: %w", ErrConfig, path, err)
+	}
+	return cfg, cfg.Validate()
+}
+
+// Validate checks every field.
+func (c *Config) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case c.Name == "":
+		return bad("name is empty")
+	case c.DataDir == "":
+		return bad("data_dir is empty")
+	case c.Shm == "" && c.TCP == "":
+		return bad("neither shm nor tcp is set: the server would not listen")
+	case c.SyncMode != "sync" && c.SyncMode != "async":
+		return bad("sync_mode %q: want sync or async", c.SyncMode)
+	case c.SegmentSize < 64<<10 || c.SegmentSize > 1<<30 || c.SegmentSize&(c.SegmentSize-1) != 0:
+		return bad("segment_size %v: want a power of two from 64KiB to 1GiB", c.SegmentSize)
+	case c.L0Pairs < 16:
+		return bad("l0_pairs %d: want at least 16", c.L0Pairs)
+	case c.GrowthFactor < 2:
+		return bad("growth_factor %d: want at least 2", c.GrowthFactor)
+	case c.CacheSize < 0:
+		return bad("cache_size %v is negative", c.CacheSize)
+	case c.MaxKeySize < 1 || c.MaxKeySize > engine.MaxKeySize:
+		return bad("max_key_size %v: want 1B to %v", c.MaxKeySize, ByteSize(engine.MaxKeySize))
+	case c.MaxValueSize < 0 || c.MaxValueSize > engine.MaxValueSize:
+		return bad("max_value_size %v: want 0B to %v", c.MaxValueSize, ByteSize(engine.MaxValueSize))
+	case c.Spinners < 1 || c.Spinners > 64:
+		return bad("spinners %d: want 1 to 64", c.Spinners)
+	case c.Workers < 1 || c.Workers > 1024:
+		return bad("workers %d: want 1 to 1024", c.Workers)
+	case c.SpinTime < 0 || time.Duration(c.SpinTime) > time.Second:
+		return bad("spin_time %v: want 0 to 1s", c.SpinTime)
+	case c.MaxInflight < 1:
+		return bad("max_inflight %d: want at least 1", c.MaxInflight)
+	}
+	return nil
+}

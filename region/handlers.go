@@ -1,0 +1,220 @@
+package region
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/rdma/ring"
+	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/region/wire"
+)
+
+func (s *Server) handlers() map[uint16]ring.HandlerFunc {
+	return map[uint16]ring.HandlerFunc{
+		wire.TypePut:      s.handlePut,
+		wire.TypeGet:      s.handleGet,
+		wire.TypeDelete:   s.handleDelete,
+		wire.TypeScan:     s.handleScan,
+		wire.TypeMultiGet: s.handleMultiGet,
+	}
+}
+
+func errorReply(status uint16, format string, a ...any) ring.Reply {
+	return ring.Reply{Status: status, Payload: fmt.Appendf(nil, format, a...)}
+}
+
+func badRequest(err error) ring.Reply { return errorReply(wire.StatusBadRequest, "%v", err) }
+
+// route finds the hosted region a request is for, or the reply refusing it:
+// WRONG_REGION when the client's map version differs from the server's, or
+// the region is not this server's, or the key is outside it.
+func (s *Server) route(h *ring.ServerRequest, version uint64) (*engine.Region, *regionmap.Region, *ring.Reply) {
+	st := s.state.Load()
+	wrong := &ring.Reply{Status: wire.StatusWrongRegion, Payload: wire.EncodeVersion(st.m.Version)}
+	if s.closed.Load() {
+		r := errorReply(wire.StatusUnavailable, "server %s is shutting down", s.cfg.Name)
+		return nil, nil, &r
+	}
+	if version != st.m.Version {
+		return nil, nil, wrong
+	}
+	mr := st.m.Region(h.Region)
+	er := st.hosted[h.Region]
+	if mr == nil || er == nil {
+		return nil, nil, wrong
+	}
+	return er, mr, nil
+}
+
+// checkKey validates a key against the limits and the region.
+func (s *Server) checkKey(mr *regionmap.Region, key []byte) *ring.Reply {
+	var r ring.Reply
+	switch {
+	case len(key) == 0:
+		r = errorReply(wire.StatusBadRequest, "empty key")
+	case len(key) > int(s.cfg.MaxKeySize):
+		r = errorReply(wire.StatusTooLarge, "key of %d bytes, limit %d", len(key), s.cfg.MaxKeySize)
+	case !mr.Contains(key):
+		r = ring.Reply{Status: wire.StatusWrongRegion, Payload: wire.EncodeVersion(s.state.Load().m.Version)}
+	default:
+		return nil
+	}
+	return &r
+}
+
+// engineReply maps an engine error to a reply.
+func engineReply(err error) ring.Reply {
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		return ring.Reply{Status: wire.StatusNotFound}
+	case errors.Is(err, engine.ErrKeyTooLarge), errors.Is(err, engine.ErrValueTooLarge):
+		return errorReply(wire.StatusTooLarge, "%v", err)
+	case errors.Is(err, engine.ErrEmptyKey), errors.Is(err, engine.ErrOutOfRange):
+		return errorReply(wire.StatusBadRequest, "%v", err)
+	case errors.Is(err, engine.ErrClosed):
+		return errorReply(wire.StatusUnavailable, "%v", err)
+	}
+	return errorReply(wire.StatusInternal, "%v", err)
+}
+
+func (s *Server) handlePut(req *ring.ServerRequest) ring.Reply {
+	q, err := wire.DecodePutRequest(req.Payload)
+	if err != nil {
+		return badRequest(err)
+	}
+	er, mr, rej := s.route(req, q.MapVersion)
+	if rej != nil {
+		return *rej
+	}
+	if rej := s.checkKey(mr, q.Key); rej != nil {
+		return *rej
+	}
+	if len(q.Value) > int(s.cfg.MaxValueSize) {
+		return errorReply(wire.StatusTooLarge, "value of %d bytes, limit %d", len(q.Value), s.cfg.MaxValueSize)
+	}
+	if err := er.Put(q.Key, q.Value); err != nil {
+		return engineReply(err)
+	}
+	return ring.Reply{}
+}
+
+func (s *Server) handleGet(req *ring.ServerRequest) ring.Reply {
+	q, err := wire.DecodeKeyRequest(req.Payload)
+	if err != nil {
+		return badRequest(err)
+	}
+	er, mr, rej := s.route(req, q.MapVersion)
+	if rej != nil {
+		return *rej
+	}
+	if rej := s.checkKey(mr, q.Key); rej != nil {
+		return *rej
+	}
+	v, err := er.Get(q.Key)
+	if err != nil {
+		return engineReply(err)
+	}
+	return ring.Reply{Payload: v}
+}
+
+func (s *Server) handleDelete(req *ring.ServerRequest) ring.Reply {
+	q, err := wire.DecodeKeyRequest(req.Payload)
+	if err != nil {
+		return badRequest(err)
+	}
+	er, mr, rej := s.route(req, q.MapVersion)
+	if rej != nil {
+		return *rej
+	}
+	if rej := s.checkKey(mr, q.Key); rej != nil {
+		return *rej
+	}
+	if err := er.Delete(q.Key); err != nil {
+		return engineReply(err)
+	}
+	return ring.Reply{}
+}
+
+// handleScan returns pairs from max(start, region start) to the lesser of
+// the requested end and the region's end, at most Limit pairs and about
+// MaxBytes of encoded reply (always at least one pair).
+func (s *Server) handleScan(req *ring.ServerRequest) ring.Reply {
+	q, err := wire.DecodeScanRequest(req.Payload)
+	if err != nil {
+		return badRequest(err)
+	}
+	er, mr, rej := s.route(req, q.MapVersion)
+	if rej != nil {
+		return *rej
+	}
+	start := q.Start
+	if bytes.Compare(start, []byte(mr.Start)) < 0 {
+		start = []byte(mr.Start)
+	}
+	if len(start) > 0 && !mr.Contains(start) {
+		return ring.Reply{Status: wire.StatusWrongRegion, Payload: wire.EncodeVersion(s.state.Load().m.Version)}
+	}
+	end, toRegionEnd := q.End, false
+	if mr.End != "" && (len(end) == 0 || bytes.Compare(end, []byte(mr.End)) >= 0) {
+		end, toRegionEnd = []byte(mr.End), true
+	}
+	if len(start) == 0 {
+		start = nil
+	}
+	if len(end) == 0 {
+		end = nil
+	}
+	limit := int(q.Limit)
+	if limit <= 0 {
+		limit = 1
+	}
+	it := er.Scan(start, end)
+	defer it.Close()
+	var pairs []wire.Pair
+	size, flags := 5, uint8(0)
+	for it.Next() {
+		n := 8 + len(it.Key()) + len(it.Value())
+		if len(pairs) >= limit || (len(pairs) > 0 && size+n > int(q.MaxBytes)) {
+			flags = wire.ScanMore
+			break
+		}
+		pairs = append(pairs, wire.Pair{Key: bytes.Clone(it.Key()), Value: bytes.Clone(it.Value())})
+		size += n
+	}
+	if err := it.Err(); err != nil {
+		return engineReply(err)
+	}
+	if flags == 0 && toRegionEnd {
+		flags = wire.ScanRegionEnd
+	}
+	return ring.Reply{Payload: wire.EncodeScanReply(nil, flags, pairs)}
+}
+
+func (s *Server) handleMultiGet(req *ring.ServerRequest) ring.Reply {
+	q, err := wire.DecodeMultiGetRequest(req.Payload)
+	if err != nil {
+		return badRequest(err)
+	}
+	er, mr, rej := s.route(req, q.MapVersion)
+	if rej != nil {
+		return *rej
+	}
+	var out []byte
+	for _, k := range q.Keys {
+		if rej := s.checkKey(mr, k); rej != nil {
+			return *rej
+		}
+		v, err := er.Get(k)
+		switch {
+		case errors.Is(err, engine.ErrNotFound):
+			out = wire.EncodeMultiGetValue(out, nil, false)
+		case err != nil:
+			return engineReply(err)
+		default:
+			out = wire.EncodeMultiGetValue(out, v, true)
+		}
+	}
+	return ring.Reply{Payload: out}
+}

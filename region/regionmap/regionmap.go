@@ -1,0 +1,213 @@
+// Package regionmap is the cluster's region map: which server is primary
+// (and, later, backup) for which key range, under a version number that
+// grows with every change. Servers and clients read it from a file in
+// standalone mode; the master will publish it through ZooKeeper behind the
+// same Source interface.
+//
+// A Map is immutable once loaded or built: share it freely between
+// goroutines and replace it as a whole.
+package regionmap
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ErrInvalid: a map breaks one of its rules (see Validate).
+var ErrInvalid = errors.New("regionmap: invalid region map")
+
+// Server is one region server and where it listens.
+type Server struct {
+	Name string `yaml:"name" json:"name"`
+	Shm  string `yaml:"shm,omitempty" json:"shm,omitempty"` // unix socket path
+	TCP  string `yaml:"tcp,omitempty" json:"tcp,omitempty"` // host:port
+}
+
+// Addr returns the server's address on a transport, or "".
+func (s Server) Addr(transport string) string {
+	switch transport {
+	case "shm":
+		return s.Shm
+	case "tcp":
+		return s.TCP
+	}
+	return ""
+}
+
+// Region is one key range [Start, End); an empty Start is the first key,
+// an empty End the end of the key space.
+type Region struct {
+	ID      uint64   `yaml:"id" json:"id"`
+	Start   string   `yaml:"start" json:"start"`
+	End     string   `yaml:"end" json:"end"`
+	Primary string   `yaml:"primary" json:"primary"`
+	Backups []string `yaml:"backups,omitempty" json:"backups,omitempty"`
+	Epoch   uint64   `yaml:"epoch" json:"epoch"`
+}
+
+// Contains reports whether key falls in the region.
+func (r *Region) Contains(key []byte) bool {
+	return bytes.Compare(key, []byte(r.Start)) >= 0 && (r.End == "" || bytes.Compare(key, []byte(r.End)) < 0)
+}
+
+// Map is a versioned region map.
+type Map struct {
+	Version uint64   `yaml:"version" json:"version"`
+	Servers []Server `yaml:"servers" json:"servers"`
+	Regions []Region `yaml:"regions" json:"regions"` // sorted by Start, covering every key
+}
+
+// Single is the map of one server holding one region over all keys.
+func Single(server Server) *Map {
+	return &Map{Version: 1, Servers: []Server{server}, Regions: []Region{{ID: 1, Primary: server.Name, Epoch: 1}}}
+}
+
+// Validate checks the rules: version > 0; server names unique and each
+// with an address; regions with unique non-zero IDs, sorted, contiguous
+// (each starts where the previous ends), covering every key (first starts
+// at "", last ends at ""), non-empty, with a known primary and epoch > 0.
+func (m *Map) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
+	}
+	if m.Version == 0 {
+		return bad("version 0")
+	}
+	names := map[string]bool{}
+	for _, s := range m.Servers {
+		if s.Name == "" || names[s.Name] {
+			return bad("server name %q empty or repeated", s.Name)
+		}
+		if s.Shm == "" && s.TCP == "" {
+			return bad("server %q has no address", s.Name)
+		}
+		names[s.Name] = true
+	}
+	if len(m.Regions) == 0 {
+		return bad("no regions")
+	}
+	ids := map[uint64]bool{}
+	for i, r := range m.Regions {
+		switch {
+		case r.ID == 0 || ids[r.ID]:
+			return bad("region id %d zero or repeated", r.ID)
+		case !names[r.Primary]:
+			return bad("region %d: primary %q is not a listed server", r.ID, r.Primary)
+		case r.Epoch == 0:
+			return bad("region %d: epoch 0", r.ID)
+		case i == 0 && r.Start != "":
+			return bad("the first region starts at %q, not at the first key", r.Start)
+		case i > 0 && r.Start != m.Regions[i-1].End:
+			return bad("region %d starts at %q, the previous ends at %q", r.ID, r.Start, m.Regions[i-1].End)
+		case r.End != "" && r.End <= r.Start:
+			return bad("region %d is empty or reversed: [%q, %q)", r.ID, r.Start, r.End)
+		case i == len(m.Regions)-1 && r.End != "":
+			return bad("the last region ends at %q, not at the end of the key space", r.End)
+		}
+		for _, b := range r.Backups {
+			if !names[b] || b == r.Primary {
+				return bad("region %d: backup %q unknown or the primary", r.ID, b)
+			}
+		}
+		ids[r.ID] = true
+	}
+	return nil
+}
+
+// Lookup returns the region holding key.
+func (m *Map) Lookup(key []byte) *Region {
+	i := sort.Search(len(m.Regions), func(i int) bool {
+		return m.Regions[i].End == "" || bytes.Compare(key, []byte(m.Regions[i].End)) < 0
+	})
+	if i == len(m.Regions) {
+		return nil
+	}
+	return &m.Regions[i]
+}
+
+// Region returns the region with an ID.
+func (m *Map) Region(id uint64) *Region {
+	for i := range m.Regions {
+		if m.Regions[i].ID == id {
+			return &m.Regions[i]
+		}
+	}
+	return nil
+}
+
+// Server returns the server with a name.
+func (m *Map) Server(name string) (Server, bool) {
+	for _, s := range m.Servers {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Server{}, false
+}
+
+// Parse decodes and validates a YAML map.
+func Parse(b []byte) (*Map, error) {
+	var m Map
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Marshal encodes the map as YAML.
+func (m *Map) Marshal() ([]byte, error) { return yaml.Marshal(m) }
+
+// Source yields the current map. Implementations: File (standalone), and
+// later the master's ZooKeeper publication.
+type Source interface {
+	Load(ctx context.Context) (*Map, error)
+}
+
+// File reads the map from a YAML file at every Load.
+type File string
+
+// Load implements Source.
+func (f File) Load(context.Context) (*Map, error) {
+	b, err := os.ReadFile(string(f))
+	if err != nil {
+		return nil, fmt.Errorf("regionmap: %w", err)
+	}
+	m, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", string(f), err)
+	}
+	return m, nil
+}
+
+// Static always yields the same map.
+type Static struct{ M *Map }
+
+// Load implements Source.
+func (s Static) Load(context.Context) (*Map, error) { return s.M, nil }
+
+// WriteFile writes m atomically (temp file + rename).
+func WriteFile(path string, m *Map) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	b, err := m.Marshal()
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,198 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/rdma"
+	"github.com/tebis-go/tebis/rdma/ring"
+	"github.com/tebis-go/tebis/region/regionmap"
+)
+
+// Server is a running region server.
+type Server struct {
+	cfg Config
+	log *zap.Logger
+	vol *engine.Volume
+
+	state  atomic.Pointer[routing]
+	mapMu  sync.Mutex // serializes map changes
+	rings  []*ring.Server
+	closed atomic.Bool
+}
+
+// routing is an immutable snapshot: the map and the regions hosted under it.
+type routing struct {
+	m      *regionmap.Map
+	hosted map[uint64]*engine.Region // regions this server is primary for
+}
+
+// Start opens the volume, loads the map and starts listening.
+func Start(cfg Config, log *zap.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("region: data dir: %w", err)
+	}
+	mode := engine.SyncModeSync
+	if cfg.SyncMode == "async" {
+		mode = engine.SyncModeAsync
+	}
+	vol, err := engine.Open(engine.Options{
+		Dir: cfg.DataDir, SegmentSize: int64(cfg.SegmentSize), L0Pairs: cfg.L0Pairs, GrowthFactor: cfg.GrowthFactor,
+		SyncMode: mode, CacheBytes: int64(cfg.CacheSize), Logger: log.Named("engine"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, vol: vol}
+	m, err := s.loadMap()
+	if err == nil {
+		err = s.install(m)
+	}
+	if err == nil {
+		err = s.listen()
+	}
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	log.Info("region server started", zap.String("name", cfg.Name), zap.String("shm", cfg.Shm), zap.String("tcp", cfg.TCP),
+		zap.Uint64("map_version", m.Version), zap.Int("regions", len(s.state.Load().hosted)))
+	return s, nil
+}
+
+// loadMap reads the map file, or makes the single-region map.
+func (s *Server) loadMap() (*regionmap.Map, error) {
+	if s.cfg.MapFile == "" {
+		return regionmap.Single(regionmap.Server{Name: s.cfg.Name, Shm: s.cfg.Shm, TCP: s.cfg.TCP}), nil
+	}
+	m, err := regionmap.File(s.cfg.MapFile).Load(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := m.Server(s.cfg.Name); !ok {
+		return nil, fmt.Errorf("%w: server %q is not in the region map %s", ErrConfig, s.cfg.Name, s.cfg.MapFile)
+	}
+	return m, nil
+}
+
+// Reload re-reads the map file and serves the new map (standalone mode's
+// way to change the map: SIGHUP). An older or equal version is ignored.
+func (s *Server) Reload() error {
+	m, err := s.loadMap()
+	if err != nil {
+		return err
+	}
+	return s.install(m)
+}
+
+// install opens the regions m assigns to this server and switches routing
+// to m. Regions no longer assigned stay open in the volume but are no
+// longer served.
+func (s *Server) install(m *regionmap.Map) error {
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	old := s.state.Load()
+	if old != nil && m.Version <= old.m.Version {
+		return nil
+	}
+	next := &routing{m: m, hosted: map[uint64]*engine.Region{}}
+	for _, r := range m.Regions {
+		if r.Primary != s.cfg.Name {
+			continue
+		}
+		desc := engine.RegionDesc{ID: r.ID, Epoch: r.Epoch}
+		er, _, err := s.vol.OpenRegion(desc)
+		if err != nil {
+			return fmt.Errorf("region: open region %d: %w", r.ID, err)
+		}
+		next.hosted[r.ID] = er
+	}
+	s.state.Store(next)
+	s.log.Info("region map installed", zap.Uint64("version", m.Version), zap.Int("hosted", len(next.hosted)))
+	return nil
+}
+
+// MapVersion is the version of the map being served.
+func (s *Server) MapVersion() uint64 { return s.state.Load().m.Version }
+
+func (s *Server) listen() error {
+	handlers := s.handlers()
+	for _, l := range []struct {
+		tr   rdma.Transport
+		addr string
+	}{{&rdma.Shm{}, s.cfg.Shm}, {&rdma.TCP{}, s.cfg.TCP}} {
+		if l.addr == "" {
+			continue
+		}
+		rs, err := ring.Listen(ring.ServerConfig{
+			Transport: l.tr, Addr: l.addr, Handlers: handlers,
+			Spinners: s.cfg.Spinners, Workers: s.cfg.Workers, SpinTime: time.Duration(s.cfg.SpinTime),
+			MaxInflight: s.cfg.MaxInflight, Log: s.log.Named(l.tr.Name()),
+		})
+		if err != nil {
+			return fmt.Errorf("region: listen %s %s: %w", l.tr.Name(), l.addr, err)
+		}
+		s.rings = append(s.rings, rs)
+	}
+	return nil
+}
+
+// Addrs are the addresses actually listened on, by transport.
+func (s *Server) Addrs() map[string]string {
+	out := map[string]string{}
+	for i, rs := range s.rings {
+		name := "shm"
+		if s.cfg.Shm == "" || i == 1 {
+			name = "tcp"
+		}
+		out[name] = rs.Addr()
+	}
+	return out
+}
+
+// Close stops serving (connections close, in-flight requests finish), then
+// syncs every region and closes the volume.
+func (s *Server) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	for _, rs := range s.rings {
+		rs.Close()
+	}
+	var errs []error
+	if st := s.state.Load(); st != nil {
+		for _, r := range st.hosted {
+			if err := r.Sync(); err != nil && !errors.Is(err, engine.ErrClosed) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := s.vol.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	s.log.Info("region server stopped")
+	return errors.Join(errs...)
+}
+
+
+// CheckMap validates cfg's region map file (if any) against cfg: the file
+// parses and lists this server.
+func CheckMap(cfg Config) error {
+	s := &Server{cfg: cfg}
+	_, err := s.loadMap()
+	return err
+}
