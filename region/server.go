@@ -188,7 +188,6 @@ func (s *Server) Close() error {
 	return errors.Join(errs...)
 }
 
-
 // CheckMap validates cfg's region map file (if any) against cfg: the file
 // parses and lists this server.
 func CheckMap(cfg Config) error {
