@@ -47,4 +47,4 @@ bench: build
 	done
 
 run: build
-	$(BIN) demo --dir .run/demo
+	$(BIN) demo --server --dir .run/demo

@@ -37,7 +37,9 @@ type Config struct {
 	MaxKeySize   ByteSize `yaml:"max_key_size"`
 	MaxValueSize ByteSize `yaml:"max_value_size"`
 
-	Spinners    int      `yaml:"spinners"`
+	Spinners int `yaml:"spinners"`
+	// Workers run requests; a sync put holds its worker until its group
+	// commit, so more workers than cores keep commits large.
 	Workers     int      `yaml:"workers"`
 	SpinTime    Duration `yaml:"spin_time"`
 	MaxInflight int      `yaml:"max_inflight"` // per connection
@@ -57,7 +59,7 @@ func DefaultConfig() Config {
 		MaxKeySize:   engine.MaxKeySize,
 		MaxValueSize: 64 << 10,
 		Spinners:     1,
-		Workers:      4,
+		Workers:      16,
 		SpinTime:     Duration(ring.DefaultSpin),
 		MaxInflight:  256,
 	}

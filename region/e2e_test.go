@@ -39,7 +39,9 @@ func (s *server) start(t *testing.T) {
 	proctest.WaitTCP(t, s.p, s.tcp)
 }
 
-func (s *server) entry() regionmap.Server { return regionmap.Server{Name: s.name, Shm: s.shm, TCP: s.tcp} }
+func (s *server) entry() regionmap.Server {
+	return regionmap.Server{Name: s.name, Shm: s.shm, TCP: s.tcp}
+}
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -6,6 +6,7 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/tebis-go/tebis/region/regionmap"
 	"github.com/tebis-go/tebis/tools/bench"
 	"github.com/tebis-go/tebis/tools/progress"
 	"github.com/urfave/cli/v2"
@@ -20,7 +21,9 @@ func benchCommand() *cli.Command {
 			Name:  "engine",
 			Usage: "run YCSB Load A and Run A-D against the tebis engine and pebble in one process",
 			Flags: []cli.Flag{
-				&cli.StringSliceFlag{Name: "engines", Usage: "engines to run, in order (default: all, tebis first)"},
+				&cli.StringSliceFlag{Name: "engines", Usage: "engines to run, in order: tebis, pebble, server (default: tebis, pebble)"},
+				&cli.StringFlag{Name: "server-map", Usage: "server engine: run against the servers of this region map instead of starting one"},
+				&cli.StringFlag{Name: "server-transport", Value: "shm", Usage: "server engine: client transport, shm or tcp"},
 				&cli.StringSliceFlag{Name: "phases", Value: cli.NewStringSlice(bench.DefaultPhases...), Usage: "YCSB phases in order; the first must be load-a"},
 				&cli.StringFlag{Name: "kv-sizes", Value: "SD", Usage: "S, M, L, SD, MD, LD, or a fixed pair size in bytes"},
 				&cli.Int64Flag{Name: "recordcount", Value: bench.DefaultRecordCount, Usage: "records loaded by Load A"},
@@ -68,21 +71,24 @@ func benchEngine(c *cli.Context) error {
 		defer pprof.StopCPUProfile()
 	}
 	cfg := bench.Config{
-		Engines:        c.StringSlice("engines"),
-		Phases:         c.StringSlice("phases"),
-		Sizes:          sizes,
-		RecordCount:    c.Int64("recordcount"),
-		OperationCount: c.Int64("operationcount"),
-		Threads:        c.Int("threads"),
-		Sync:           sync,
-		Dir:            c.String("dir"),
-		Keep:           c.Bool("keep"),
-		L0Pairs:        c.Int("l0-pairs"),
-		GrowthFactor:   c.Int("growth-factor"),
-		Seed:           seed,
-		DiskBWBytes:    c.Int64("disk-bw-bytes"),
-		Progress:       progress.Reporter{W: os.Stderr, Bar: stderrIsTerminal()},
-		Logger:         log,
+		Engines:         c.StringSlice("engines"),
+		ServerArgv:      serverArgv(),
+		ServerMap:       serverMap(c.String("server-map")),
+		ServerTransport: c.String("server-transport"),
+		Phases:          c.StringSlice("phases"),
+		Sizes:           sizes,
+		RecordCount:     c.Int64("recordcount"),
+		OperationCount:  c.Int64("operationcount"),
+		Threads:         c.Int("threads"),
+		Sync:            sync,
+		Dir:             c.String("dir"),
+		Keep:            c.Bool("keep"),
+		L0Pairs:         c.Int("l0-pairs"),
+		GrowthFactor:    c.Int("growth-factor"),
+		Seed:            seed,
+		DiskBWBytes:     c.Int64("disk-bw-bytes"),
+		Progress:        progress.Reporter{W: os.Stderr, Bar: stderrIsTerminal()},
+		Logger:          log,
 	}
 	res, err := bench.Run(c.Context, cfg)
 	if res != nil && len(res.Phases) > 0 {
@@ -96,4 +102,20 @@ func benchEngine(c *cli.Context) error {
 		}
 	}
 	return err
+}
+
+// serverArgv starts this binary as a quiet region server.
+func serverArgv() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return []string{exe, "--log-level", "warn", "server"}
+}
+
+func serverMap(path string) regionmap.Source {
+	if path == "" {
+		return nil
+	}
+	return regionmap.File(path)
 }

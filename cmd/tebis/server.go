@@ -31,7 +31,7 @@ func serverFlags() []cli.Flag {
 		&cli.StringFlag{Name: "max-key-size", Value: d.MaxKeySize.String(), Usage: "largest key, with unit"},
 		&cli.StringFlag{Name: "max-value-size", Value: d.MaxValueSize.String(), Usage: "largest value, with unit"},
 		&cli.IntFlag{Name: "spinners", Value: d.Spinners, Usage: "ring polling goroutines per transport"},
-		&cli.IntFlag{Name: "workers", Value: d.Workers, Usage: "request workers per transport"},
+		&cli.IntFlag{Name: "workers", Value: d.Workers, Usage: "request workers per transport (sync puts hold one until their group commit)"},
 		&cli.DurationFlag{Name: "spin-time", Value: time.Duration(d.SpinTime), Usage: "poller spin before parking"},
 		&cli.IntFlag{Name: "max-inflight", Value: d.MaxInflight, Usage: "unanswered requests per connection"},
 	}

@@ -123,6 +123,7 @@ func runEngine(ctx context.Context, cfg Config, name, dir string, phases []ycsb.
 	t, err := open(TargetOptions{
 		FS: fs, Dir: dir, Sync: cfg.Sync, L0Pairs: cfg.L0Pairs, GrowthFactor: cfg.GrowthFactor,
 		MeanPairSize: meanPairSize(cfg.Sizes), Logger: cfg.Logger,
+		ServerArgv: cfg.ServerArgv, ServerMap: cfg.ServerMap, ServerTransport: cfg.ServerTransport,
 	})
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 
+	"github.com/tebis-go/tebis/region/regionmap"
 	"github.com/tebis-go/tebis/tools/progress"
 	"github.com/tebis-go/tebis/tools/ycsb"
 	"go.uber.org/zap"
@@ -17,6 +18,10 @@ const (
 	DefaultDiskBWBytes    = 256 << 20
 	diskBWChunk           = 1 << 20
 )
+
+// DefaultEngines are compared when Config.Engines is empty; "server" (the
+// engine through a region server and the client) is run on request.
+var DefaultEngines = []string{"tebis", "pebble"}
 
 // DefaultPhases are YCSB Load A, then Run A to D.
 var DefaultPhases = []string{"load-a", "a", "b", "c", "d"}
@@ -49,13 +54,18 @@ type Config struct {
 	Seed uint64
 	// DiskBWBytes is the size of the sequential write test; 0 skips it.
 	DiskBWBytes int64
-	Progress    progress.Reporter
+	// ServerArgv, ServerMap and ServerTransport configure the "server"
+	// engine (see TargetOptions).
+	ServerArgv      []string
+	ServerMap       regionmap.Source
+	ServerTransport string
+	Progress        progress.Reporter
 	Logger      *zap.Logger
 }
 
 func (c Config) withDefaults() Config {
 	if len(c.Engines) == 0 {
-		c.Engines = Engines()
+		c.Engines = DefaultEngines
 	}
 	if len(c.Phases) == 0 {
 		c.Phases = DefaultPhases

@@ -69,6 +69,14 @@ func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Ge
 		return res, err
 	}
 	io0 := env.fs.Bytes()
+	pu, remote := env.target.(processUsage)
+	var rcpu0 time.Duration
+	var rio0 IOBytes
+	if remote {
+		if rcpu0, rio0, err = pu.usage(); err != nil {
+			return res, err
+		}
+	}
 
 	var (
 		claimed  atomic.Int64
@@ -139,6 +147,14 @@ func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Ge
 		return res, err
 	}
 	res.Device = env.fs.Bytes().Sub(io0)
+	if remote {
+		rcpu1, rio1, err := pu.usage()
+		if err != nil {
+			return res, err
+		}
+		cpu1 += rcpu1 - rcpu0
+		res.Device = rio1.Sub(rio0)
+	}
 	if res.SpaceBytes, err = dirSize(env.fs, env.dir); err != nil {
 		return res, err
 	}

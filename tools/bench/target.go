@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tebis-go/tebis/region/regionmap"
 	"go.uber.org/zap"
 )
 
@@ -57,6 +58,12 @@ type TargetOptions struct {
 	// MeanPairSize is the workload's mean key+value size in bytes.
 	MeanPairSize int
 	Logger       *zap.Logger
+	// The "server" engine: a region server started with ServerArgv (the
+	// tebis binary and "server") on Dir, or the running servers of
+	// ServerMap; reached over ServerTransport (shm or tcp).
+	ServerArgv      []string
+	ServerMap       regionmap.Source
+	ServerTransport string
 }
 
 // Opener creates a Target.

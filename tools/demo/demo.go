@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/tebis-go/tebis/region/regionmap"
 	"github.com/tebis-go/tebis/tools/progress"
 	"github.com/tebis-go/tebis/tools/ycsb"
 	"go.uber.org/zap"
@@ -49,6 +50,10 @@ type Config struct {
 	Progress progress.Reporter
 	Out      io.Writer
 	Logger   *zap.Logger
+	// Map, if set, runs the demo through the client against the servers
+	// it names (over Transport) instead of an in-process volume in Dir.
+	Map       regionmap.Source
+	Transport string
 }
 
 // PhaseStats summarizes one phase.
@@ -115,7 +120,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, reopened, err := openStore(cfg)
+	var (
+		s        store
+		reopened bool
+	)
+	if cfg.Map != nil {
+		s, err = openClientStore(ctx, cfg)
+		cfg.Dir = "(through the client, " + cfg.Transport + ")"
+	} else {
+		s, reopened, err = openStore(cfg)
+	}
 	if err != nil {
 		return nil, err
 	}

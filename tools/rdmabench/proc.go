@@ -6,11 +6,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tebis-go/tebis/internal/procstat"
 )
 
 // peerProc is a running peer process.
@@ -72,32 +72,7 @@ func (p *peerProc) stop() {
 }
 
 // cpu is the peer's CPU time so far, summed over its threads.
-func (p *peerProc) cpu() (time.Duration, error) { return procCPU(p.cmd.Process.Pid) }
-
-// procCPU sums the on-CPU nanoseconds of every thread of pid.
-func procCPU(pid int) (time.Duration, error) {
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	if err != nil || len(tasks) == 0 {
-		return 0, fmt.Errorf("rdmabench: no schedstat for pid %d", pid)
-	}
-	var total int64
-	for _, path := range tasks {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue // the thread exited
-		}
-		f := strings.Fields(string(b))
-		if len(f) == 0 {
-			continue
-		}
-		ns, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("rdmabench: %s: %w", path, err)
-		}
-		total += ns
-	}
-	return time.Duration(total), nil
-}
+func (p *peerProc) cpu() (time.Duration, error) { return procstat.CPU(p.cmd.Process.Pid) }
 
 // selfCPU is this process's user+sys CPU time.
 func selfCPU() time.Duration {

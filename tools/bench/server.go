@@ -1,0 +1,172 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/tebis-go/tebis/client"
+	"github.com/tebis-go/tebis/internal/procstat"
+	"github.com/tebis-go/tebis/region/regionmap"
+)
+
+func init() { Register("server", openServer) }
+
+// serverTarget runs the workload through the client against a region
+// server: one it started (TargetOptions.ServerArgv, on the target's
+// directory) or running ones (TargetOptions.ServerMap).
+type serverTarget struct {
+	cl  *client.Client
+	cmd *exec.Cmd // nil for running servers
+	ctx context.Context
+}
+
+// processUsage is implemented by targets whose work happens in another
+// process: the phase adds that process's CPU and system-call bytes.
+type processUsage interface {
+	usage() (time.Duration, IOBytes, error)
+}
+
+func openServer(o TargetOptions) (Target, error) {
+	t := &serverTarget{ctx: context.Background()}
+	src := o.ServerMap
+	if src == nil {
+		if len(o.ServerArgv) == 0 {
+			return nil, fmt.Errorf("%w: the server engine needs a server map or a binary to start one", ErrBadConfig)
+		}
+		srv, err := t.spawn(o)
+		if err != nil {
+			return nil, err
+		}
+		src = regionmap.Static{M: regionmap.Single(srv)}
+	}
+	transport := o.ServerTransport
+	if transport == "" {
+		transport = "shm"
+	}
+	cl, err := client.Open(t.ctx, client.Config{Map: src, Transport: transport})
+	if err != nil {
+		return nil, errors.Join(err, t.stop())
+	}
+	t.cl = cl
+	return t, nil
+}
+
+// spawn starts `ServerArgv... --data-dir DIR ...` and waits until it listens.
+func (t *serverTarget) spawn(o TargetOptions) (regionmap.Server, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return regionmap.Server{}, err
+	}
+	tcp := l.Addr().String()
+	l.Close()
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return regionmap.Server{}, err
+	}
+	srv := regionmap.Server{Name: "rs1", Shm: filepath.Join(dir, "server.sock"), TCP: tcp}
+	mode := "async"
+	if o.Sync {
+		mode = "sync"
+	}
+	args := append(append([]string(nil), o.ServerArgv[1:]...), "--data-dir", filepath.Join(dir, "data"),
+		"--shm", srv.Shm, "--tcp", srv.TCP, "--sync-mode", mode)
+	if o.L0Pairs > 0 {
+		args = append(args, "--l0-pairs", strconv.Itoa(o.L0Pairs))
+	}
+	if o.GrowthFactor > 0 {
+		args = append(args, "--growth-factor", strconv.Itoa(o.GrowthFactor))
+	}
+	t.cmd = exec.Command(o.ServerArgv[0], args...)
+	t.cmd.Stderr = os.Stderr
+	if err := t.cmd.Start(); err != nil {
+		return srv, fmt.Errorf("start server: %w", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if c, err := net.DialTimeout("tcp", tcp, time.Second); err == nil {
+			c.Close()
+			return srv, nil
+		}
+		if time.Now().After(deadline) {
+			return srv, errors.Join(fmt.Errorf("server not listening on %s after 30s", tcp), t.stop())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (t *serverTarget) Put(key, value []byte) error { return t.cl.Put(t.ctx, key, value) }
+
+func (t *serverTarget) Get(dst, key []byte) ([]byte, error) {
+	v, err := t.cl.Get(t.ctx, key)
+	if errors.Is(err, client.ErrNotFound) {
+		return dst[:0], ErrNotFound
+	}
+	return v, err
+}
+
+func (t *serverTarget) Scan(start []byte, n int) (int, int64, error) {
+	it := t.cl.Scan(t.ctx, start, nil, client.ScanOptions{BatchPairs: n})
+	defer it.Close()
+	var pairs int
+	var bytes int64
+	for pairs < n && it.Next() {
+		pairs++
+		bytes += int64(len(it.Key()) + len(it.Value()))
+	}
+	return pairs, bytes, it.Err()
+}
+
+// Sync: in sync mode every acknowledged put is durable already; the
+// protocol has no remote sync, so async mode measures buffered writes.
+func (t *serverTarget) Sync() error { return nil }
+
+// WaitIdle: the server compacts on its own; there is no remote idle wait.
+func (t *serverTarget) WaitIdle() error { return nil }
+
+func (t *serverTarget) Breakdown() map[string]float64 { return nil }
+
+// usage is the started server's CPU and read/write system-call bytes
+// (file I/O; with shm the socket carries only doorbells).
+func (t *serverTarget) usage() (time.Duration, IOBytes, error) {
+	if t.cmd == nil {
+		return 0, IOBytes{}, nil
+	}
+	cpu, err := procstat.CPU(t.cmd.Process.Pid)
+	if err != nil {
+		return 0, IOBytes{}, err
+	}
+	io, err := procstat.ReadIO(t.cmd.Process.Pid)
+	return cpu, IOBytes{Read: io.RChar, Written: io.WChar}, err
+}
+
+func (t *serverTarget) Close() error {
+	var err error
+	if t.cl != nil {
+		err = t.cl.Close()
+	}
+	return errors.Join(err, t.stop())
+}
+
+// stop shuts the started server down gracefully (SIGINT, then SIGKILL).
+func (t *serverTarget) stop() error {
+	if t.cmd == nil {
+		return nil
+	}
+	_ = t.cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- t.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		_ = t.cmd.Process.Kill()
+		return fmt.Errorf("server did not stop within 30s: %w", <-done)
+	}
+}
