@@ -15,7 +15,10 @@ import (
 	"github.com/tebis-go/tebis/client"
 	"github.com/tebis-go/tebis/internal/proctest"
 	"github.com/tebis-go/tebis/internal/testseed"
+	"github.com/tebis-go/tebis/rdma"
+	"github.com/tebis-go/tebis/rdma/ring"
 	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/region/wire"
 )
 
 // server is a tebis server process under test.
@@ -297,6 +300,18 @@ func TestE2EWrongRegion(t *testing.T) {
 	}
 	s1.p.Signal(syscall.SIGHUP)
 	s2.p.Signal(syscall.SIGHUP)
+	// Wait until rs1 serves v2: a client pinned to v1 gets redirected.
+	pinned := open(t, regionmap.Static{M: v1}, "tcp")
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		err := pinned.Put(c, []byte("probe"), []byte("x"))
+		if errors.Is(err, client.ErrWrongRegion) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rs1 never switched to map v2: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	// The client still routes by v1: "zebra" goes to rs1, which now
 	// answers WRONG_REGION(2); the client reloads and goes to rs2.
 	if err := cl.Put(c, []byte("zebra"), []byte("2")); err != nil {
@@ -308,10 +323,6 @@ func TestE2EWrongRegion(t *testing.T) {
 	if v, err := cl.Get(c, []byte("apple")); err != nil || string(v) != "1" {
 		t.Fatalf("apple: %q %v", v, err)
 	}
-	// rs2 really holds zebra: ask it alone.
-	only2 := open(t, regionmap.Static{M: &regionmap.Map{Version: 2, Servers: v2.Servers, Regions: []regionmap.Region{
-		{ID: 2, Primary: "rs2", Epoch: 1}}}}, "tcp")
-	_ = only2
 	if v, err := cl.Get(c, []byte("zebra")); err != nil || string(v) != "2" {
 		t.Fatalf("zebra: %q %v", v, err)
 	}
@@ -345,5 +356,42 @@ func TestE2EAsync(t *testing.T) {
 		if op.Err != nil || string(op.Value) != fmt.Sprintf("value-%d", i) {
 			t.Fatalf("get %d: %q %v", i, op.Value, op.Err)
 		}
+	}
+}
+
+// TestE2EBadRequests: malformed payloads get an error reply, a stale map
+// version gets WRONG_REGION, and the server keeps serving everyone.
+func TestE2EBadRequests(t *testing.T) {
+	s := newServer(t, "rs1")
+	s.start(t)
+	c := ctx(t)
+	raw, err := ring.Dial(c, ring.ClientConfig{Transport: &rdma.TCP{}, Addr: s.tcp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	for _, tc := range []struct {
+		name   string
+		req    ring.Request
+		status uint16
+	}{
+		{"truncated put", ring.Request{Type: wire.TypePut, Region: 1, Payload: []byte{1, 0, 0}}, wire.StatusBadRequest},
+		{"put key length past the payload", ring.Request{Type: wire.TypePut, Region: 1, Payload: append(wire.EncodeVersion(1), 0xff, 0xff, 0, 0)}, wire.StatusBadRequest},
+		{"scan garbage", ring.Request{Type: wire.TypeScan, Region: 1, Payload: []byte("garbage")}, wire.StatusBadRequest},
+		{"unknown region", ring.Request{Type: wire.TypeGet, Region: 99, Payload: (&wire.KeyRequest{MapVersion: 1, Key: []byte("k")}).Encode(nil)}, wire.StatusWrongRegion},
+		{"stale map version", ring.Request{Type: wire.TypeGet, Region: 1, Payload: (&wire.KeyRequest{MapVersion: 0, Key: []byte("k")}).Encode(nil)}, wire.StatusWrongRegion},
+		{"unknown type", ring.Request{Type: 200}, ring.StatusUnknownType},
+	} {
+		rep, err := raw.Call(c, tc.req)
+		if err != nil && !errors.Is(err, ring.ErrStatus) {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if rep.Status != tc.status {
+			t.Fatalf("%s: status %d (%s), want %d", tc.name, rep.Status, rep.Payload, tc.status)
+		}
+	}
+	cl := open(t, regionmap.Static{M: regionmap.Single(s.entry())}, "tcp")
+	if err := cl.Put(c, []byte("still"), []byte("serving")); err != nil {
+		t.Fatal(err)
 	}
 }

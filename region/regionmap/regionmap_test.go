@@ -1,0 +1,58 @@
+package regionmap
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+)
+
+const good = `
+version: 3
+servers:
+  - {name: rs1, tcp: "127.0.0.1:7001", shm: /run/rs1.sock}
+  - {name: rs2, tcp: "127.0.0.1:7002"}
+regions:
+  - {id: 1, start: "", end: "g", primary: rs1, backups: [rs2], epoch: 1}
+  - {id: 2, start: "g", end: "", primary: rs2, epoch: 4}
+`
+
+func TestParseAndLookup(t *testing.T) {
+	m, err := Parse([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, id := range map[string]uint64{"a": 1, "": 1, "f~": 1, "g": 2, "zzz": 2} {
+		if r := m.Lookup([]byte(key)); r == nil || r.ID != id {
+			t.Fatalf("lookup %q: %+v, want region %d", key, r, id)
+		}
+	}
+	if s, ok := m.Server("rs2"); !ok || s.Addr("tcp") != "127.0.0.1:7002" || s.Addr("shm") != "" {
+		t.Fatalf("server rs2: %+v", s)
+	}
+	path := filepath.Join(t.TempDir(), "m.yaml")
+	if err := WriteFile(path, m); err != nil {
+		t.Fatal(err)
+	}
+	back, err := File(path).Load(t.Context())
+	if err != nil || back.Version != 3 || len(back.Regions) != 2 || back.Regions[1].Epoch != 4 {
+		t.Fatalf("round trip: %+v %v", back, err)
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	cases := map[string]string{
+		"version 0":      `{version: 0, servers: [{name: a, tcp: x}], regions: [{id: 1, primary: a, epoch: 1}]}`,
+		"gap":            `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, end: b, primary: a, epoch: 1}, {id: 2, start: c, primary: a, epoch: 1}]}`,
+		"unknown server": `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, primary: b, epoch: 1}]}`,
+		"no address":     `{version: 1, servers: [{name: a}], regions: [{id: 1, primary: a, epoch: 1}]}`,
+		"duplicate id":   `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, end: b, primary: a, epoch: 1}, {id: 1, start: b, primary: a, epoch: 1}]}`,
+		"open end":       `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, end: b, primary: a, epoch: 1}]}`,
+		"unknown field":  `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, primary: a, epoch: 1, color: red}]}`,
+		"backup=primary": `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, primary: a, backups: [a], epoch: 1}]}`,
+	}
+	for name, doc := range cases {
+		if _, err := Parse([]byte(doc)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package wire
+
+import (
+	"bytes"
+	"testing"
+)
+
+func TestRoundTrips(t *testing.T) {
+	put := PutRequest{MapVersion: 7, Key: []byte("k"), Value: []byte("value")}
+	p, err := DecodePutRequest(put.Encode(nil))
+	if err != nil || p.MapVersion != 7 || string(p.Key) != "k" || string(p.Value) != "value" {
+		t.Fatalf("put: %+v %v", p, err)
+	}
+	get := KeyRequest{MapVersion: 3, Key: []byte("key")}
+	g, err := DecodeKeyRequest(get.Encode(nil))
+	if err != nil || g.MapVersion != 3 || string(g.Key) != "key" {
+		t.Fatalf("get: %+v %v", g, err)
+	}
+	scan := ScanRequest{MapVersion: 1, Start: []byte("a"), End: []byte("z"), Limit: 10, MaxBytes: 4096}
+	s, err := DecodeScanRequest(scan.Encode(nil))
+	if err != nil || string(s.Start) != "a" || string(s.End) != "z" || s.Limit != 10 || s.MaxBytes != 4096 {
+		t.Fatalf("scan: %+v %v", s, err)
+	}
+	mg := MultiGetRequest{MapVersion: 2, Keys: [][]byte{[]byte("a"), {}, []byte("ccc")}}
+	m, err := DecodeMultiGetRequest(mg.Encode(nil))
+	if err != nil || len(m.Keys) != 3 || string(m.Keys[2]) != "ccc" {
+		t.Fatalf("multi-get: %+v %v", m, err)
+	}
+	sr, err := DecodeScanReply(EncodeScanReply(nil, ScanMore, []Pair{{[]byte("a"), []byte("1")}, {[]byte("b"), nil}}))
+	if err != nil || sr.Flags != ScanMore || len(sr.Pairs) != 2 || string(sr.Pairs[0].Value) != "1" {
+		t.Fatalf("scan reply: %+v %v", sr, err)
+	}
+	var b []byte
+	b = EncodeMultiGetValue(b, []byte("x"), true)
+	b = EncodeMultiGetValue(b, nil, false)
+	b = EncodeMultiGetValue(b, nil, true)
+	vals, err := DecodeMultiGetReply(b, 3)
+	if err != nil || string(vals[0]) != "x" || vals[1] != nil || vals[2] == nil || len(vals[2]) != 0 {
+		t.Fatalf("multi-get reply: %q %v", vals, err)
+	}
+	if v, err := DecodeVersion(EncodeVersion(42)); err != nil || v != 42 {
+		t.Fatalf("version: %d %v", v, err)
+	}
+}
+
+func TestMalformed(t *testing.T) {
+	for _, b := range [][]byte{nil, {1, 2, 3}, bytes.Repeat([]byte{0xff}, 20)} {
+		if _, err := DecodePutRequest(b); err == nil && len(b) < 12 {
+			t.Fatalf("put %x decoded", b)
+		}
+		if _, err := DecodeScanRequest(b); err == nil {
+			t.Fatalf("scan %x decoded", b)
+		}
+		if _, err := DecodeMultiGetRequest(b); err == nil {
+			t.Fatalf("multi-get %x decoded", b)
+		}
+	}
+}
+
+// FuzzDecode: no decoder panics or returns slices outside its input.
+func FuzzDecode(f *testing.F) {
+	put := PutRequest{MapVersion: 7, Key: []byte("k"), Value: []byte("value")}
+	f.Add(put.Encode(nil))
+	scan := ScanRequest{MapVersion: 1, Start: []byte("a"), End: []byte("z"), Limit: 10, MaxBytes: 4096}
+	f.Add(scan.Encode(nil))
+	mg := MultiGetRequest{MapVersion: 2, Keys: [][]byte{[]byte("a"), {}, []byte("ccc")}}
+	f.Add(mg.Encode(nil))
+	f.Add(EncodeScanReply(nil, ScanRegionEnd, []Pair{{[]byte("a"), []byte("1")}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = DecodePutRequest(b)
+		_, _ = DecodeKeyRequest(b)
+		if q, err := DecodeScanRequest(b); err == nil {
+			if again, err := DecodeScanRequest(q.Encode(nil)); err != nil || !bytes.Equal(again.Start, q.Start) || !bytes.Equal(again.End, q.End) {
+				t.Fatalf("scan request does not round-trip")
+			}
+		}
+		if q, err := DecodeMultiGetRequest(b); err == nil && !bytes.Equal(q.Encode(nil), b) {
+			t.Fatalf("multi-get request does not round-trip")
+		}
+		if r, err := DecodeScanReply(b); err == nil && !bytes.Equal(EncodeScanReply(nil, r.Flags, r.Pairs), b) {
+			t.Fatalf("scan reply does not round-trip")
+		}
+		_, _ = DecodeMultiGetReply(b, 3)
+	})
+}
