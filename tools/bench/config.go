@@ -60,7 +60,7 @@ type Config struct {
 	ServerMap       regionmap.Source
 	ServerTransport string
 	Progress        progress.Reporter
-	Logger      *zap.Logger
+	Logger          *zap.Logger
 }
 
 func (c Config) withDefaults() Config {
