@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -393,5 +396,39 @@ func TestE2EBadRequests(t *testing.T) {
 	cl := open(t, regionmap.Static{M: regionmap.Single(s.entry())}, "tcp")
 	if err := cl.Put(c, []byte("still"), []byte("serving")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestE2ECLI: `tebis kv` and `tebis config check` against a real server.
+func TestE2ECLI(t *testing.T) {
+	s := newServer(t, "rs1")
+	s.start(t)
+	run := func(args ...string) (string, error) {
+		out, err := exec.Command(proctest.Binary(t), args...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("kv", "--server", s.tcp, "put", "cli-key", "cli-value"); err != nil || !strings.Contains(out, "ok") {
+		t.Fatalf("kv put: %v %s", err, out)
+	}
+	out, err := run("kv", "--server", s.shm, "--transport", "shm", "get", "--json", "cli-key")
+	if err != nil || !strings.Contains(out, `"value": "cli-value"`) {
+		t.Fatalf("kv get --json: %v %s", err, out)
+	}
+	out, err = run("kv", "--server", s.tcp, "get", "--json", "absent")
+	if err == nil || !strings.Contains(out, `"not_found": true`) {
+		t.Fatalf("kv get of a missing key: %v %s", err, out)
+	}
+	if out, err := run("kv", "--server", s.tcp, "scan", "--start", "cli"); err != nil || !strings.Contains(out, "cli-key\tcli-value") {
+		t.Fatalf("kv scan: %v %s", err, out)
+	}
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml")
+	os.WriteFile(good, []byte("name: rs9\ndata_dir: "+dir+"\ntcp: 127.0.0.1:7999\nsegment_size: 4MiB\n"), 0o644)
+	os.WriteFile(bad, []byte("segment_size: 4000000\n"), 0o644)
+	if out, err := run("config", "check", good); err != nil || !strings.Contains(out, "ok") {
+		t.Fatalf("config check of a good file: %v %s", err, out)
+	}
+	if out, err := run("config", "check", bad); err == nil || !strings.Contains(out, "no unit") {
+		t.Fatalf("config check of a bad file: %v %s", err, out)
 	}
 }
