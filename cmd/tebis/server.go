@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -18,6 +19,7 @@ func serverFlags() []cli.Flag {
 	d := region.DefaultConfig()
 	return []cli.Flag{
 		&cli.StringFlag{Name: "config", Usage: "YAML configuration file (flags given explicitly win)"},
+		&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the server's life to this file"},
 		&cli.StringFlag{Name: "name", Value: d.Name, Usage: "this server's name in the region map"},
 		&cli.StringFlag{Name: "data-dir", Value: d.DataDir, Usage: "the volume's directory"},
 		&cli.StringFlag{Name: "shm", Value: d.Shm, Usage: "unix socket path for the shm transport (empty: off)"},
@@ -87,6 +89,17 @@ func serverCommand() *cli.Command {
 			cfg, err := serverConfig(c)
 			if err != nil {
 				return err
+			}
+			if path := c.String("cpuprofile"); path != "" {
+				f, err := os.Create(path)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
 			}
 			s, err := region.Start(cfg, log)
 			if err != nil {
