@@ -61,52 +61,13 @@ func (s *Shm) Listen(addr string) (Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rdma: shm listen: %w", err)
 	}
-	l := &shmListener{t: s, ln: ln, reqs: make(chan *shmConnReq), done: make(chan struct{})}
-	go l.loop()
-	return l, nil
-}
-
-type shmListener struct {
-	t     *Shm
-	ln    *net.UnixListener
-	reqs  chan *shmConnReq
-	done  chan struct{}
-	close sync.Once
-}
-
-func (l *shmListener) Addr() string { return l.ln.Addr().String() }
-
-func (l *shmListener) Close() error {
-	var err error
-	l.close.Do(func() {
-		close(l.done)
-		err = l.ln.Close()
-	})
-	return err
-}
-
-func (l *shmListener) loop() {
-	for {
-		c, err := l.ln.AcceptUnix()
-		if err != nil {
-			select {
-			case <-l.done:
-				return
-			default:
-			}
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				continue
-			}
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		go l.handshake(c)
-	}
+	return newAcceptor(ln, s.handshake), nil
 }
 
 // handshake reads one connection request; a bad one closes the socket.
-func (l *shmListener) handshake(c *net.UnixConn) {
-	_ = c.SetDeadline(time.Now().Add(l.t.handshakeTimeout()))
+func (s *Shm) handshake(nc net.Conn) (ConnRequest, error) {
+	c := nc.(*net.UnixConn)
+	_ = c.SetDeadline(time.Now().Add(s.handshakeTimeout()))
 	h, maps, err := shmRecvHello(c)
 	if err == nil && h.kind != helloRequest {
 		err = fmt.Errorf("%w: expected a connection request", ErrProtocol)
@@ -114,25 +75,9 @@ func (l *shmListener) handshake(c *net.UnixConn) {
 	if err != nil {
 		unmapAll(maps)
 		c.Close()
-		return
+		return nil, err
 	}
-	req := &shmConnReq{t: l.t, c: c, h: h, maps: maps}
-	select {
-	case l.reqs <- req:
-	case <-l.done:
-		req.Reject()
-	}
-}
-
-func (l *shmListener) Accept(ctx context.Context) (ConnRequest, error) {
-	select {
-	case r := <-l.reqs:
-		return r, nil
-	case <-l.done:
-		return nil, ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return &shmConnReq{t: s, c: c, h: h, maps: maps}, nil
 }
 
 type shmConnReq struct {

@@ -57,73 +57,21 @@ func (t *TCP) Listen(addr string) (Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rdma: tcp listen: %w", err)
 	}
-	l := &tcpListener{t: t, ln: ln, reqs: make(chan *tcpConnReq), done: make(chan struct{})}
-	go l.loop()
-	return l, nil
+	return newAcceptor(ln, t.handshake), nil
 }
 
-type tcpListener struct {
-	t     *TCP
-	ln    net.Listener
-	reqs  chan *tcpConnReq
-	done  chan struct{}
-	close sync.Once
-}
-
-func (l *tcpListener) Addr() string { return l.ln.Addr().String() }
-
-func (l *tcpListener) Close() error {
-	var err error
-	l.close.Do(func() {
-		close(l.done)
-		err = l.ln.Close()
-	})
-	return err
-}
-
-func (l *tcpListener) loop() {
-	for {
-		c, err := l.ln.Accept()
-		if err != nil {
-			select {
-			case <-l.done:
-				return
-			default:
-			}
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		go l.handshake(c)
-	}
-}
-
-func (l *tcpListener) handshake(c net.Conn) {
-	_ = c.SetDeadline(time.Now().Add(l.t.handshakeTimeout()))
+// handshake reads one connection request; a bad one closes the socket.
+func (t *TCP) handshake(c net.Conn) (ConnRequest, error) {
+	_ = c.SetDeadline(time.Now().Add(t.handshakeTimeout()))
 	h, err := tcpRecvHello(c)
 	if err == nil && h.kind != helloRequest {
 		err = fmt.Errorf("%w: expected a connection request", ErrProtocol)
 	}
 	if err != nil {
 		c.Close()
-		return
+		return nil, err
 	}
-	req := &tcpConnReq{t: l.t, c: c, h: h}
-	select {
-	case l.reqs <- req:
-	case <-l.done:
-		req.Reject()
-	}
-}
-
-func (l *tcpListener) Accept(ctx context.Context) (ConnRequest, error) {
-	select {
-	case r := <-l.reqs:
-		return r, nil
-	case <-l.done:
-		return nil, ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return &tcpConnReq{t: t, c: c, h: h}, nil
 }
 
 type tcpConnReq struct {

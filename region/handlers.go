@@ -100,19 +100,26 @@ func (s *Server) handlePut(req *ring.ServerRequest) ring.Reply {
 	return ring.Reply{}
 }
 
-func (s *Server) handleGet(req *ring.ServerRequest) ring.Reply {
+// keyRequest decodes and routes a get or delete.
+func (s *Server) keyRequest(req *ring.ServerRequest) (*engine.Region, []byte, *ring.Reply) {
 	q, err := wire.DecodeKeyRequest(req.Payload)
 	if err != nil {
-		return badRequest(err)
+		r := badRequest(err)
+		return nil, nil, &r
 	}
 	er, mr, rej := s.route(req, q.MapVersion)
+	if rej == nil {
+		rej = s.checkKey(mr, q.Key)
+	}
+	return er, q.Key, rej
+}
+
+func (s *Server) handleGet(req *ring.ServerRequest) ring.Reply {
+	er, key, rej := s.keyRequest(req)
 	if rej != nil {
 		return *rej
 	}
-	if rej := s.checkKey(mr, q.Key); rej != nil {
-		return *rej
-	}
-	v, err := er.Get(q.Key)
+	v, err := er.Get(key)
 	if err != nil {
 		return engineReply(err)
 	}
@@ -120,18 +127,11 @@ func (s *Server) handleGet(req *ring.ServerRequest) ring.Reply {
 }
 
 func (s *Server) handleDelete(req *ring.ServerRequest) ring.Reply {
-	q, err := wire.DecodeKeyRequest(req.Payload)
-	if err != nil {
-		return badRequest(err)
-	}
-	er, mr, rej := s.route(req, q.MapVersion)
+	er, key, rej := s.keyRequest(req)
 	if rej != nil {
 		return *rej
 	}
-	if rej := s.checkKey(mr, q.Key); rej != nil {
-		return *rej
-	}
-	if err := er.Delete(q.Key); err != nil {
+	if err := er.Delete(key); err != nil {
 		return engineReply(err)
 	}
 	return ring.Reply{}

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"time"
 
 	"github.com/tebis-go/tebis/region/regionmap"
@@ -59,17 +58,11 @@ func benchEngine(c *cli.Context) error {
 		seed = uint64(time.Now().UnixNano())
 	}
 	fmt.Fprintf(os.Stderr, "seed %d (rerun with --seed %d)\n", seed, seed)
-	if path := c.String("cpuprofile"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(c.String("cpuprofile"))
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	cfg := bench.Config{
 		Engines:         c.StringSlice("engines"),
 		ServerArgv:      serverArgv(),

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/tebis-go/tebis/tools/ycsb"
@@ -68,4 +69,21 @@ func workloadFlags(c *cli.Context) (sizes ycsb.SizeMix, sync bool, err error) {
 		return sizes, false, nil
 	}
 	return sizes, false, fmt.Errorf("--sync-mode %q: want sync or async", c.String("sync-mode"))
+}
+
+// startCPUProfile starts a Go CPU profile into path ("" does nothing);
+// the returned function stops it.
+func startCPUProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

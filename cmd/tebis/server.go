@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -90,17 +89,11 @@ func serverCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if path := c.String("cpuprofile"); path != "" {
-				f, err := os.Create(path)
-				if err != nil {
-					return fmt.Errorf("--cpuprofile: %w", err)
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return fmt.Errorf("--cpuprofile: %w", err)
-				}
-				defer pprof.StopCPUProfile()
+			stopProfile, err := startCPUProfile(c.String("cpuprofile"))
+			if err != nil {
+				return err
 			}
+			defer stopProfile()
 			s, err := region.Start(cfg, log)
 			if err != nil {
 				return err
