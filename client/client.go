@@ -39,6 +39,20 @@ type Client struct {
 	closed bool
 
 	refreshMu sync.Mutex
+	dropped   ring.ClientStats // byte counts of connections closed
+}
+
+// Stats are the transport bytes of every connection so far.
+func (c *Client) Stats() ring.ClientStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.dropped
+	for _, rc := range c.conns {
+		s := rc.Stats()
+		st.BytesSent += s.BytesSent
+		st.BytesReceived += s.BytesReceived
+	}
+	return st
 }
 
 // Open loads the region map; connections are made on first use.
@@ -141,6 +155,9 @@ func (c *Client) drop(name string, rc *ring.Client) {
 	c.mu.Lock()
 	if c.conns[name] == rc {
 		delete(c.conns, name)
+		s := rc.Stats()
+		c.dropped.BytesSent += s.BytesSent
+		c.dropped.BytesReceived += s.BytesReceived
 	}
 	c.mu.Unlock()
 	rc.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tebis-go/tebis/rdma"
@@ -77,6 +78,19 @@ type Client struct {
 	stop      chan struct{}
 	closeOnce sync.Once
 	done      chan struct{}
+
+	sent, received atomic.Uint64 // message bytes WRITten each way
+}
+
+// ClientStats are a connection's transport byte counts.
+type ClientStats struct {
+	BytesSent     uint64 // request messages (and NOOPs) written to the server
+	BytesReceived uint64 // reply messages the server wrote to us
+}
+
+// Stats returns the connection's byte counts so far.
+func (c *Client) Stats() ClientStats {
+	return ClientStats{BytesSent: c.sent.Load(), BytesReceived: c.received.Load()}
 }
 
 // Dial connects to a ring server.
@@ -208,6 +222,7 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 		if err := c.post(off, HeaderSize, false); err != nil {
 			return c.breakUnlock(err)
 		}
+		c.sent.Add(HeaderSize)
 	}
 	off := int(at % c.req.size)
 	h := Header{Type: call.Req.Type, ReqID: call.id, ReplyOff: uint32(slot % c.rep.size), ReplySize: uint32(call.slotSize),
@@ -216,6 +231,7 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 	if err := c.post(off, msgSize, true); err != nil {
 		return c.breakUnlock(err)
 	}
+	c.sent.Add(uint64(msgSize))
 	c.pending[call.id] = call
 	c.bySlot = append(c.bySlot, call)
 	c.mu.Unlock()

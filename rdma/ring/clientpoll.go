@@ -132,6 +132,7 @@ func (c *Client) check(call *Call) (bool, error) {
 		payload = append([]byte(nil), buf[off+HeaderSize:off+HeaderSize+int(h.Len)]...)
 	}
 	clear(buf[off : off+n])
+	c.received.Add(uint64(n))
 	c.complete(call, h, payload)
 	return true, nil
 }

@@ -133,13 +133,19 @@ func runEngine(ctx context.Context, cfg Config, name, dir string, phases []ycsb.
 			err = errors.Join(err, fmt.Errorf("close %s: %w", name, cerr))
 		}
 	}()
-	env := phaseEnv{target: t, fs: fs, dir: dir, threads: cfg.Threads, sync: cfg.Sync, progress: cfg.Progress}
+	env := phaseEnv{target: t, fs: fs, dir: dir, threads: cfg.Threads, sync: cfg.Sync, progress: cfg.Progress,
+		rate: cfg.TargetRate, pids: cfg.PIDs}
 	var out []PhaseResult
 	records := cfg.RecordCount
 	for i, w := range phases {
-		if w.Load {
+		switch {
+		case len(cfg.Workloads) > 0 && w.Load:
+			// Explicit workloads keep their counts.
+		case len(cfg.Workloads) > 0:
+			w.RecordCount = max(records, w.RecordCount)
+		case w.Load:
 			w.RecordCount = cfg.RecordCount
-		} else {
+		default:
 			w.RecordCount = records
 			w.OperationCount = cfg.OperationCount
 		}

@@ -59,8 +59,18 @@ type Config struct {
 	ServerArgv      []string
 	ServerMap       regionmap.Source
 	ServerTransport string
-	Progress        progress.Reporter
-	Logger          *zap.Logger
+	// Workloads, if set, replace Phases: explicit workloads (from YCSB
+	// property files), run in order; each keeps its own record and
+	// operation counts and sizes.
+	Workloads []ycsb.Workload
+	// TargetRate paces each phase to about this many operations per
+	// second over all threads (0: as fast as possible).
+	TargetRate float64
+	// PIDs are server processes whose CPU and device I/O each phase adds
+	// to its figures (resource accounting for a running cluster).
+	PIDs     []int
+	Progress progress.Reporter
+	Logger   *zap.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -94,6 +104,14 @@ func (c Config) validate() ([]ycsb.Workload, error) {
 		if _, err := opener(e); err != nil {
 			return nil, err
 		}
+	}
+	if len(c.Workloads) > 0 {
+		for _, w := range c.Workloads {
+			if err := w.Validate(); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+			}
+		}
+		return c.Workloads, nil
 	}
 	phases := make([]ycsb.Workload, len(c.Phases))
 	for i, name := range c.Phases {

@@ -20,8 +20,10 @@ type LatencySummary struct {
 	Count int64   `json:"count"`
 	Mean  float64 `json:"mean_us"`
 	P50   int64   `json:"p50_us"`
+	P90   int64   `json:"p90_us"`
 	P99   int64   `json:"p99_us"`
 	P999  int64   `json:"p999_us"`
+	P9999 int64   `json:"p9999_us"`
 	Max   int64   `json:"max_us"`
 }
 
@@ -30,8 +32,10 @@ func summarize(h *hdrhistogram.Histogram) LatencySummary {
 		Count: h.TotalCount(),
 		Mean:  h.Mean(),
 		P50:   h.ValueAtQuantile(50),
+		P90:   h.ValueAtQuantile(90),
 		P99:   h.ValueAtQuantile(99),
 		P999:  h.ValueAtQuantile(99.9),
+		P9999: h.ValueAtQuantile(99.99),
 		Max:   h.Max(),
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tebis-go/tebis/internal/procstat"
 	"github.com/tebis-go/tebis/tools/progress"
 	"github.com/tebis-go/tebis/tools/ycsb"
 )
@@ -27,7 +28,17 @@ type PhaseResult struct {
 	IOAmp      float64 `json:"io_amplification"`
 	SpaceBytes int64   `json:"space_bytes"`
 	NotFound   int64   `json:"not_found"`
-	Records    int64   `json:"records"` // after the phase
+	// ServerCPUSeconds is the part of CPUSeconds spent by server
+	// processes (a started server, or Config.PIDs).
+	ServerCPUSeconds float64 `json:"server_cpu_seconds,omitempty"`
+	// ServerDevice is what Config.PIDs read from and wrote to storage
+	// (/proc/PID/io read_bytes, write_bytes).
+	ServerDevice IOBytes `json:"server_device_bytes,omitempty"`
+	// NetBytes are the bytes the transport moved both ways (requests and
+	// replies through the client); NetAmp is NetBytes / UserBytes.
+	NetBytes uint64  `json:"net_bytes,omitempty"`
+	NetAmp   float64 `json:"network_amplification,omitempty"`
+	Records  int64   `json:"records"` // after the phase
 
 	Latency   LatencySummary            `json:"latency"`
 	PerOp     map[string]LatencySummary `json:"latency_by_op"`
@@ -50,6 +61,34 @@ type phaseEnv struct {
 	threads  int
 	sync     bool
 	progress progress.Reporter
+	rate     float64 // operations per second over all threads; 0: unpaced
+	pids     []int
+}
+
+// netCounter is implemented by targets that reach their engine over a
+// transport: cumulative bytes moved.
+type netCounter interface {
+	netBytes() uint64
+}
+
+// pidsUsage sums the CPU and storage I/O of server processes.
+func pidsUsage(pids []int) (time.Duration, IOBytes, error) {
+	var cpu time.Duration
+	var dev IOBytes
+	for _, pid := range pids {
+		c, err := procstat.CPU(pid)
+		if err != nil {
+			return 0, dev, err
+		}
+		io, err := procstat.ReadIO(pid)
+		if err != nil {
+			return 0, dev, err
+		}
+		cpu += c
+		dev.Read += io.ReadBytes
+		dev.Written += io.WriteBytes
+	}
+	return cpu, dev, nil
 }
 
 // workerStats are one worker's tallies, merged after the phase.
@@ -76,6 +115,15 @@ func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Ge
 		if rcpu0, rio0, err = pu.usage(); err != nil {
 			return res, err
 		}
+	}
+	pcpu0, pdev0, err := pidsUsage(env.pids)
+	if err != nil {
+		return res, err
+	}
+	nc, hasNet := env.target.(netCounter)
+	var net0 uint64
+	if hasNet {
+		net0 = nc.netBytes()
 	}
 
 	var (
@@ -107,7 +155,17 @@ func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Ge
 			wk := gen.Worker(i)
 			st := &stats[i]
 			var buf []byte
-			for !stop.Load() && claimed.Add(1) <= gen.Ops() {
+			for !stop.Load() {
+				n := claimed.Add(1)
+				if n > gen.Ops() {
+					break
+				}
+				if env.rate > 0 {
+					// Op n is due at start + n/rate.
+					if d := time.Until(start.Add(time.Duration(float64(n-1) / env.rate * float64(time.Second)))); d > 0 {
+						time.Sleep(d)
+					}
+				}
 				op := wk.Next()
 				t0 := time.Now()
 				var err error
@@ -153,7 +211,23 @@ func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Ge
 			return res, err
 		}
 		cpu1 += rcpu1 - rcpu0
+		res.ServerCPUSeconds += (rcpu1 - rcpu0).Seconds()
 		res.Device = rio1.Sub(rio0)
+	}
+	if len(env.pids) > 0 {
+		pcpu1, pdev1, err := pidsUsage(env.pids)
+		if err != nil {
+			return res, err
+		}
+		cpu1 += pcpu1 - pcpu0
+		res.ServerCPUSeconds += (pcpu1 - pcpu0).Seconds()
+		res.ServerDevice = pdev1.Sub(pdev0)
+		if res.Device.Total() == 0 {
+			res.Device = res.ServerDevice
+		}
+	}
+	if hasNet {
+		res.NetBytes = nc.netBytes() - net0
 	}
 	if res.SpaceBytes, err = dirSize(env.fs, env.dir); err != nil {
 		return res, err
@@ -172,6 +246,7 @@ func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Ge
 	res.CPUPerOp = res.CPUSeconds / float64(max(res.Ops, 1)) * 1e6
 	if res.UserBytes > 0 {
 		res.IOAmp = float64(res.Device.Total()) / float64(res.UserBytes)
+		res.NetAmp = float64(res.NetBytes) / float64(res.UserBytes)
 	}
 	res.Records = gen.Records()
 	res.Breakdown = env.target.Breakdown()

@@ -149,3 +149,10 @@ func (r *Result) WriteJSONFile(path string) error {
 	}
 	return nil
 }
+
+// WriteJSON writes the result as indented JSON.
+func (r *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}

@@ -132,6 +132,11 @@ func (t *serverTarget) WaitIdle() error { return nil }
 
 func (t *serverTarget) Breakdown() map[string]float64 { return nil }
 
+func (t *serverTarget) netBytes() uint64 {
+	st := t.cl.Stats()
+	return st.BytesSent + st.BytesReceived
+}
+
 // usage is the started server's CPU and read/write system-call bytes
 // (file I/O; with shm the socket carries only doorbells).
 func (t *serverTarget) usage() (time.Duration, IOBytes, error) {

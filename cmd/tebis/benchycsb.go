@@ -1,0 +1,164 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/tools/bench"
+	"github.com/tebis-go/tebis/tools/progress"
+	"github.com/tebis-go/tebis/tools/ycsb"
+	"github.com/urfave/cli/v2"
+)
+
+func benchYCSBCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "ycsb",
+		Usage: "run a YCSB workload (load and/or run phase) against one target",
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "P", Usage: "YCSB property file (repeatable; later files win)"},
+			&cli.StringSliceFlag{Name: "p", Usage: "property override key=value (repeatable; wins over files)"},
+			&cli.StringFlag{Name: "workload", Value: "a", Usage: "built-in workload a-f used when no -P is given"},
+			&cli.StringFlag{Name: "phases", Value: "load,run", Usage: "load, run, or load,run"},
+			&cli.StringFlag{Name: "target", Value: "tebis", Usage: "tebis (in-process engine), pebble, server (a region server this command starts) or cluster (--map)"},
+			&cli.StringFlag{Name: "map", Usage: "cluster target: the region map file of running servers"},
+			&cli.StringFlag{Name: "transport", Value: "shm", Usage: "server and cluster targets: shm or tcp"},
+			&cli.IntSliceFlag{Name: "pids", Usage: "server process IDs whose CPU and device I/O are charged to each phase"},
+			&cli.StringFlag{Name: "kv-sizes", Usage: "S, M, L, SD, MD, LD or a fixed pair size (overrides the property files' kvsizes)"},
+			&cli.IntFlag{Name: "threads", Value: 16, Usage: "client goroutines"},
+			&cli.Float64Flag{Name: "target-rate", Usage: "operations per second to pace to (0: as fast as possible)"},
+			&cli.StringFlag{Name: "sync-mode", Value: "sync", Usage: "in-process targets: sync or async"},
+			&cli.Uint64Flag{Name: "seed", Usage: "workload seed (0: from the clock; printed)"},
+			&cli.StringFlag{Name: "dir", Usage: "parent of the scratch data directory (in-process and server targets)"},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text, json or csv"},
+			&cli.StringFlag{Name: "out", Usage: "write the results here instead of stdout"},
+		},
+		Action: benchYCSB,
+	}
+}
+
+// ycsbWorkload assembles the workload: built-in or property files, then
+// -p overrides, then --kv-sizes.
+func ycsbWorkload(c *cli.Context) (ycsb.Workload, error) {
+	var w ycsb.Workload
+	var err error
+	if files := c.StringSlice("P"); len(files) > 0 {
+		w = ycsb.Workload{Name: filepath.Base(files[len(files)-1])}
+		for _, path := range files {
+			f, err := os.Open(path)
+			if err != nil {
+				return w, err
+			}
+			_, err = ycsb.ParseProperties(f, &w)
+			f.Close()
+			if err != nil {
+				return w, fmt.Errorf("%s: %w", path, err)
+			}
+		}
+	} else {
+		if w, err = ycsb.Builtin(c.String("workload")); err != nil {
+			return w, err
+		}
+		w.Name = "workload" + c.String("workload")
+	}
+	if over := c.StringSlice("p"); len(over) > 0 {
+		if _, err := ycsb.ParseProperties(strings.NewReader(strings.Join(over, "\n")), &w); err != nil {
+			return w, fmt.Errorf("-p: %w", err)
+		}
+	}
+	if s := c.String("kv-sizes"); s != "" {
+		if w.Sizes, err = ycsb.ParseSizeMix(s); err != nil {
+			return w, fmt.Errorf("--kv-sizes: %w", err)
+		}
+	}
+	return w, nil
+}
+
+func benchYCSB(c *cli.Context) error {
+	log, err := newLogger(c)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	w, err := ycsbWorkload(c)
+	if err != nil {
+		return err
+	}
+	var workloads []ycsb.Workload
+	for _, ph := range strings.Split(c.String("phases"), ",") {
+		p := w
+		switch strings.TrimSpace(ph) {
+		case "load":
+			p.Load, p.Name = true, "Load "+w.Name
+		case "run":
+			p.Load, p.Name = false, "Run "+w.Name
+		default:
+			return fmt.Errorf("--phases: %q is not load or run", ph)
+		}
+		workloads = append(workloads, p)
+	}
+	seed := c.Uint64("seed")
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	fmt.Fprintf(os.Stderr, "seed %d (rerun with --seed %d)\n", seed, seed)
+	engine := c.String("target")
+	var srvMap regionmap.Source
+	switch engine {
+	case "cluster":
+		if c.String("map") == "" {
+			return fmt.Errorf("--target cluster needs --map")
+		}
+		engine, srvMap = "server", regionmap.File(c.String("map"))
+	case "tebis", "pebble", "server":
+	default:
+		return fmt.Errorf("--target %q: want tebis, pebble, server or cluster", engine)
+	}
+	res, err := bench.Run(c.Context, bench.Config{
+		Engines:         []string{engine},
+		Workloads:       workloads,
+		Sizes:           w.Sizes,
+		RecordCount:     w.RecordCount,
+		OperationCount:  w.OperationCount,
+		Threads:         c.Int("threads"),
+		Sync:            c.String("sync-mode") != "async",
+		Dir:             c.String("dir"),
+		Seed:            seed,
+		TargetRate:      c.Float64("target-rate"),
+		PIDs:            c.IntSlice("pids"),
+		ServerArgv:      serverArgv(),
+		ServerMap:       srvMap,
+		ServerTransport: c.String("transport"),
+		Progress:        progress.Reporter{W: os.Stderr, Bar: stderrIsTerminal()},
+		Logger:          log,
+	})
+	if res == nil {
+		return err
+	}
+	out := io.Writer(os.Stdout)
+	if path := c.String("out"); path != "" {
+		f, ferr := os.Create(path)
+		if ferr != nil {
+			return ferr
+		}
+		defer f.Close()
+		out = f
+	}
+	var werr error
+	switch c.String("format") {
+	case "json":
+		werr = res.WriteJSON(out)
+	case "csv":
+		werr = res.WriteCSV(out)
+	default:
+		werr = res.WriteYCSB(out)
+	}
+	if err == nil {
+		err = werr
+	}
+	return err
+}
