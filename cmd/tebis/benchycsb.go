@@ -13,6 +13,7 @@ import (
 	"github.com/tebis-go/tebis/tools/progress"
 	"github.com/tebis-go/tebis/tools/ycsb"
 	"github.com/urfave/cli/v2"
+	"gonum.org/v1/plot/vg"
 )
 
 func benchYCSBCommand() *cli.Command {
@@ -161,4 +162,27 @@ func benchYCSB(c *cli.Context) error {
 		err = werr
 	}
 	return err
+}
+
+func benchPlotCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "plot",
+		Usage:     "draw JSON results (bench engine/ycsb --json/--format json) as a PNG: throughput and CPU/op per phase and configuration",
+		ArgsUsage: "RESULT.json...",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "out", Value: "bench.png", Usage: "PNG file to write"},
+			&cli.Float64Flag{Name: "width", Value: 8, Usage: "inches"},
+			&cli.Float64Flag{Name: "height", Value: 8, Usage: "inches"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return fmt.Errorf("give one or more JSON result files")
+			}
+			if err := bench.Plot(c.Args().Slice(), c.String("out"), vg.Length(c.Float64("width"))*vg.Inch, vg.Length(c.Float64("height"))*vg.Inch); err != nil {
+				return err
+			}
+			fmt.Println("wrote", c.String("out"))
+			return nil
+		},
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"image/png"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/tebis-go/tebis/internal/proctest"
 	"github.com/tebis-go/tebis/region/regionmap"
 	"github.com/tebis-go/tebis/tools/ycsb"
+	"gonum.org/v1/plot/vg"
 )
 
 // tinyYCSB is workload A from the YCSB project's file, small: a load and a
@@ -99,5 +102,34 @@ func TestTargetRate(t *testing.T) {
 	}
 	if r := res.Phases[1].OpsPerSec; r > 11000 {
 		t.Fatalf("run phase at %.0f ops/s, target 10000", r)
+	}
+}
+
+// TestPlot: JSON results in, a PNG out.
+func TestPlot(t *testing.T) {
+	res := runTiny(t, Config{Engines: []string{"tebis"}})
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "one.json"), filepath.Join(dir, "two.json")
+	if err := res.WriteJSONFile(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.WriteJSONFile(b); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "fig.png")
+	if err := Plot([]string{a, b}, out, 6*vg.Inch, 6*vg.Inch); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := png.DecodeConfig(f)
+	if err != nil || cfg.Width < 400 {
+		t.Fatalf("png %+v %v", cfg, err)
+	}
+	if err := Plot([]string{filepath.Join(dir, "missing.json")}, out, vg.Inch, vg.Inch); err == nil {
+		t.Fatal("plotting a missing file succeeded")
 	}
 }
