@@ -224,7 +224,9 @@ type NodeEntry struct {
 }
 
 // PtrString renders a device pointer as segment:offset.
-func (in *Inspector) PtrString(p uint64) string { return fmt.Sprintf("%d:%d", in.g.seg(p), in.g.off(p)) }
+func (in *Inspector) PtrString(p uint64) string {
+	return fmt.Sprintf("%d:%d", in.g.seg(p), in.g.off(p))
+}
 
 // ParsePtr reads "segment:offset" or a raw number.
 func (in *Inspector) ParsePtr(s string) (uint64, error) {
@@ -325,7 +327,7 @@ type SegmentDump struct {
 	Height     int    `json:"height,omitempty"`
 	Seq        uint64 `json:"seq"`
 	PrimarySeg uint64 `json:"primary_segment"`
-	Referenced bool   `json:"referenced"` // by the metadata
+	Referenced bool   `json:"referenced"`        // by the metadata
 	Nodes      int    `json:"nodes,omitempty"`   // index: nodes that verify
 	Records    int    `json:"records,omitempty"` // log: records that verify from the start
 	Bytes      int64  `json:"bytes,omitempty"`   // log: bytes of those records
