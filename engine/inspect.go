@@ -160,13 +160,16 @@ type LevelSketch struct {
 
 // Summary describes the volume and every region.
 func (in *Inspector) Summary() VolumeInfo {
-	vi := VolumeInfo{SegmentSize: in.g.segSize, NodeSize: in.g.nodeSize, FileSegments: in.size / in.g.segSize, UsedSegments: len(in.seqs)}
+	vi := VolumeInfo{SegmentSize: in.g.segSize, NodeSize: in.g.nodeSize, FileSegments: in.fileSegments(), UsedSegments: len(in.seqs)}
 	vi.FreeSegments = max(vi.FileSegments-1-int64(len(in.seqs)), 0)
 	for _, id := range in.regionIDs() {
 		vi.Regions = append(vi.Regions, in.regionInfo(id))
 	}
 	return vi
 }
+
+// fileSegments is how many segments the file reaches into.
+func (in *Inspector) fileSegments() int64 { return (in.size + in.g.segSize - 1) / in.g.segSize }
 
 func (in *Inspector) regionIDs() []uint64 {
 	ids := make([]uint64, 0, len(in.states))
@@ -334,8 +337,8 @@ type SegmentDump struct {
 }
 
 func (in *Inspector) segHeader(seg uint64) (segHeader, error) {
-	if seg == 0 || int64(seg) >= in.size/in.g.segSize {
-		return segHeader{}, fmt.Errorf("engine: segment %d is outside the volume (%d segments)", seg, in.size/in.g.segSize)
+	if seg == 0 || in.g.fileOff(seg) >= in.size {
+		return segHeader{}, fmt.Errorf("engine: segment %d is outside the volume (%d segments)", seg, in.fileSegments())
 	}
 	b := make([]byte, segHeaderLen)
 	if _, err := in.file.ReadAt(b, in.g.fileOff(seg)); err != nil {

@@ -54,8 +54,8 @@ func (in *Inspector) Check() *CheckReport {
 				rep.add(Problem{Region: id, What: fmt.Sprintf("segment %d is referenced twice: by %s and by %s", seg, prev, what)})
 			}
 			owner[seg] = what
-			if int64(seg) >= in.size/in.g.segSize || seg == 0 {
-				rep.add(Problem{Region: id, What: fmt.Sprintf("%s: segment %d lies outside the volume file (%d segments)", what, seg, in.size/in.g.segSize)})
+			if seg == 0 || in.g.fileOff(seg) >= in.size {
+				rep.add(Problem{Region: id, What: fmt.Sprintf("%s: segment %d lies outside the volume file (%d segments)", what, seg, in.fileSegments())})
 			}
 		}
 		for _, ls := range st.logs {
