@@ -100,6 +100,7 @@ func (in *Inspector) checkLevel(rep *CheckReport, id uint64, st *regionState, n 
 	for _, ls := range st.logs {
 		logs[ls.seg] = ls
 	}
+	reached := map[uint64]bool{}
 	var last []byte
 	var nodes, pairs int64
 	problem := func(format string, a ...any) {
@@ -117,6 +118,7 @@ func (in *Inspector) checkLevel(rep *CheckReport, id uint64, st *regionState, n 
 			problem("%v", err)
 			return false
 		}
+		reached[in.g.seg(p)] = true
 		nodes++
 		if nd.height != height {
 			problem("node %s has height %d, expected %d", in.PtrString(p), nd.height, height)
@@ -155,6 +157,12 @@ func (in *Inspector) checkLevel(rep *CheckReport, id uint64, st *regionState, n 
 	if walk(l.root, l.height, nil, nil) {
 		if nodes != l.nodes || pairs != l.pairs {
 			problem("descriptor says %d nodes and %d keys, the tree has %d and %d", l.nodes, l.pairs, nodes, pairs)
+		}
+		// The allocator owes the level exactly the segments its tree uses.
+		for _, s := range l.segs {
+			if !reached[s.seg] {
+				problem("segment %d is allocated to the level but no node of its tree is in it (leaked)", s.seg)
+			}
 		}
 	}
 	rep.Nodes += nodes

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tebis-go/tebis/internal/procstat"
 	"github.com/tebis-go/tebis/region/regionmap"
 	"github.com/tebis-go/tebis/tools/bench"
 	"github.com/tebis-go/tebis/tools/progress"
@@ -107,7 +108,7 @@ func benchYCSB(c *cli.Context) error {
 		seed = uint64(time.Now().UnixNano())
 	}
 	fmt.Fprintf(os.Stderr, "seed %d (rerun with --seed %d)\n", seed, seed)
-	engine := c.String("target")
+	engine, pids := c.String("target"), c.IntSlice("pids")
 	var srvMap regionmap.Source
 	switch engine {
 	case "cluster":
@@ -115,6 +116,9 @@ func benchYCSB(c *cli.Context) error {
 			return fmt.Errorf("--target cluster needs --map")
 		}
 		engine, srvMap = "server", regionmap.File(c.String("map"))
+		if len(pids) == 0 {
+			pids = clusterPIDs(c, srvMap)
+		}
 	case "tebis", "pebble", "server":
 	default:
 		return fmt.Errorf("--target %q: want tebis, pebble, server or cluster", engine)
@@ -130,7 +134,7 @@ func benchYCSB(c *cli.Context) error {
 		Dir:             c.String("dir"),
 		Seed:            seed,
 		TargetRate:      c.Float64("target-rate"),
-		PIDs:            c.IntSlice("pids"),
+		PIDs:            pids,
 		ServerArgv:      serverArgv(),
 		ServerMap:       srvMap,
 		ServerTransport: c.String("transport"),
@@ -185,4 +189,27 @@ func benchPlotCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// clusterPIDs finds the local processes listening on the map's tcp
+// addresses, for resource accounting; servers on other hosts are skipped.
+func clusterPIDs(c *cli.Context, src regionmap.Source) []int {
+	m, err := src.Load(c.Context)
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, s := range m.Servers {
+		if s.TCP == "" {
+			continue
+		}
+		pid, err := procstat.ListenerPID(s.TCP)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "server %s: not accounted (%v)\n", s.Name, err)
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "server %s: accounting pid %d\n", s.Name, pid)
+		pids = append(pids, pid)
+	}
+	return pids
 }

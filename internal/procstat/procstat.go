@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -63,4 +64,48 @@ func ReadIO(pid int) (IO, error) {
 		}
 	}
 	return io, nil
+}
+
+// ListenerPID finds the local process listening on a TCP address
+// (host:port) through /proc/net/tcp{,6} and the processes' socket
+// descriptors. It fails for sockets this user cannot see.
+func ListenerPID(addr string) (int, error) {
+	_, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, fmt.Errorf("procstat: %w", err)
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return 0, fmt.Errorf("procstat: port %q: %w", portStr, err)
+	}
+	inodes := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			_, hexPort, ok := strings.Cut(f[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil && p == port {
+				inodes["socket:["+f[9]+"]"] = true
+			}
+		}
+	}
+	if len(inodes) == 0 {
+		return 0, fmt.Errorf("procstat: nothing listens on %s", addr)
+	}
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	for _, fd := range fds {
+		if target, err := os.Readlink(fd); err == nil && inodes[target] {
+			pid, err := strconv.Atoi(strings.Split(fd, "/")[2])
+			if err == nil {
+				return pid, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("procstat: no visible process owns the listener on %s", addr)
 }
