@@ -86,23 +86,6 @@ func TestInspectHealthy(t *testing.T) {
 	}
 }
 
-// flip flips one bit of the segments file at off.
-func flip(t *testing.T, fs vfs.FS, off int64) {
-	f, err := fs.OpenReadWrite("vol/segments", vfs.WriteCategoryUnspecified)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := make([]byte, 1)
-	if _, err := f.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0x10
-	if _, err := f.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestInspectCorruption: each corruption is named precisely.
 func TestInspectCorruption(t *testing.T) {
 	probe := func(t *testing.T) (*Inspector, RegionInfo, vfs.FS) {
@@ -130,7 +113,7 @@ func TestInspectCorruption(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in, ri, fs := probe(t)
 			off := tc.offset(in, ri)
-			flip(t, fs, off)
+			flipBit(t, fs, off)
 			in2, err := OpenInspector(fs, "vol", false)
 			if err != nil {
 				t.Fatal(err)
