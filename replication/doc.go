@@ -1,6 +1,12 @@
-// Package replication will hold the primary and backup sides of Tebis
+// Package replication holds the primary and backup sides of Tebis
 // replication: value-log mirroring by one-sided WRITE, Send-Index with
-// pointer rewriting, and the Build-Index baseline. It has no code yet; the
-// engine exposes the hooks it needs (log append pointers, segment switches,
-// per-segment compaction callbacks, level installation).
+// pointer rewriting, and the Build-Index baseline.
+//
+// What exists so far is the backup's translation core (paper §3.3): the
+// log map (primary log segment -> backup log segment, valid while the
+// primary stays the same), the index map (primary index segment -> backup
+// segment, valid for one compaction) and the Translator that turns them
+// into an engine.PointerMap for Volume.RewriteIndexSegment. These are
+// deterministic, I/O-free values: not safe for concurrent use; the backup's
+// replication loop owns them.
 package replication

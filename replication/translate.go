@@ -1,0 +1,44 @@
+package replication
+
+import (
+	"fmt"
+	"math/bits"
+
+	"github.com/tebis-go/tebis/engine"
+)
+
+// Translator rewrites the device pointers of a shipped index segment:
+// leaf value pointers through the log map, child pointers through the
+// index map. A pointer is segment<<shift | offset; the offset is kept.
+type Translator struct {
+	shift uint
+	Log   *SegMap // primary log segment -> backup log segment
+	Index *SegMap // primary index segment -> backup segment (this compaction)
+}
+
+// NewTranslator returns a translator for volumes of segSize-byte segments
+// (a power of two; primary and backup must agree).
+func NewTranslator(segSize int64, log, index *SegMap) (*Translator, error) {
+	if segSize <= 0 || segSize&(segSize-1) != 0 {
+		return nil, fmt.Errorf("replication: segment size %d is not a power of two", segSize)
+	}
+	return &Translator{shift: uint(bits.TrailingZeros64(uint64(segSize))), Log: log, Index: index}, nil
+}
+
+// Translate maps one pointer; a pointer into an unmapped segment is
+// ErrUnmapped, never a guess.
+func (t *Translator) Translate(p uint64, value bool) (uint64, error) {
+	seg, off := p>>t.shift, p&(1<<t.shift-1)
+	m, kind := t.Index, "index"
+	if value {
+		m, kind = t.Log, "log"
+	}
+	local, ok := m.Lookup(seg)
+	if !ok {
+		return 0, fmt.Errorf("%w: %s pointer %d:%d (primary segment %d has no mapping)", ErrUnmapped, kind, seg, off, seg)
+	}
+	return local<<t.shift | off, nil
+}
+
+// PointerMap is the engine callback form of Translate.
+func (t *Translator) PointerMap() engine.PointerMap { return t.Translate }
