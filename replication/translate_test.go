@@ -107,7 +107,9 @@ func (r *recorder) SegmentBuilt(_ engine.CompactionInfo, b engine.BuiltSegment) 
 	b.Data = bytes.Clone(b.Data)
 	r.segs = append(r.segs, b)
 }
-func (r *recorder) CompactionDone(_ engine.CompactionInfo, l engine.LevelInfo) { r.done = append(r.done, l) }
+func (r *recorder) CompactionDone(_ engine.CompactionInfo, l engine.LevelInfo) {
+	r.done = append(r.done, l)
+}
 
 // pointers lists every pointer of an index segment image, in order, by
 // running the engine's rewriter with an identity map on a copy.
