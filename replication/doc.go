@@ -2,11 +2,16 @@
 // replication: value-log mirroring by one-sided WRITE, Send-Index with
 // pointer rewriting, and the Build-Index baseline.
 //
-// What exists so far is the backup's translation core (paper §3.3): the
-// log map (primary log segment -> backup log segment, valid while the
-// primary stays the same), the index map (primary index segment -> backup
-// segment, valid for one compaction) and the Translator that turns them
-// into an engine.PointerMap for Volume.RewriteIndexSegment. These are
-// deterministic, I/O-free values: not safe for concurrent use; the backup's
-// replication loop owns them.
+// What exists so far:
+//   - the primary's log Mirror (paper §3.2): records copied byte for byte
+//     into each backup's registered buffer by one-sided WRITE, acknowledged
+//     on completion, batched, with dead backups dropped (safe for
+//     concurrent use; Append and Switch in log order);
+//   - the backup's translation core (paper §3.3): the log map (primary log
+//     segment -> backup log segment, valid while the primary stays the
+//     same), the index map (primary index segment -> backup segment, valid
+//     for one compaction) and the Translator that turns them into an
+//     engine.PointerMap for Volume.RewriteIndexSegment. These are
+//     deterministic, I/O-free values, not safe for concurrent use; the
+//     backup's replication loop owns them.
 package replication

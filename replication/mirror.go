@@ -1,0 +1,241 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/tebis-go/tebis/rdma"
+)
+
+// ErrNoBackups: every backup of the region was dropped.
+var ErrNoBackups = errors.New("replication: no live backups")
+
+// Backup is one backup's end of a region's log mirror: a connected QP and
+// the buffer the backup exposed for the region, two segments long (the
+// tail alternates between its halves, so the backup can persist one while
+// the next fills).
+type Backup struct {
+	Name   string
+	QP     rdma.QP
+	Buffer rdma.RemoteMR
+}
+
+// Mirror copies one region's log tail, byte for byte and in log order,
+// into every backup's buffer with one-sided WRITEs (paper §3.2): the
+// backup's half-buffer is an exact image of the primary's tail segment at
+// the same offsets. Appends only copy into a local staging image; Wait
+// posts what is not yet posted (one WRITE per backup for everything
+// appended since, so concurrent writers share WRITEs as they share a group
+// commit) and returns when every live backup's WRITEs completed up to the
+// asked offset: the acknowledgement a client may be given.
+//
+// Append and Switch must be called in log order (under the log's lock);
+// Wait may be called from any goroutine. A backup whose WRITE fails is
+// dropped (Dropped reports it); Wait fails only when no backup is left.
+type Mirror struct {
+	segSize int64
+	staging *rdma.MR // two halves, like the backups' buffers
+	cq      *rdma.CQ
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	half     int    // the tail's half of the buffers
+	seg      uint64 // the tail's primary segment number
+	appended int64  // bytes of the tail image written by Append
+	posted   int64  // bytes posted to the backups
+	backups  []*mirrorBackup
+	gen      uint64 // bumped at every Switch
+	closed   bool
+	cancel   context.CancelFunc // stops the completion loop
+	done     chan struct{}
+}
+
+type mirrorBackup struct {
+	Backup
+	acked   int64 // bytes of the current tail completed at this backup
+	ackGen  uint64
+	err     error
+	dropped bool
+}
+
+// NewMirror starts mirroring a tail in primary segment seg. The backups'
+// buffers must be 2*segSize bytes, and their QPs must report to cq (which
+// the mirror polls; give it a CQ of its own).
+func NewMirror(segSize int64, seg uint64, cq *rdma.CQ, backups []Backup) (*Mirror, error) {
+	staging, err := rdma.Register(int(2 * segSize))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Mirror{segSize: segSize, staging: staging, cq: cq, seg: seg, cancel: cancel, done: make(chan struct{})}
+	m.cond = sync.NewCond(&m.mu)
+	for _, b := range backups {
+		if b.Buffer.Len < uint64(2*segSize) {
+			staging.Deregister()
+			return nil, fmt.Errorf("replication: backup %s buffer of %d bytes, want %d", b.Name, b.Buffer.Len, 2*segSize)
+		}
+		m.backups = append(m.backups, &mirrorBackup{Backup: b})
+	}
+	go m.completions(ctx)
+	return m, nil
+}
+
+// Append places an encoded log record at off of the tail segment.
+func (m *Mirror) Append(off int64, rec []byte) error {
+	if off < 0 || off+int64(len(rec)) > m.segSize {
+		return fmt.Errorf("replication: record at %d+%d outside a %d-byte segment", off, len(rec), m.segSize)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if off < m.appended {
+		return fmt.Errorf("replication: record at %d before the tail's end %d (out of log order)", off, m.appended)
+	}
+	base := int64(m.half) * m.segSize
+	copy(m.staging.Bytes()[base+off:], rec)
+	m.appended = off + int64(len(rec))
+	return nil
+}
+
+// Switch moves the tail to primary segment seg (the other half of the
+// buffers). The caller must have flushed the old tail at the backups first
+// (all its WRITEs completed and the backups persisted it): Switch waits
+// for the completions.
+func (m *Mirror) Switch(ctx context.Context, seg uint64) error {
+	if err := m.Wait(ctx, -1); err != nil && !errors.Is(err, ErrNoBackups) {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.half ^= 1
+	m.seg, m.appended, m.posted = seg, 0, 0
+	m.gen++
+	clear(m.staging.Bytes()[int64(m.half)*m.segSize : int64(m.half+1)*m.segSize])
+	return nil
+}
+
+// Wait returns once every live backup holds the tail up to end (-1: all
+// appended so far). It posts pending bytes first.
+func (m *Mirror) Wait(ctx context.Context, end int64) error {
+	stop := context.AfterFunc(ctx, func() {
+		m.mu.Lock()
+		m.cond.Broadcast()
+		m.mu.Unlock()
+	})
+	defer stop()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if end < 0 || end > m.appended {
+		end = m.appended
+	}
+	if m.posted < end {
+		m.postLocked()
+	}
+	gen := m.gen
+	for {
+		live, behind := 0, 0
+		for _, b := range m.backups {
+			if b.dropped {
+				continue
+			}
+			live++
+			if b.ackGen != gen || b.acked < end {
+				behind++
+			}
+		}
+		switch {
+		case live == 0:
+			return ErrNoBackups
+		case behind == 0:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case m.closed:
+			return rdma.ErrClosed
+		}
+		m.cond.Wait()
+	}
+}
+
+// postLocked posts [posted, appended) of the tail to every live backup,
+// signaled; the completion's ID carries the generation and the end.
+func (m *Mirror) postLocked() {
+	from, to := m.posted, m.appended
+	base := int64(m.half) * m.segSize
+	for _, b := range m.backups {
+		if b.dropped {
+			continue
+		}
+		err := b.QP.PostWrite(rdma.WriteWR{
+			ID: m.gen<<40 | uint64(to), Local: m.staging, LocalOff: int(base + from), Len: int(to - from),
+			Remote: b.Buffer, RemoteOff: uint64(base + from), Signaled: true,
+		})
+		if err != nil {
+			m.dropLocked(b, err)
+		}
+	}
+	m.posted = to
+}
+
+func (m *Mirror) dropLocked(b *mirrorBackup, err error) {
+	if !b.dropped {
+		b.dropped, b.err = true, err
+		m.cond.Broadcast()
+	}
+}
+
+// completions records WRITE completions until Close.
+func (m *Mirror) completions(ctx context.Context) {
+	defer close(m.done)
+	buf := make([]rdma.Completion, 64)
+	for {
+		n, err := m.cq.Wait(ctx, buf)
+		if err != nil {
+			return
+		}
+		m.mu.Lock()
+		for _, c := range buf[:n] {
+			for _, b := range m.backups {
+				if c.QP != b.QP {
+					continue
+				}
+				switch {
+				case c.Err != nil:
+					m.dropLocked(b, fmt.Errorf("replication: backup %s: %w", b.Name, c.Err))
+				case c.Op == rdma.OpWrite:
+					gen, end := c.WRID>>40, int64(c.WRID&(1<<40-1))
+					if gen > b.ackGen || (gen == b.ackGen && end > b.acked) {
+						b.ackGen, b.acked = gen, end
+					}
+				}
+			}
+		}
+		m.cond.Broadcast()
+		m.mu.Unlock()
+	}
+}
+
+// Dropped lists the backups dropped so far with why.
+func (m *Mirror) Dropped() map[string]error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]error{}
+	for _, b := range m.backups {
+		if b.dropped {
+			out[b.Name] = b.err
+		}
+	}
+	return out
+}
+
+// Close stops the mirror (the QPs stay the caller's).
+func (m *Mirror) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	m.cond.Broadcast()
+	m.mu.Unlock()
+	m.cancel()
+	<-m.done
+	return m.staging.Deregister()
+}

@@ -1,0 +1,202 @@
+package replication
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tebis-go/tebis/rdma"
+)
+
+const mirrorSeg = 64 << 10
+
+type backupEnd struct {
+	buf *rdma.MR
+	qp  rdma.QP // the backup's side
+}
+
+// connectBackups makes n backups exposing 2-segment buffers and returns
+// the primary's view of them, with one CQ for the mirror.
+func connectBackups(t *testing.T, tr rdma.Transport, addr func() string, n int) ([]Backup, []*backupEnd, *rdma.CQ) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cq := rdma.NewCQ()
+	var bs []Backup
+	var ends []*backupEnd
+	for i := range n {
+		ln, err := tr.Listen(addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf, err := rdma.Register(2 * mirrorSeg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := &backupEnd{buf: buf}
+		accepted := make(chan error, 1)
+		go func() {
+			req, err := ln.Accept(ctx)
+			if err == nil {
+				end.qp, err = req.Accept(rdma.ConnConfig{CQ: rdma.NewCQ(), Expose: []*rdma.MR{buf}})
+			}
+			accepted <- err
+		}()
+		qp, err := tr.Dial(ctx, ln.Addr(), rdma.ConnConfig{CQ: cq})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-accepted; err != nil {
+			t.Fatal(err)
+		}
+		ln.Close()
+		t.Cleanup(func() { qp.Close(); end.qp.Close(); buf.Deregister() })
+		bs = append(bs, Backup{Name: fmt.Sprintf("b%d", i), QP: qp, Buffer: qp.PeerRegions()[0]})
+		ends = append(ends, end)
+	}
+	return bs, ends, cq
+}
+
+var loopAddrs int
+
+func transports(t *testing.T) map[string]struct {
+	tr   rdma.Transport
+	addr func() string
+} {
+	lb := rdma.NewLoopback()
+	return map[string]struct {
+		tr   rdma.Transport
+		addr func() string
+	}{
+		"loopback": {lb, func() string { loopAddrs++; return fmt.Sprintf("m%d", loopAddrs) }},
+		"shm":      {&rdma.Shm{}, func() string { loopAddrs++; return filepath.Join(t.TempDir(), fmt.Sprintf("m%d", loopAddrs)) }},
+		"tcp":      {&rdma.TCP{}, func() string { return "127.0.0.1:0" }},
+	}
+}
+
+// TestMirrorImage: concurrent writers append records in log order and
+// wait for their own end; the backups' halves are byte-exact images of the
+// primary's tail, across a segment switch.
+func TestMirrorImage(t *testing.T) {
+	for name, tc := range transports(t) {
+		t.Run(name, func(t *testing.T) {
+			bs, ends, cq := connectBackups(t, tc.tr, tc.addr, 2)
+			m, err := NewMirror(mirrorSeg, 1, cq, bs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			var logMu sync.Mutex // the engine's log lock
+			image := make([]byte, 2*mirrorSeg)
+			off, half := int64(4096), 0
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for seg := uint64(1); seg <= 3; seg++ {
+				var wg sync.WaitGroup
+				errs := make(chan error, 8)
+				for w := range 8 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := range 40 {
+							logMu.Lock()
+							rec := bytes.Repeat([]byte{byte(w*40 + i)}, 10+(w*7+i*13)%200)
+							at := off
+							if at+int64(len(rec)) >= mirrorSeg {
+								logMu.Unlock()
+								return
+							}
+							copy(image[int64(half)*mirrorSeg+at:], rec)
+							err := m.Append(at, rec)
+							off += int64(len(rec))
+							logMu.Unlock()
+							if err == nil {
+								err = m.Wait(ctx, at+int64(len(rec)))
+							}
+							if err != nil {
+								errs <- err
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					t.Fatal(err)
+				}
+				for i, e := range ends {
+					h := int64(half) * mirrorSeg
+					if !bytes.Equal(e.buf.Bytes()[h:h+mirrorSeg], image[h:h+mirrorSeg]) {
+						t.Fatalf("segment %d: backup %d's buffer is not the primary's tail image", seg, i)
+					}
+				}
+				if err := m.Switch(ctx, seg+1); err != nil {
+					t.Fatal(err)
+				}
+				half ^= 1
+				clear(image[int64(half)*mirrorSeg : int64(half+1)*mirrorSeg])
+				off = 4096
+			}
+		})
+	}
+}
+
+// TestMirrorBackupDies: a dead backup is dropped, the others still ack;
+// with none left, Wait fails instead of blocking.
+func TestMirrorBackupDies(t *testing.T) {
+	for name, tc := range transports(t) {
+		t.Run(name, func(t *testing.T) {
+			bs, ends, cq := connectBackups(t, tc.tr, tc.addr, 2)
+			m, err := NewMirror(mirrorSeg, 1, cq, bs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			rec := bytes.Repeat([]byte{7}, 100)
+			if err := m.Append(4096, rec); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Wait(ctx, -1); err != nil {
+				t.Fatal(err)
+			}
+			ends[0].qp.Close() // backup 0 dies
+			off := int64(4196)
+			deadline := time.Now().Add(10 * time.Second)
+			for len(m.Dropped()) == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("dead backup never dropped")
+				}
+				if err := m.Append(off, rec); err != nil {
+					t.Fatal(err)
+				}
+				off += 100
+				if err := m.Wait(ctx, -1); err != nil {
+					t.Fatalf("wait with one live backup: %v", err)
+				}
+			}
+			if _, ok := m.Dropped()["b0"]; !ok {
+				t.Fatalf("dropped %v, want b0", m.Dropped())
+			}
+			ends[1].qp.Close()
+			for {
+				m.Append(off, rec)
+				off += 100
+				err := m.Wait(ctx, -1)
+				if errors.Is(err, ErrNoBackups) {
+					break
+				}
+				if err != nil || time.Now().After(deadline) {
+					t.Fatalf("wait with every backup dead: %v", err)
+				}
+			}
+		})
+	}
+}
