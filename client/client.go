@@ -69,6 +69,9 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.RingSize == 0 {
 		cfg.RingSize = ring.DefaultRing
 	}
+	if cfg.Retries < 0 {
+		return nil, fmt.Errorf("client: Retries %d is negative", cfg.Retries)
+	}
 	if cfg.Retries == 0 {
 		cfg.Retries = 8
 	}
@@ -239,6 +242,11 @@ func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.Re
 		if rep.Status == wire.StatusWrongRegion {
 			v, _ := wire.DecodeVersion(rep.Payload)
 			last = fmt.Errorf("%w: map version %d, server %s has %d", ErrWrongRegion, m.Version, r.Primary, v)
+			if v == m.Version && req.region == nil && m.Lookup(req.key).ID == r.ID {
+				// Same map, same route: retrying cannot help (a batch
+				// whose keys span regions, say).
+				return rep, r, last
+			}
 			if err := c.refresh(ctx, v); err != nil {
 				return rep, r, err
 			}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -51,14 +52,47 @@ func (c *Client) MultiGet(ctx context.Context, keys [][]byte) ([][]byte, error) 
 	return out, nil
 }
 
-// multiGet fetches keys[idx...] (one region) into out. After a map change
-// that splits the batch across regions it falls back to single gets.
+// multiGet fetches keys[idx...] (one region) into out. A batch whose reply
+// would not fit the ring is split in halves; after a map change that
+// splits the batch across regions, its keys are fetched one by one.
 func (c *Client) multiGet(ctx context.Context, keys [][]byte, idx []int, out [][]byte) error {
+	err := c.multiGetOnce(ctx, keys, idx, out)
+	switch {
+	case errors.Is(err, ErrTooLarge) && len(idx) > 1:
+		h := len(idx) / 2
+		if err := c.multiGet(ctx, keys, idx[:h], out); err != nil {
+			return err
+		}
+		return c.multiGet(ctx, keys, idx[h:], out)
+	case errors.Is(err, ErrWrongRegion) && len(idx) > 1:
+		for _, j := range idx {
+			v, err := c.Get(ctx, keys[j])
+			switch {
+			case errors.Is(err, ErrNotFound):
+				out[j] = nil
+			case err != nil:
+				return err
+			default:
+				out[j] = v
+			}
+		}
+		return nil
+	}
+	return err
+}
+
+func (c *Client) multiGetOnce(ctx context.Context, keys [][]byte, idx []int, out [][]byte) error {
 	batch := make([][]byte, len(idx))
 	size := 0
 	for i, j := range idx {
 		batch[i] = keys[j]
 		size += len(keys[j])
+	}
+	m := c.m.Load()
+	for _, k := range batch[1:] {
+		if r, r0 := m.Lookup(k), m.Lookup(batch[0]); r == nil || r0 == nil || r.ID != r0.ID {
+			return fmt.Errorf("%w: batch spans regions", ErrWrongRegion)
+		}
 	}
 	rep, _, err := c.do(ctx, request{typ: wire.TypeMultiGet, key: batch[0], replySize: len(batch) * 64, payload: func(v uint64) []byte {
 		q := wire.MultiGetRequest{MapVersion: v, Keys: batch}

@@ -182,17 +182,23 @@ func (in *Inspector) checkValue(rep *CheckReport, id uint64, st *regionState, le
 		rep.add(Problem{Region: id, Level: level, What: fmt.Sprintf("key %q points to %s, not in the region's log (and no newer version shadows it)", key, in.PtrString(p))})
 		return
 	}
-	n := recordSize(len(key), int(vlen))
-	buf := make([]byte, n)
-	if off < segHeaderSize || off+int64(n) > in.g.segSize {
+	n := int64(recordSize(len(key), int(vlen)))
+	if off < segHeaderSize || off+n > in.g.segSize {
 		rep.add(Problem{Region: id, Level: level, What: fmt.Sprintf("key %q: value pointer %s out of segment bounds", key, in.PtrString(p))})
 		return
 	}
+	buf := make([]byte, n)
 	if _, err := in.file.ReadAt(buf, in.g.filePtrOff(p)); err != nil {
 		rep.add(Problem{Region: id, Level: level, What: fmt.Sprintf("key %q: read record at %s: %v", key, in.PtrString(p), err)})
 		return
 	}
 	rec, ok := decodeRecord(buf, ls.seq)
+	if (!ok || !bytes.Equal(rec.Key, key)) && in.shadowed(st, level, key) {
+		// GC freed the segment this old pointer named and the log reused
+		// it; newer data hides the key, as reads see it.
+		rep.StaleShadowed++
+		return
+	}
 	switch {
 	case !ok:
 		rep.add(Problem{Region: id, Level: level, What: fmt.Sprintf("key %q: the log record at %s fails its checksum", key, in.PtrString(p))})
@@ -297,7 +303,11 @@ func (in *Inspector) Content(region uint64) ([]Pair, error) {
 		}
 		value := v.v
 		if !v.inV {
-			buf := make([]byte, recordSize(len(k), int(v.vlen)))
+			n := int64(recordSize(len(k), int(v.vlen)))
+			if off := in.g.off(v.ptr); off < segHeaderSize || off+n > in.g.segSize {
+				return nil, fmt.Errorf("%w: key %q: value pointer %s out of segment bounds", ErrCorrupt, k, in.PtrString(v.ptr))
+			}
+			buf := make([]byte, n)
 			if _, err := in.file.ReadAt(buf, in.g.filePtrOff(v.ptr)); err != nil {
 				return nil, fmt.Errorf("engine: key %q: read value at %s: %w", k, in.PtrString(v.ptr), err)
 			}

@@ -432,3 +432,61 @@ func TestE2ECLI(t *testing.T) {
 		t.Fatalf("config check of a bad file: %v %s", err, out)
 	}
 }
+
+// TestE2EMultiGetEdges: a multi-get whose reply exceeds the ring is split;
+// one made with a map that has since split its region still answers.
+func TestE2EMultiGetEdges(t *testing.T) {
+	mapFile := filepath.Join(t.TempDir(), "map.yaml")
+	s1, s2 := newServer(t, "rs1", "--map-file", mapFile), newServer(t, "rs2", "--map-file", mapFile)
+	v1 := &regionmap.Map{Version: 1, Servers: []regionmap.Server{s1.entry(), s2.entry()}, Regions: []regionmap.Region{{ID: 1, Primary: "rs1", Epoch: 1}}}
+	if err := regionmap.WriteFile(mapFile, v1); err != nil {
+		t.Fatal(err)
+	}
+	s1.start(t)
+	s2.start(t)
+	c := ctx(t)
+	cl := open(t, regionmap.File(mapFile), "tcp")
+	var keys [][]byte
+	for i := range 200 {
+		k := fmt.Appendf(nil, "big%03d", i)
+		keys = append(keys, k)
+		if err := cl.Put(c, k, bytes.Repeat([]byte{byte(i)}, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vals, err := cl.MultiGet(c, keys)
+	if err != nil {
+		t.Fatalf("multi-get of 200 KB: %v", err)
+	}
+	for i, v := range vals {
+		if len(v) != 1000 || v[0] != byte(i) {
+			t.Fatalf("value %d: %d bytes", i, len(v))
+		}
+	}
+	// Split the region; a client still on v1 groups apple and zebra together.
+	stale := open(t, regionmap.File(mapFile), "tcp")
+	v2 := &regionmap.Map{Version: 2, Servers: v1.Servers, Regions: []regionmap.Region{
+		{ID: 1, End: "m", Primary: "rs1", Epoch: 1}, {ID: 2, Start: "m", Primary: "rs2", Epoch: 1}}}
+	if err := regionmap.WriteFile(mapFile, v2); err != nil {
+		t.Fatal(err)
+	}
+	s1.p.Signal(syscall.SIGHUP)
+	s2.p.Signal(syscall.SIGHUP)
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		err := cl.Put(c, []byte("zebra"), []byte("z"))
+		if err == nil && cl.Map().Version == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("map v2 never took: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := cl.Put(c, []byte("apple"), []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := stale.MultiGet(c, [][]byte{[]byte("apple"), []byte("zebra")})
+	if err != nil || string(got[0]) != "a" || string(got[1]) != "z" {
+		t.Fatalf("multi-get across a split: %q %v", got, err)
+	}
+}

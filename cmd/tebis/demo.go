@@ -103,6 +103,7 @@ func spawnServer(c *cli.Context, dir string) (regionmap.Server, func(), error) {
 	cmd := exec.Command(exe, "--log-level", "warn", "server", "--data-dir", filepath.Join(abs, "server"),
 		"--shm", srv.Shm, "--tcp", srv.TCP, "--sync-mode", c.String("sync-mode"))
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the demo
 	if err := cmd.Start(); err != nil {
 		return srv, nil, fmt.Errorf("start server: %w", err)
 	}

@@ -94,13 +94,14 @@ func serverCommand() *cli.Command {
 				return err
 			}
 			defer stopProfile()
+			// Before Start: a SIGHUP during recovery must not kill us.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
 			s, err := region.Start(cfg, log)
 			if err != nil {
 				return err
 			}
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			defer signal.Stop(hup)
 			for {
 				select {
 				case <-hup:

@@ -160,14 +160,23 @@ func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Ge
 				if n > gen.Ops() {
 					break
 				}
-				if env.rate > 0 {
-					// Op n is due at start + n/rate.
-					if d := time.Until(start.Add(time.Duration(float64(n-1) / env.rate * float64(time.Second)))); d > 0 {
-						time.Sleep(d)
-					}
-				}
 				op := wk.Next()
 				t0 := time.Now()
+				if env.rate > 0 {
+					// Op n is due at start + n/rate; its latency counts
+					// from then, so queueing behind a slow target shows
+					// (no coordinated omission).
+					due := start.Add(time.Duration(float64(n-1) / env.rate * float64(time.Second)))
+					if d := time.Until(due); d > 0 {
+						timer := time.NewTimer(d)
+						select {
+						case <-timer.C:
+						case <-ctx.Done():
+							timer.Stop()
+						}
+					}
+					t0 = due
+				}
 				var err error
 				buf, err = execute(env.target, op, buf, st)
 				st.hists.record(op.Kind, time.Since(t0))

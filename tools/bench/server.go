@@ -23,9 +23,10 @@ func init() { Register("server", openServer) }
 // server: one it started (TargetOptions.ServerArgv, on the target's
 // directory) or running ones (TargetOptions.ServerMap).
 type serverTarget struct {
-	cl  *client.Client
-	cmd *exec.Cmd // nil for running servers
-	ctx context.Context
+	cl     *client.Client
+	cmd    *exec.Cmd  // nil for running servers
+	exited chan error // receives the started server's exit
+	ctx    context.Context
 }
 
 // processUsage is implemented by targets whose work happens in another
@@ -86,13 +87,23 @@ func (t *serverTarget) spawn(o TargetOptions) (regionmap.Server, error) {
 	}
 	t.cmd = exec.Command(o.ServerArgv[0], args...)
 	t.cmd.Stderr = os.Stderr
+	// The server dies with this process, however it ends.
+	t.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := t.cmd.Start(); err != nil {
 		return srv, fmt.Errorf("start server: %w", err)
 	}
+	t.exited = make(chan error, 1)
+	go func() { t.exited <- t.cmd.Wait() }()
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		if c, err := net.DialTimeout("tcp", tcp, time.Second); err == nil {
 			c.Close()
 			return srv, nil
+		}
+		select {
+		case err := <-t.exited:
+			t.cmd = nil
+			return srv, fmt.Errorf("server exited before listening: %v", err)
+		default:
 		}
 		if time.Now().After(deadline) {
 			return srv, errors.Join(fmt.Errorf("server not listening on %s after 30s", tcp), t.stop())
@@ -165,13 +176,11 @@ func (t *serverTarget) stop() error {
 		return nil
 	}
 	_ = t.cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- t.cmd.Wait() }()
 	select {
-	case err := <-done:
+	case err := <-t.exited:
 		return err
 	case <-time.After(30 * time.Second):
 		_ = t.cmd.Process.Kill()
-		return fmt.Errorf("server did not stop within 30s: %w", <-done)
+		return fmt.Errorf("server did not stop within 30s: %w", <-t.exited)
 	}
 }
