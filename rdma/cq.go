@@ -3,6 +3,7 @@ package rdma
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // CQ is a completion queue, shared by any number of QPs. Safe for
@@ -10,6 +11,7 @@ import (
 type CQ struct {
 	mu     sync.Mutex
 	items  []Completion
+	queued atomic.Int32  // len(items), readable without mu (spinning pollers)
 	notify chan struct{} // capacity 1: something was pushed
 }
 
@@ -19,6 +21,7 @@ func NewCQ() *CQ { return &CQ{notify: make(chan struct{}, 1)} }
 func (c *CQ) push(e Completion) {
 	c.mu.Lock()
 	c.items = append(c.items, e)
+	c.queued.Store(int32(len(c.items)))
 	c.mu.Unlock()
 	select {
 	case c.notify <- struct{}{}:
@@ -28,11 +31,15 @@ func (c *CQ) push(e Completion) {
 
 // Poll moves up to len(dst) completions into dst without blocking.
 func (c *CQ) Poll(dst []Completion) int {
+	if c.queued.Load() == 0 {
+		return 0
+	}
 	c.mu.Lock()
 	n := copy(dst, c.items)
 	rest := copy(c.items, c.items[n:])
 	clear(c.items[rest:])
 	c.items = c.items[:rest]
+	c.queued.Store(int32(rest))
 	c.mu.Unlock()
 	return n
 }
