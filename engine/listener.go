@@ -29,6 +29,7 @@ type LogAppend struct {
 	Region  uint64
 	Ptr     uint64
 	Segment uint64
+	Seq     uint64 // the segment's sequence: the seed of the record's checksum
 	Offset  int64
 	Record  []byte // the encoded record (nil unless the listener wants records)
 }

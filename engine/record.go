@@ -73,3 +73,18 @@ func decodeRecord(b []byte, segSeq uint64) (r record, ok bool) {
 func errBadRecord(seg uint64, off int64, why string) error {
 	return fmt.Errorf("%w: segment %d offset %d: log record %s", ErrCorrupt, seg, off, why)
 }
+
+// LogRecord kinds, as DecodeLogRecord reports them.
+const (
+	RecordPut    = recPut
+	RecordDelete = recDelete
+)
+
+// DecodeLogRecord parses the log record at the start of b, sealed in a
+// segment of sequence segSeq (a record's checksum is seeded with it). ok is
+// false when b does not start with a complete record that verifies. Key and
+// value alias b. Backups use it to read records mirrored from a primary.
+func DecodeLogRecord(b []byte, segSeq uint64) (kind uint8, key, value []byte, size int, ok bool) {
+	r, ok := decodeRecord(b, segSeq)
+	return r.Kind, r.Key, r.Value, r.Size, ok
+}

@@ -89,7 +89,7 @@ func (l *vlog) append(kind uint8, key, value []byte) (ptr, uint64, error) {
 	p, end := l.g.ptr(l.tail.seg, off), l.posLocked()
 	if l.r.listener.l != nil {
 		// Under mu, so listeners see records in log order.
-		ev := LogAppend{Region: l.r.desc.ID, Ptr: p, Segment: l.tail.seg, Offset: off}
+		ev := LogAppend{Region: l.r.desc.ID, Ptr: p, Segment: l.tail.seg, Seq: l.tail.seq, Offset: off}
 		if l.r.listener.wantsRecords() {
 			ev.Record = l.buf[off : off+n]
 		}

@@ -7,6 +7,9 @@
 //     into each backup's registered buffer by one-sided WRITE, acknowledged
 //     on completion, batched, with dead backups dropped (safe for
 //     concurrent use; Append and Switch in log order);
+//   - the Build-Index backup's Applier: records read from the mirrored
+//     image (checksums seeded with the primary segment's sequence) and
+//     applied in log order to the backup's own region;
 //   - the backup's translation core (paper §3.3): the log map (primary log
 //     segment -> backup log segment, valid while the primary stays the
 //     same), the index map (primary index segment -> backup segment, valid
