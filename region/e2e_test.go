@@ -279,10 +279,9 @@ func TestE2ERestart(t *testing.T) {
 	verify(8000)
 }
 
-// TestE2EWrongRegion: after the map changes (a region split onto a new
-// server), a client holding the old map is redirected, refreshes and
-// lands on the right server.
-func TestE2EWrongRegion(t *testing.T) {
+// splitCluster starts two servers on a map file giving rs1 one region over
+// all keys (version 1); rs2 holds nothing yet.
+func splitCluster(t *testing.T) (string, *server, *server, *regionmap.Map) {
 	mapFile := filepath.Join(t.TempDir(), "map.yaml")
 	s1, s2 := newServer(t, "rs1", "--map-file", mapFile), newServer(t, "rs2", "--map-file", mapFile)
 	v1 := &regionmap.Map{Version: 1, Servers: []regionmap.Server{s1.entry(), s2.entry()}, Regions: []regionmap.Region{{ID: 1, Primary: "rs1", Epoch: 1}}}
@@ -291,11 +290,12 @@ func TestE2EWrongRegion(t *testing.T) {
 	}
 	s1.start(t)
 	s2.start(t)
-	c := ctx(t)
-	cl := open(t, regionmap.File(mapFile), "tcp")
-	if err := cl.Put(c, []byte("apple"), []byte("1")); err != nil {
-		t.Fatal(err)
-	}
+	return mapFile, s1, s2, v1
+}
+
+// splitMap writes version 2 (keys from "m" on rs2, a new region) and
+// SIGHUPs both servers.
+func splitMap(t *testing.T, mapFile string, v1 *regionmap.Map, s1, s2 *server) {
 	v2 := &regionmap.Map{Version: 2, Servers: v1.Servers, Regions: []regionmap.Region{
 		{ID: 1, End: "m", Primary: "rs1", Epoch: 1}, {ID: 2, Start: "m", Primary: "rs2", Epoch: 1}}}
 	if err := regionmap.WriteFile(mapFile, v2); err != nil {
@@ -303,6 +303,19 @@ func TestE2EWrongRegion(t *testing.T) {
 	}
 	s1.p.Signal(syscall.SIGHUP)
 	s2.p.Signal(syscall.SIGHUP)
+}
+
+// TestE2EWrongRegion: after the map changes (a region split onto a new
+// server), a client holding the old map is redirected, refreshes and
+// lands on the right server.
+func TestE2EWrongRegion(t *testing.T) {
+	mapFile, s1, s2, v1 := splitCluster(t)
+	c := ctx(t)
+	cl := open(t, regionmap.File(mapFile), "tcp")
+	if err := cl.Put(c, []byte("apple"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	splitMap(t, mapFile, v1, s1, s2)
 	// Wait until rs1 serves v2: a client pinned to v1 gets redirected.
 	pinned := open(t, regionmap.Static{M: v1}, "tcp")
 	for deadline := time.Now().Add(20 * time.Second); ; {
@@ -436,14 +449,7 @@ func TestE2ECLI(t *testing.T) {
 // TestE2EMultiGetEdges: a multi-get whose reply exceeds the ring is split;
 // one made with a map that has since split its region still answers.
 func TestE2EMultiGetEdges(t *testing.T) {
-	mapFile := filepath.Join(t.TempDir(), "map.yaml")
-	s1, s2 := newServer(t, "rs1", "--map-file", mapFile), newServer(t, "rs2", "--map-file", mapFile)
-	v1 := &regionmap.Map{Version: 1, Servers: []regionmap.Server{s1.entry(), s2.entry()}, Regions: []regionmap.Region{{ID: 1, Primary: "rs1", Epoch: 1}}}
-	if err := regionmap.WriteFile(mapFile, v1); err != nil {
-		t.Fatal(err)
-	}
-	s1.start(t)
-	s2.start(t)
+	mapFile, s1, s2, v1 := splitCluster(t)
 	c := ctx(t)
 	cl := open(t, regionmap.File(mapFile), "tcp")
 	var keys [][]byte
@@ -465,13 +471,7 @@ func TestE2EMultiGetEdges(t *testing.T) {
 	}
 	// Split the region; a client still on v1 groups apple and zebra together.
 	stale := open(t, regionmap.File(mapFile), "tcp")
-	v2 := &regionmap.Map{Version: 2, Servers: v1.Servers, Regions: []regionmap.Region{
-		{ID: 1, End: "m", Primary: "rs1", Epoch: 1}, {ID: 2, Start: "m", Primary: "rs2", Epoch: 1}}}
-	if err := regionmap.WriteFile(mapFile, v2); err != nil {
-		t.Fatal(err)
-	}
-	s1.p.Signal(syscall.SIGHUP)
-	s2.p.Signal(syscall.SIGHUP)
+	splitMap(t, mapFile, v1, s1, s2)
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		err := cl.Put(c, []byte("zebra"), []byte("z"))
 		if err == nil && cl.Map().Version == 2 {
