@@ -36,7 +36,7 @@ func (f *mirrorFeed) LogAppended(a engine.LogAppend) {
 		f.seg, f.seq, f.half = a.Segment, a.Seq, f.half^1
 	}
 	if f.err == nil {
-		f.err = f.m.Append(a.Offset, a.Record)
+		_, f.err = f.m.Append(a.Offset, a.Record)
 		f.end = a.Offset + int64(len(a.Record))
 	}
 }
@@ -105,7 +105,7 @@ func TestBuildIndexBackup(t *testing.T) {
 			t.Fatal(feed.err)
 		}
 		// The client's ack: every backup holds the record.
-		if err := m.Wait(ctx, -1); err != nil {
+		if err := m.Wait(ctx, m.Tail()); err != nil {
 			t.Fatal(err)
 		}
 		// The backup applies what arrived (a new segment: a new applier).

@@ -82,28 +82,42 @@ func NewMirror(segSize int64, seg uint64, cq *rdma.CQ, backups []Backup) (*Mirro
 	return m, nil
 }
 
-// Append places an encoded log record at off of the tail segment.
-func (m *Mirror) Append(off int64, rec []byte) error {
+// Pos names a position in the mirrored log: the end of a record in the
+// tail of a given generation (one per Switch).
+type Pos struct {
+	gen uint64
+	end int64
+}
+
+// Append places an encoded log record at off of the tail segment and
+// returns the position to Wait for.
+func (m *Mirror) Append(off int64, rec []byte) (Pos, error) {
 	if off < 0 || off+int64(len(rec)) > m.segSize {
-		return fmt.Errorf("replication: record at %d+%d outside a %d-byte segment", off, len(rec), m.segSize)
+		return Pos{}, fmt.Errorf("replication: record at %d+%d outside a %d-byte segment", off, len(rec), m.segSize)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if off < m.appended {
-		return fmt.Errorf("replication: record at %d before the tail's end %d (out of log order)", off, m.appended)
+		return Pos{}, fmt.Errorf("replication: record at %d before the tail's end %d (out of log order)", off, m.appended)
 	}
 	base := int64(m.half) * m.segSize
 	copy(m.staging.Bytes()[base+off:], rec)
 	m.appended = off + int64(len(rec))
-	return nil
+	return Pos{gen: m.gen, end: m.appended}, nil
+}
+
+// Tail is the position after everything appended so far.
+func (m *Mirror) Tail() Pos {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return Pos{gen: m.gen, end: m.appended}
 }
 
 // Switch moves the tail to primary segment seg (the other half of the
-// buffers). The caller must have flushed the old tail at the backups first
-// (all its WRITEs completed and the backups persisted it): Switch waits
-// for the completions.
+// buffers). It first waits until the old tail is complete at every live
+// backup, so positions of older generations are acknowledged.
 func (m *Mirror) Switch(ctx context.Context, seg uint64) error {
-	if err := m.Wait(ctx, -1); err != nil && !errors.Is(err, ErrNoBackups) {
+	if err := m.Wait(ctx, m.Tail()); err != nil && !errors.Is(err, ErrNoBackups) {
 		return err
 	}
 	m.mu.Lock()
@@ -115,9 +129,10 @@ func (m *Mirror) Switch(ctx context.Context, seg uint64) error {
 	return nil
 }
 
-// Wait returns once every live backup holds the tail up to end (-1: all
-// appended so far). It posts pending bytes first.
-func (m *Mirror) Wait(ctx context.Context, end int64) error {
+// Wait returns once every live backup holds the log up to pos. It posts
+// pending bytes first. A position of an older tail is complete already
+// (Switch waited for it).
+func (m *Mirror) Wait(ctx context.Context, pos Pos) error {
 	stop := context.AfterFunc(ctx, func() {
 		m.mu.Lock()
 		m.cond.Broadcast()
@@ -126,13 +141,16 @@ func (m *Mirror) Wait(ctx context.Context, end int64) error {
 	defer stop()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if end < 0 || end > m.appended {
-		end = m.appended
+	if pos.gen > m.gen || (pos.gen == m.gen && pos.end > m.appended) {
+		return fmt.Errorf("replication: waiting for position %+v past the log's tail", pos)
+	}
+	end, gen := pos.end, m.gen
+	if pos.gen < gen {
+		end = 0 // complete: only the live-backup check remains
 	}
 	if m.posted < end {
 		m.postLocked()
 	}
-	gen := m.gen
 	for {
 		live, behind := 0, 0
 		for _, b := range m.backups {
@@ -140,7 +158,9 @@ func (m *Mirror) Wait(ctx context.Context, end int64) error {
 				continue
 			}
 			live++
-			if b.ackGen != gen || b.acked < end {
+			// A later generation's ack implies this one's (in-order
+			// delivery; Switch waited for it).
+			if end > 0 && m.gen == gen && (b.ackGen < gen || (b.ackGen == gen && b.acked < end)) {
 				behind++
 			}
 		}

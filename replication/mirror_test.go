@@ -22,7 +22,7 @@ type backupEnd struct {
 
 // connectBackups makes n backups exposing 2-segment buffers and returns
 // the primary's view of them, with one CQ for the mirror.
-func connectBackups(t *testing.T, tr rdma.Transport, addr func() string, n int) ([]Backup, []*backupEnd, *rdma.CQ) {
+func connectBackups(t testing.TB, tr rdma.Transport, addr func() string, n int) ([]Backup, []*backupEnd, *rdma.CQ) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -112,11 +112,11 @@ func TestMirrorImage(t *testing.T) {
 								return
 							}
 							copy(image[int64(half)*mirrorSeg+at:], rec)
-							err := m.Append(at, rec)
+							pos, err := m.Append(at, rec)
 							off += int64(len(rec))
 							logMu.Unlock()
 							if err == nil {
-								err = m.Wait(ctx, at+int64(len(rec)))
+								err = m.Wait(ctx, pos)
 							}
 							if err != nil {
 								errs <- err
@@ -161,10 +161,10 @@ func TestMirrorBackupDies(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			rec := bytes.Repeat([]byte{7}, 100)
-			if err := m.Append(4096, rec); err != nil {
+			if _, err := m.Append(4096, rec); err != nil {
 				t.Fatal(err)
 			}
-			if err := m.Wait(ctx, -1); err != nil {
+			if err := m.Wait(ctx, m.Tail()); err != nil {
 				t.Fatal(err)
 			}
 			ends[0].qp.Close() // backup 0 dies
@@ -174,11 +174,11 @@ func TestMirrorBackupDies(t *testing.T) {
 				if time.Now().After(deadline) {
 					t.Fatal("dead backup never dropped")
 				}
-				if err := m.Append(off, rec); err != nil {
+				if _, err := m.Append(off, rec); err != nil {
 					t.Fatal(err)
 				}
 				off += 100
-				if err := m.Wait(ctx, -1); err != nil {
+				if err := m.Wait(ctx, m.Tail()); err != nil {
 					t.Fatalf("wait with one live backup: %v", err)
 				}
 			}
@@ -189,13 +189,100 @@ func TestMirrorBackupDies(t *testing.T) {
 			for {
 				m.Append(off, rec)
 				off += 100
-				err := m.Wait(ctx, -1)
+				err := m.Wait(ctx, m.Tail())
 				if errors.Is(err, ErrNoBackups) {
 					break
 				}
 				if err != nil || time.Now().After(deadline) {
 					t.Fatalf("wait with every backup dead: %v", err)
 				}
+			}
+		})
+	}
+}
+
+// TestMirrorWaitAcrossSwitch: a writer that waits for its record after the
+// tail switched is answered at once (Switch waited for the old tail).
+func TestMirrorWaitAcrossSwitch(t *testing.T) {
+	bs, _, cq := connectBackups(t, rdma.NewLoopback(), func() string { loopAddrs++; return fmt.Sprintf("s%d", loopAddrs) }, 2)
+	m, err := NewMirror(mirrorSeg, 1, cq, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pos, err := m.Append(4096, bytes.Repeat([]byte{1}, 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Switch(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Wait(ctx, pos); err != nil {
+		t.Fatalf("wait for a record of the previous tail: %v", err)
+	}
+	if _, err := m.Append(100, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Wait(ctx, Pos{gen: pos.gen + 5, end: 1}); err == nil {
+		t.Fatal("waiting for a position past the tail succeeded")
+	}
+}
+
+// TestMirrorSwitchUnderLoad: writers keep appending and waiting while one
+// of them switches the tail under the log lock (as the engine does).
+func TestMirrorSwitchUnderLoad(t *testing.T) {
+	for name, tc := range transports(t) {
+		t.Run(name, func(t *testing.T) {
+			bs, _, cq := connectBackups(t, tc.tr, tc.addr, 2)
+			m, err := NewMirror(mirrorSeg, 1, cq, bs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var logMu sync.Mutex
+			off, seg := int64(4096), uint64(1)
+			rec := make([]byte, 100)
+			var wg sync.WaitGroup
+			errs := make(chan error, 16)
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 300 {
+						logMu.Lock()
+						if off+100 >= mirrorSeg {
+							seg++
+							if err := m.Switch(ctx, seg); err != nil {
+								logMu.Unlock()
+								errs <- err
+								return
+							}
+							off = 4096
+						}
+						pos, err := m.Append(off, rec)
+						off += 100
+						logMu.Unlock()
+						if err == nil {
+							err = m.Wait(ctx, pos)
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			if seg < 5 {
+				t.Fatalf("only %d segments: the test did not switch under load", seg)
 			}
 		})
 	}
