@@ -34,6 +34,8 @@ fuzz:
 	for f in FuzzServerPoll FuzzDecodeHeader FuzzConnParams; do \
 		$(GO) test ./rdma/ring -run '^$$' -fuzz $$f -fuzztime 30s || exit 1; \
 	done
+	$(GO) test ./region/wire -run '^$$' -fuzz FuzzDecode -fuzztime 30s
+	$(GO) test ./replication -run '^$$' -fuzz FuzzDecodeSegMap -fuzztime 30s
 
 # The engine against pebble, one process, the paper's KV-size mixes
 # (docs/benchmarks.md has the latest figures). BENCH_DIR should be on the
