@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -71,4 +72,18 @@ func (a *acceptor) Accept(ctx context.Context) (ConnRequest, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// answerOnce runs accept as a connection request's one answer: a request
+// answered already (accepted or rejected, both guarded by once) fails.
+func answerOnce(once *sync.Once, cfg ConnConfig, accept func() (QP, error)) (QP, error) {
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	var (
+		qp  QP
+		err = fmt.Errorf("rdma: connection request answered twice")
+	)
+	once.Do(func() { qp, err = accept() })
+	return qp, err
 }

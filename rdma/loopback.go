@@ -83,18 +83,11 @@ func (c *loopConnReq) Private() []byte         { return c.req.cfg.Private }
 func (c *loopConnReq) PeerRegions() []RemoteMR { return remotes(c.req.cfg.Expose) }
 
 func (c *loopConnReq) Accept(cfg ConnConfig) (QP, error) {
-	if err := checkConfig(cfg); err != nil {
-		return nil, err
-	}
-	var qp *loopQP
-	c.once.Do(func() {
-		qp = newLoopQP(cfg, c.req.cfg)
+	return answerOnce(&c.once, cfg, func() (QP, error) {
+		qp := newLoopQP(cfg, c.req.cfg)
 		c.req.reply <- loopReply{qp: qp}
+		return qp, nil
 	})
-	if qp == nil {
-		return nil, fmt.Errorf("rdma: connection request answered twice")
-	}
-	return qp, nil
 }
 
 func (c *loopConnReq) Reject() error {

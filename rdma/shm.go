@@ -92,21 +92,14 @@ func (r *shmConnReq) Private() []byte         { return r.h.private }
 func (r *shmConnReq) PeerRegions() []RemoteMR { return r.h.mrs }
 
 func (r *shmConnReq) Accept(cfg ConnConfig) (QP, error) {
-	if err := checkConfig(cfg); err != nil {
-		return nil, err
-	}
-	var (
-		qp  QP
-		err = fmt.Errorf("rdma: connection request answered twice")
-	)
-	r.once.Do(func() {
+	return answerOnce(&r.once, cfg, func() (QP, error) {
 		_ = r.c.SetDeadline(time.Now().Add(r.t.handshakeTimeout()))
-		qp, err = newShmQP(r.c, cfg, r.h, r.maps, helloAccept)
+		qp, err := newShmQP(r.c, cfg, r.h, r.maps, helloAccept)
 		if err == nil {
 			_ = r.c.SetDeadline(time.Time{})
 		}
+		return qp, err
 	})
-	return qp, err
 }
 
 func (r *shmConnReq) Reject() error {

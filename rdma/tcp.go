@@ -85,24 +85,16 @@ func (r *tcpConnReq) Private() []byte         { return r.h.private }
 func (r *tcpConnReq) PeerRegions() []RemoteMR { return r.h.mrs }
 
 func (r *tcpConnReq) Accept(cfg ConnConfig) (QP, error) {
-	if err := checkConfig(cfg); err != nil {
-		return nil, err
-	}
-	var (
-		qp  QP
-		err = fmt.Errorf("rdma: connection request answered twice")
-	)
-	r.once.Do(func() {
+	return answerOnce(&r.once, cfg, func() (QP, error) {
 		_ = r.c.SetDeadline(time.Now().Add(r.t.handshakeTimeout()))
 		msg := hello{kind: helloAccept, mrs: remotes(cfg.Expose), private: cfg.Private}
-		if err = tcpSendHello(r.c, msg); err != nil {
+		if err := tcpSendHello(r.c, msg); err != nil {
 			r.c.Close()
-			return
+			return nil, err
 		}
 		_ = r.c.SetDeadline(time.Time{})
-		qp = startTCPQP(r.t, r.c, cfg, r.h)
+		return startTCPQP(r.t, r.c, cfg, r.h), nil
 	})
-	return qp, err
 }
 
 func (r *tcpConnReq) Reject() error {
