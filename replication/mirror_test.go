@@ -97,39 +97,25 @@ func TestMirrorImage(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			for seg := uint64(1); seg <= 3; seg++ {
-				var wg sync.WaitGroup
-				errs := make(chan error, 8)
-				for w := range 8 {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for i := range 40 {
-							logMu.Lock()
-							rec := bytes.Repeat([]byte{byte(w*40 + i)}, 10+(w*7+i*13)%200)
-							at := off
-							if at+int64(len(rec)) >= mirrorSeg {
-								logMu.Unlock()
-								return
-							}
-							copy(image[int64(half)*mirrorSeg+at:], rec)
-							pos, err := m.Append(at, rec)
-							off += int64(len(rec))
+				runWriters(t, 8, func(w int) error {
+					for i := range 40 {
+						logMu.Lock()
+						rec := bytes.Repeat([]byte{byte(w*40 + i)}, 10+(w*7+i*13)%200)
+						at := off
+						if at+int64(len(rec)) >= mirrorSeg {
 							logMu.Unlock()
-							if err == nil {
-								err = m.Wait(ctx, pos)
-							}
-							if err != nil {
-								errs <- err
-								return
-							}
+							return nil
 						}
-					}()
-				}
-				wg.Wait()
-				close(errs)
-				for err := range errs {
-					t.Fatal(err)
-				}
+						copy(image[int64(half)*mirrorSeg+at:], rec)
+						pos, err := m.Append(at, rec)
+						off += int64(len(rec))
+						logMu.Unlock()
+						if err := ack(ctx, m, pos, err); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
 				for i, e := range ends {
 					h := int64(half) * mirrorSeg
 					if !bytes.Equal(e.buf.Bytes()[h:h+mirrorSeg], image[h:h+mirrorSeg]) {
@@ -246,44 +232,60 @@ func TestMirrorSwitchUnderLoad(t *testing.T) {
 			var logMu sync.Mutex
 			off, seg := int64(4096), uint64(1)
 			rec := make([]byte, 100)
-			var wg sync.WaitGroup
-			errs := make(chan error, 16)
-			for range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range 300 {
-						logMu.Lock()
-						if off+100 >= mirrorSeg {
-							seg++
-							if err := m.Switch(ctx, seg); err != nil {
-								logMu.Unlock()
-								errs <- err
-								return
-							}
-							off = 4096
+			runWriters(t, 16, func(int) error {
+				for range 300 {
+					logMu.Lock()
+					if off+100 >= mirrorSeg {
+						seg++
+						if err := m.Switch(ctx, seg); err != nil {
+							logMu.Unlock()
+							return err
 						}
-						pos, err := m.Append(off, rec)
-						off += 100
-						logMu.Unlock()
-						if err == nil {
-							err = m.Wait(ctx, pos)
-						}
-						if err != nil {
-							errs <- err
-							return
-						}
+						off = 4096
 					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
+					pos, err := m.Append(off, rec)
+					off += 100
+					logMu.Unlock()
+					if err := ack(ctx, m, pos, err); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
 			if seg < 5 {
 				t.Fatalf("only %d segments: the test did not switch under load", seg)
 			}
 		})
 	}
+}
+
+// runWriters runs n writers concurrently and fails the test with their
+// first error.
+func runWriters(t *testing.T, n int, write func(w int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := write(w); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// ack waits for an appended record at every backup, as a client's
+// acknowledgement does.
+func ack(ctx context.Context, m *Mirror, pos Pos, appendErr error) error {
+	if appendErr != nil {
+		return appendErr
+	}
+	return m.Wait(ctx, pos)
 }
