@@ -144,12 +144,19 @@ func (r *Region) mergeInstall(info CompactionInfo, srcs []source, ver *version, 
 		r.listener.SegmentBuilt(info, s)
 		return nil
 	})
+	live := r.log.liveSegs()
 	m := newMergeIter(srcs, shadow)
 	for ; m.valid(); m.next() {
 		k, e := m.key(), m.entry()
 		if e.tomb && last {
 			shadow(k, e)
 			continue
+		}
+		if !live[r.v.g.seg(e.ptr)] {
+			// The segment was freed (GC relocated what was live in it):
+			// newer data shadows this entry. Write a dead pointer, so no
+			// replica has to translate a segment its log no longer has.
+			e.ptr = r.v.g.ptr(0, r.v.g.off(e.ptr))
 		}
 		if err := b.add(k, e); err != nil {
 			b.abort()
@@ -224,7 +231,7 @@ func (r *Region) levelsChanged(ver *version, src, dst int) bool {
 }
 
 func (l *levelDesc) info(n int) LevelInfo {
-	li := LevelInfo{Level: n, Root: l.root, Height: l.height, Pairs: l.pairs}
+	li := LevelInfo{Level: n, Root: l.root, Height: l.height, Pairs: l.pairs, KVBytes: l.kvBytes, Nodes: l.nodes}
 	for _, s := range l.segs {
 		li.Segments = append(li.Segments, s.seg)
 	}

@@ -13,6 +13,9 @@ const (
 	// segHeaderSize is the space reserved at the start of every segment for
 	// its header; data (log records or nodes) starts after it.
 	segHeaderSize = 4096
+	// SegmentHeaderSize is segHeaderSize for other packages: a log
+	// segment's first record starts there.
+	SegmentHeaderSize = segHeaderSize
 	// segHeaderLen is the encoded header's length inside that space.
 	segHeaderLen = 64
 )

@@ -43,6 +43,9 @@ func (r *Region) gcLoop() {
 // live records re-appended (so they replicate like puts), and segments no
 // longer needed are freed after the index stops pointing into them.
 func (r *Region) GC() (GCStats, error) {
+	if r.backup {
+		return GCStats{}, fmt.Errorf("%w: region %d is a backup", ErrBackupRegion, r.desc.ID)
+	}
 	r.gcMu.Lock()
 	defer r.gcMu.Unlock()
 	var st GCStats
@@ -202,6 +205,13 @@ func (r *Region) freeDeadLogLocked() error {
 		}
 	}
 	l.mu.Unlock()
+	return r.freeLogSegsLocked(dead)
+}
+
+// freeLogSegsLocked deletes log segments from the region's log and frees
+// them once no reader uses them. Called with metaMu held.
+func (r *Region) freeLogSegsLocked(dead []*logSeg) error {
+	l := r.log
 	if len(dead) == 0 {
 		return nil
 	}
@@ -234,6 +244,9 @@ func (r *Region) freeDeadLogLocked() error {
 	})
 	r.mu.Unlock()
 	r.v.ctr.gcFreed.Add(uint64(len(dead)))
+	for _, ls := range dead {
+		r.listener.LogFreed(LogFree{Region: r.desc.ID, Segment: ls.seg})
+	}
 	return nil
 }
 
@@ -298,4 +311,16 @@ func (l *vlog) flushInfo(pos uint64) LogFlush {
 		}
 	}
 	return f
+}
+
+// liveSegs returns the segments currently in the log (a compaction's view
+// of which value pointers may still be read).
+func (l *vlog) liveSegs() map[uint64]bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := make(map[uint64]bool, len(l.segs))
+	for _, s := range l.segs {
+		m[s.seg] = true
+	}
+	return m
 }

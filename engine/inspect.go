@@ -433,7 +433,7 @@ func (in *Inspector) segmentRecords(region uint64, ls *logSeg, start int64, fn f
 		end = ls.end
 	}
 	for off := start; off < end; {
-		rec, ok := decodeRecord(data[off:end], ls.seq)
+		rec, ok := decodeRecord(data[off:end], ls.recordSeq())
 		if !ok {
 			if ls.end != 0 {
 				return errBadRecord(ls.seg, off, "fails its checksum before the segment's sealed end")

@@ -192,7 +192,7 @@ func (in *Inspector) checkValue(rep *CheckReport, id uint64, st *regionState, le
 		rep.add(Problem{Region: id, Level: level, What: fmt.Sprintf("key %q: read record at %s: %v", key, in.PtrString(p), err)})
 		return
 	}
-	rec, ok := decodeRecord(buf, ls.seq)
+	rec, ok := decodeRecord(buf, ls.recordSeq())
 	if (!ok || !bytes.Equal(rec.Key, key)) && in.shadowed(st, level, key) {
 		// GC freed the segment this old pointer named and the log reused
 		// it; newer data hides the key, as reads see it.

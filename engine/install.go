@@ -111,22 +111,10 @@ func (r *Region) InstallLevel(n int, l InstalledLevel) error {
 	if n < 1 {
 		return fmt.Errorf("%w: level %d", ErrBadOptions, n)
 	}
-	desc := &levelDesc{root: l.Root, height: l.Height, pairs: l.Pairs, kvBytes: l.KVBytes, nodes: l.Nodes}
-	refs := append([]uint64(nil), l.LogRefs...)
-	sort.Slice(refs, func(i, j int) bool { return refs[i] < refs[j] })
-	for i, s := range refs {
-		if i == 0 || s != refs[i-1] {
-			desc.logRefs = append(desc.logRefs, s)
-		}
+	desc, err := r.levelDescOf(&l)
+	if err != nil {
+		return err
 	}
-	for _, s := range l.Segments {
-		seq := r.v.alloc.seqOf(s)
-		if seq == 0 {
-			return fmt.Errorf("%w: segment %d is not allocated", ErrBadOptions, s)
-		}
-		desc.segs = append(desc.segs, segRef{seg: s, seq: seq})
-	}
-	desc.indexRefs()
 	r.metaMu.Lock()
 	defer r.metaMu.Unlock()
 	b := r.v.meta.NewBatch()

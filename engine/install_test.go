@@ -11,6 +11,7 @@ import (
 // shipRecorder keeps what a compaction reports: the segments of the level
 // being built and the installed level.
 type shipRecorder struct {
+	NopListener
 	segs []BuiltSegment
 	done []LevelInfo
 }

@@ -113,6 +113,9 @@ func (it *Iterator) errOrNil() error {
 // Compact freezes L0 (if it holds anything) and waits until the region has
 // no compaction left to do.
 func (r *Region) Compact() error {
+	if r.backup {
+		return fmt.Errorf("%w: region %d is a backup", ErrBackupRegion, r.desc.ID)
+	}
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -132,6 +135,9 @@ func (r *Region) Compact() error {
 
 // WaitIdle waits until no compaction is running or needed.
 func (r *Region) WaitIdle() error {
+	if r.backup {
+		return nil // a backup compacts only when its primary says so
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {

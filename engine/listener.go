@@ -22,6 +22,17 @@ type Listener interface {
 	SegmentBuilt(CompactionInfo, BuiltSegment)
 	// CompactionDone reports the installed level (after the metadata commit).
 	CompactionDone(CompactionInfo, LevelInfo)
+	// LogFreed reports a log segment removed from the region's log (its
+	// records are dead, or GC relocated the live ones). Pointers into it
+	// that compactions build later are written as dead pointers (segment
+	// 0): the newer data that shadows them is what reads find.
+	LogFreed(LogFree)
+}
+
+// LogFree names a freed log segment.
+type LogFree struct {
+	Region  uint64
+	Segment uint64
 }
 
 // LogAppend describes one appended record.
@@ -31,6 +42,7 @@ type LogAppend struct {
 	Segment uint64
 	Seq     uint64 // the segment's sequence: the seed of the record's checksum
 	Offset  int64
+	End     uint64 // the log position after the record (what Replicator.WaitReplicated gets)
 	Record  []byte // the encoded record (nil unless the listener wants records)
 }
 
@@ -38,9 +50,11 @@ type LogAppend struct {
 type LogSeal struct {
 	Region  uint64
 	Segment uint64
+	Seq     uint64 // the sealed segment's sequence
 	Index   uint64 // position of the segment in the region's log
 	End     int64
 	Next    uint64
+	NextSeq uint64
 }
 
 // LogFlush describes a tail flush.
@@ -72,7 +86,17 @@ type LevelInfo struct {
 	Root     uint64
 	Height   int
 	Pairs    int64
+	KVBytes  int64
+	Nodes    int64
 	Segments []uint64
+}
+
+// Replicator makes a region's writes wait for replication: a write is
+// acknowledged (Put and Delete return) only once WaitReplicated(pos)
+// returned nil for the log position after its record (LogAppend.End). It
+// is called without region locks, from the writer's goroutine.
+type Replicator interface {
+	WaitReplicated(pos uint64) error
 }
 
 // RecordListener is implemented by listeners that want LogAppend.Record.
@@ -123,3 +147,20 @@ func (h hooks) CompactionDone(c CompactionInfo, l LevelInfo) {
 		h.l.CompactionDone(c, l)
 	}
 }
+
+func (h hooks) LogFreed(e LogFree) {
+	if h.l != nil {
+		h.l.LogFreed(e)
+	}
+}
+
+// NopListener ignores every event; embed it to implement only some.
+type NopListener struct{}
+
+func (NopListener) LogAppended(LogAppend)                     {}
+func (NopListener) LogSealed(LogSeal)                         {}
+func (NopListener) LogFlushed(LogFlush)                       {}
+func (NopListener) CompactionStarted(CompactionInfo)          {}
+func (NopListener) SegmentBuilt(CompactionInfo, BuiltSegment) {}
+func (NopListener) CompactionDone(CompactionInfo, LevelInfo)  {}
+func (NopListener) LogFreed(LogFree)                          {}

@@ -13,6 +13,7 @@ import (
 //	r/<id>/rp                   L0 recovery point (log position)
 //	r/<id>/log/<idx>            value-log segment idx of the region
 //	r/<id>/lvl/<n>              level n's descriptor (absent: empty level)
+//	r/<id>/role                 "backup" for a Send-Index backup region (absent: primary)
 //
 // <id>, <idx> and <n> are 8-byte big-endian so keys sort numerically.
 var (
@@ -107,22 +108,42 @@ type logSeg struct {
 	seq      uint64 // the segment's sequence number
 	end      int64  // offset after the last record once sealed; 0 while tail
 	garbage  int64  // bytes of dead records (estimate, persisted at compactions)
+	primary  uint64 // backup regions: the primary's segment this one holds (0: local)
+	recSeq   uint64 // backup regions: the primary segment's sequence, the records' checksum seed
 	dropped  bool   // freed from the log's list; in memory only
 	endSaved bool   // end is persisted; in memory only
 }
 
+// recordSeq is the seed of the segment's record checksums: its own
+// sequence, or for a segment adopted from a primary, the primary's.
+func (l *logSeg) recordSeq() uint64 {
+	if l.recSeq != 0 {
+		return l.recSeq
+	}
+	return l.seq
+}
+
+// encode writes the descriptor; the adopted-segment fields only when set,
+// so a primary's descriptors keep their original 32-byte form.
 func (l logSeg) encode() []byte {
 	var e enc
 	e.u64(l.seg)
 	e.u64(l.seq)
 	e.u64(uint64(l.end))
 	e.u64(uint64(l.garbage))
+	if l.primary != 0 || l.recSeq != 0 {
+		e.u64(l.primary)
+		e.u64(l.recSeq)
+	}
 	return e.b
 }
 
 func decodeLogSeg(idx uint64, b []byte) (logSeg, error) {
 	d := dec{b: b, what: "log segment"}
 	l := logSeg{idx: idx, seg: d.u64(), seq: d.u64(), end: int64(d.u64()), garbage: int64(d.u64())}
+	if d.err == nil && len(d.b) > 0 {
+		l.primary, l.recSeq = d.u64(), d.u64()
+	}
 	return l, d.end()
 }
 

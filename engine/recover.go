@@ -17,6 +17,15 @@ func recoverRegion(v *Volume, st *regionState) (*Region, error) {
 		syncKick: make(chan struct{}, 1), prepKick: make(chan struct{}, 1)}
 	l.batch = make(chan struct{})
 	r.log = l
+	if st.backup {
+		ver := &version{levels: []*levelDesc{nil}}
+		for n, ld := range st.levels {
+			ver = ver.with(n, ld)
+		}
+		ver.refs.Store(1)
+		r.cur = ver
+		return recoverBackup(r, st), nil
+	}
 	for _, ls := range st.logs {
 		l.bySeg[ls.seg] = ls
 		ls.endSaved = ls.end != 0
@@ -84,7 +93,7 @@ func (r *Region) replaySegment(ls *logSeg, start int64, index bool) error {
 	}
 	off := start
 	for off < size {
-		rec, ok := decodeRecord(data[off:size], ls.seq)
+		rec, ok := decodeRecord(data[off:size], ls.recordSeq())
 		if !ok {
 			if unsealed {
 				break

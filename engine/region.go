@@ -14,6 +14,7 @@ type Region struct {
 	desc     RegionDesc
 	log      *vlog
 	listener hooks
+	repl     Replicator
 
 	mu         sync.RWMutex // mem, imm, immEnd, cur, bgErr, compacting
 	memCond    *sync.Cond   // broadcast when L0 has room, a compaction attempt ends, bgErr is set or the region closes
@@ -25,6 +26,7 @@ type Region struct {
 	bgErr      error
 	compacting bool
 	closed     bool
+	backup     bool // a Send-Index backup: no log tail, L0 or background work
 
 	freeMu  sync.Mutex
 	pending []pendingFree
@@ -46,11 +48,8 @@ func (v *Volume) CreateRegion(desc RegionDesc) (*Region, error) {
 	if v.closed.Load() {
 		return nil, ErrClosed
 	}
-	if desc.End != nil && len(desc.End) == 0 {
-		return nil, fmt.Errorf("%w: region %d end key is empty (nil means unbounded)", ErrBadOptions, desc.ID)
-	}
-	if desc.End != nil && desc.Start != nil && bytes.Compare(desc.Start, desc.End) >= 0 {
-		return nil, fmt.Errorf("%w: region %d range is empty", ErrBadOptions, desc.ID)
+	if err := desc.validate(); err != nil {
+		return nil, err
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -78,6 +77,16 @@ func (v *Volume) CreateRegion(desc RegionDesc) (*Region, error) {
 	}
 	v.regions[desc.ID] = r
 	return r, nil
+}
+
+func (desc RegionDesc) validate() error {
+	if desc.End != nil && len(desc.End) == 0 {
+		return fmt.Errorf("%w: region %d end key is empty (nil means unbounded)", ErrBadOptions, desc.ID)
+	}
+	if desc.End != nil && desc.Start != nil && bytes.Compare(desc.Start, desc.End) >= 0 {
+		return fmt.Errorf("%w: region %d range is empty", ErrBadOptions, desc.ID)
+	}
+	return nil
 }
 
 // OpenRegion returns region desc.ID, creating it from desc if the volume
@@ -115,6 +124,10 @@ func (r *Region) Desc() RegionDesc { return r.desc }
 // SetListener installs the listener for the region's events (nil removes
 // it). Set it before writes start; it is not synchronized with them.
 func (r *Region) SetListener(l Listener) { r.listener = hooks{l: l} }
+
+// SetReplicator makes acknowledged writes wait for r (nil: no waiting).
+// Set it before writes start; it is not synchronized with them.
+func (r *Region) SetReplicator(rep Replicator) { r.repl = rep }
 
 func (r *Region) newEmptyState() {
 	r.mem = newMemtable()
@@ -160,6 +173,9 @@ func (r *Region) write(kind uint8, key, value []byte, cond func() bool, sync boo
 	if err := r.checkKey(key); err != nil {
 		return false, err
 	}
+	if r.backup {
+		return false, fmt.Errorf("%w: region %d is a backup", ErrBackupRegion, r.desc.ID)
+	}
 	k := append([]byte(nil), key...) // L0's copy, made outside the lock
 	r.mu.Lock()
 	if err := r.waitRoomLocked(); err != nil {
@@ -181,6 +197,11 @@ func (r *Region) write(kind uint8, key, value []byte, cond func() bool, sync boo
 	r.mu.Unlock()
 	if sync {
 		if err := r.log.syncTo(end); err != nil {
+			return false, err
+		}
+	}
+	if r.repl != nil && cond == nil { // GC relocations replicate, unacknowledged
+		if err := r.repl.WaitReplicated(end); err != nil {
 			return false, err
 		}
 	}
@@ -282,6 +303,9 @@ func (r *Region) Sync() error {
 	if closed {
 		return ErrClosed
 	}
+	if r.backup {
+		return nil // everything adopted or installed is durable already
+	}
 	return r.log.syncTo(r.log.pos())
 }
 
@@ -301,6 +325,9 @@ func (r *Region) close() error {
 	r.wg.Wait() // compaction and GC may still sync through the flusher
 	close(r.flusherStop)
 	r.flusherDone.Wait()
+	if r.backup {
+		return nil
+	}
 	if err := r.log.syncTo(r.log.pos()); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ type regionState struct {
 	rp      uint64 // L0 recovery point: replay the log from this position
 	logs    []*logSeg
 	levels  map[int]*levelDesc
+	backup  bool // a Send-Index backup region (role key "backup")
 }
 
 // usedSegments lists every segment the state references.
@@ -35,6 +36,9 @@ func (st *regionState) writeAll(b *pebble.Batch) {
 	id := st.desc.ID
 	b.Set(regionKey(id, "desc"), st.desc.encode(), nil)
 	b.Set(regionKey(id, "rp"), binary.LittleEndian.AppendUint64(nil, st.rp), nil)
+	if st.backup {
+		b.Set(regionKey(id, "role"), []byte(roleBackup), nil)
+	}
 	for _, l := range st.logs {
 		b.Set(logKey(id, l.idx), l.encode(), nil)
 	}
@@ -74,6 +78,11 @@ func (v *Volume) loadRegionStates() (map[uint64]*regionState, error) {
 				return nil, fmt.Errorf("%w: region %d recovery point", ErrCorrupt, id)
 			}
 			st.rp = binary.LittleEndian.Uint64(val)
+		case bytes.Equal(suffix, []byte("role")):
+			if string(val) != roleBackup {
+				return nil, fmt.Errorf("%w: region %d role %q", ErrCorrupt, id, val)
+			}
+			st.backup = true
 		case bytes.HasPrefix(suffix, []byte("log/")) && len(suffix) == 12:
 			ls, err := decodeLogSeg(binary.BigEndian.Uint64(suffix[4:]), val)
 			if err != nil {
@@ -94,7 +103,7 @@ func (v *Volume) loadRegionStates() (map[uint64]*regionState, error) {
 		return nil, fmt.Errorf("engine: read metadata: %w", err)
 	}
 	for id, st := range states {
-		if !st.hasDesc || st.desc.ID != id || len(st.logs) == 0 {
+		if !st.hasDesc || st.desc.ID != id || (len(st.logs) == 0 && !st.backup) {
 			return nil, fmt.Errorf("%w: region %d metadata incomplete", ErrCorrupt, id)
 		}
 		sort.Slice(st.logs, func(i, j int) bool { return st.logs[i].idx < st.logs[j].idx })
@@ -116,8 +125,10 @@ func (st *regionState) validate(g geometry) error {
 	if off := int64(st.rp & (uint64(g.segSize) - 1)); off < segHeaderSize {
 		return fmt.Errorf("%w: recovery point offset %d inside a segment header", ErrCorrupt, off)
 	}
-	if rpIdx, tail := st.rp>>g.shift, st.logs[len(st.logs)-1].idx; rpIdx > tail {
-		return fmt.Errorf("%w: recovery point in log index %d beyond the tail %d", ErrCorrupt, rpIdx, tail)
+	if len(st.logs) > 0 {
+		if rpIdx, tail := st.rp>>g.shift, st.logs[len(st.logs)-1].idx; rpIdx > tail {
+			return fmt.Errorf("%w: recovery point in log index %d beyond the tail %d", ErrCorrupt, rpIdx, tail)
+		}
 	}
 	for i := 1; i < len(st.logs); i++ {
 		if st.logs[i].idx == st.logs[i-1].idx {

@@ -50,6 +50,26 @@ func (l *vlog) pos() uint64 {
 	return l.posLocked()
 }
 
+// LogTail describes a region's log tail: the segment appends go to, and a
+// copy of its bytes so far (header area included).
+type LogTail struct {
+	Segment, Seq, Index uint64
+	Offset              int64
+	Image               []byte
+}
+
+// LogTail returns the region's log tail. A replication stream attached
+// before writes start seeds its backups' buffers with it.
+func (r *Region) LogTail() (LogTail, error) {
+	if r.backup {
+		return LogTail{}, ErrBackupRegion
+	}
+	l := r.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return LogTail{Segment: l.tail.seg, Seq: l.tail.seq, Index: l.tail.idx, Offset: l.off, Image: append([]byte(nil), l.buf[:l.off]...)}, nil
+}
+
 func (l *vlog) posLocked() uint64 { return l.tail.idx<<l.g.shift | uint64(l.off) }
 
 // append adds one record and returns its device pointer and the log
@@ -89,7 +109,7 @@ func (l *vlog) append(kind uint8, key, value []byte) (ptr, uint64, error) {
 	p, end := l.g.ptr(l.tail.seg, off), l.posLocked()
 	if l.r.listener.l != nil {
 		// Under mu, so listeners see records in log order.
-		ev := LogAppend{Region: l.r.desc.ID, Ptr: p, Segment: l.tail.seg, Seq: l.tail.seq, Offset: off}
+		ev := LogAppend{Region: l.r.desc.ID, Ptr: p, Segment: l.tail.seg, Seq: l.tail.seq, Offset: off, End: end}
 		if l.r.listener.wantsRecords() {
 			ev.Record = l.buf[off : off+n]
 		}
@@ -289,7 +309,7 @@ func (l *vlog) read(p ptr, key []byte, vlen uint32, cat IOCategory) (record, err
 		if ls == nil {
 			return record{}, fmt.Errorf("%w: segment %d offset %d: pointer into a segment that is not in region %d's log", ErrCorrupt, seg, off, l.r.desc.ID)
 		}
-		seq = ls.seq
+		seq = ls.recordSeq()
 		if err := l.v.readAt(buf, l.g.filePtrOff(p), cat); err != nil {
 			return record{}, err
 		}

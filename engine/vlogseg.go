@@ -131,6 +131,6 @@ func (l *vlog) switchLocked() error {
 	l.durable.Store(l.posLocked())
 	l.wakeLocked()
 	l.kickPrepare()
-	l.r.listener.LogSealed(LogSeal{Region: l.r.desc.ID, Segment: old.seg, Index: old.idx, End: old.end, Next: ls.seg})
+	l.r.listener.LogSealed(LogSeal{Region: l.r.desc.ID, Segment: old.seg, Seq: old.seq, Index: old.idx, End: old.end, Next: ls.seg, NextSeq: ls.seq})
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 
 // mirrorFeed is a primary's log listener that mirrors every record.
 type mirrorFeed struct {
+	engine.NopListener
 	m        *Mirror
 	seg, seq uint64
 	end      int64 // tail bytes appended

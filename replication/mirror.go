@@ -236,6 +236,17 @@ func (m *Mirror) completions(ctx context.Context) {
 	}
 }
 
+// Drop removes a backup from the mirror (its command channel failed).
+func (m *Mirror) Drop(name string, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range m.backups {
+		if b.Name == name {
+			m.dropLocked(b, err)
+		}
+	}
+}
+
 // Dropped lists the backups dropped so far with why.
 func (m *Mirror) Dropped() map[string]error {
 	m.mu.Lock()

@@ -14,6 +14,11 @@ type Translator struct {
 	shift uint
 	Log   *SegMap // primary log segment -> backup log segment
 	Index *SegMap // primary index segment -> backup segment (this compaction)
+	// Retired (optional) maps log segments the primary freed while this
+	// compaction ran: its merge may still copy (shadowed) pointers into
+	// them. They translate into the backup's freed copy, as stale as the
+	// primary's own pointer.
+	Retired *SegMap
 }
 
 // NewTranslator returns a translator for volumes of segSize-byte segments
@@ -26,14 +31,21 @@ func NewTranslator(segSize int64, log, index *SegMap) (*Translator, error) {
 }
 
 // Translate maps one pointer; a pointer into an unmapped segment is
-// ErrUnmapped, never a guess.
+// ErrUnmapped, never a guess. A dead value pointer (segment 0: the
+// primary's compaction found its segment freed) stays as it is.
 func (t *Translator) Translate(p uint64, value bool) (uint64, error) {
 	seg, off := p>>t.shift, p&(1<<t.shift-1)
+	if value && seg == 0 {
+		return p, nil
+	}
 	m, kind := t.Index, "index"
 	if value {
 		m, kind = t.Log, "log"
 	}
 	local, ok := m.Lookup(seg)
+	if !ok && value && t.Retired != nil {
+		local, ok = t.Retired.Lookup(seg)
+	}
 	if !ok {
 		return 0, fmt.Errorf("%w: %s pointer %d:%d (primary segment %d has no mapping)", ErrUnmapped, kind, seg, off, seg)
 	}

@@ -94,6 +94,7 @@ func TestTranslatePointers(t *testing.T) {
 
 // recorder keeps a compaction's shipped segments and result.
 type recorder struct {
+	engine.NopListener
 	segs []engine.BuiltSegment
 	done []engine.LevelInfo
 	logs map[uint64]bool // log segments appended to

@@ -1,0 +1,313 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Backup regions (Send-Index, paper §3.3). A backup region holds a copy of
+// a primary's region without indexing anything itself: its log is made of
+// the primary's log segments, adopted as they fill (or are flushed before
+// an L0 compaction), and its levels are the primary's, shipped segment by
+// segment, rewritten (RewriteIndexSegment) and installed with
+// ApplyCompaction. It has no L0, no log tail, no compaction and no GC of
+// its own; writes are refused with ErrBackupRegion. Reads see what its
+// levels index.
+//
+// The region's role is persisted: a reopened volume opens it as a backup
+// again. Adopted log segments keep the primary's segment number and
+// sequence in their descriptors (the records' checksums are seeded with
+// the primary's sequence), so LogMap survives restarts.
+
+// ErrBackupRegion is returned for writes to a backup region, and for
+// backup operations on a primary region.
+var ErrBackupRegion = errors.New("engine: operation not allowed on this region's role")
+
+const roleBackup = "backup"
+
+// CreateBackupRegion creates an empty backup region.
+func (v *Volume) CreateBackupRegion(desc RegionDesc) (*Region, error) {
+	if v.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := desc.validate(); err != nil {
+		return nil, err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.regions[desc.ID]; ok {
+		return nil, fmt.Errorf("%w: %d", ErrRegionExists, desc.ID)
+	}
+	st := &regionState{desc: desc, rp: segHeaderSize, backup: true}
+	b := v.meta.NewBatch()
+	st.writeAll(b)
+	if err := v.commit(b); err != nil {
+		return nil, err
+	}
+	r, err := recoverRegion(v, st)
+	if err != nil {
+		return nil, err
+	}
+	v.regions[desc.ID] = r
+	return r, nil
+}
+
+// IsBackup reports whether the region is a backup region.
+func (r *Region) IsBackup() bool { return r.backup }
+
+// recoverBackup builds a live backup region from its persisted state.
+func recoverBackup(r *Region, st *regionState) *Region {
+	l := r.log
+	for _, ls := range st.logs {
+		l.bySeg[ls.seg] = ls
+		ls.endSaved = true
+	}
+	r.backup = true
+	r.rp = st.rp
+	return r
+}
+
+// AdoptLog persists image[:end) of the primary's log segment primarySeg
+// (whose records are sealed with primarySeq) as a segment of this backup
+// region's log, and returns the local segment. The first call for a
+// primary segment allocates the local segment and appends it to the log;
+// later calls (the rest of a segment first flushed partly before an L0
+// compaction) write only the bytes past what was adopted before. The
+// bytes are synced and the descriptor committed before it returns.
+func (r *Region) AdoptLog(primarySeg, primarySeq uint64, image []byte, end int64) (uint64, error) {
+	if !r.backup {
+		return 0, ErrBackupRegion
+	}
+	g := r.v.g
+	if end < segHeaderSize || end >= g.segSize || int64(len(image)) < end {
+		return 0, fmt.Errorf("%w: adopt log segment %d up to %d (image %d bytes)", ErrBadOptions, primarySeg, end, len(image))
+	}
+	if r.isClosed() {
+		return 0, ErrClosed
+	}
+	l := r.log
+	l.logMetaMu.Lock()
+	defer l.logMetaMu.Unlock()
+	l.mu.Lock()
+	var ls *logSeg
+	for _, s := range l.segs {
+		if s.primary == primarySeg && s.recSeq == primarySeq {
+			ls = s
+		}
+	}
+	var idx uint64
+	if n := len(l.segs); n > 0 {
+		idx = l.segs[n-1].idx + 1
+	}
+	l.mu.Unlock()
+	from := int64(segHeaderSize)
+	c := logSeg{}
+	if ls != nil {
+		if end <= ls.end {
+			return ls.seg, nil // adopted already (a resent flush)
+		}
+		from, c = ls.end, *ls
+	} else {
+		s, err := r.v.allocSegment()
+		if err != nil {
+			return 0, err
+		}
+		c = logSeg{idx: idx, seg: s.seg, seq: s.seq, primary: primarySeg, recSeq: primarySeq}
+		h := make([]byte, segHeaderSize)
+		segHeader{Kind: segKindLog, Region: r.desc.ID, PrimarySeg: primarySeg, Seq: s.seq, SegNo: s.seg}.encode(h)
+		if err := r.v.writeAt(h, g.fileOff(s.seg), IOLog); err != nil {
+			r.v.alloc.release(s.seg)
+			return 0, err
+		}
+	}
+	if err := r.v.writeAt(image[from:end], g.fileOff(c.seg)+from, IOLog); err != nil {
+		return 0, err
+	}
+	if err := r.v.syncData(); err != nil {
+		return 0, err
+	}
+	c.end = end
+	b := r.v.meta.NewBatch()
+	b.Set(logKey(r.desc.ID, c.idx), c.encode(), nil)
+	if err := r.v.commit(b); err != nil {
+		return 0, err // a new segment stays allocated: the batch may have landed
+	}
+	l.mu.Lock()
+	if ls != nil {
+		ls.end = end
+	} else {
+		n := c
+		n.endSaved = true
+		l.segs = append(l.segs, &n)
+		l.bySeg[n.seg] = &n
+	}
+	l.mu.Unlock()
+	return c.seg, nil
+}
+
+// LogMap returns the backup region's log map: primary log segment ->
+// local segment, for every adopted segment still in the log.
+func (r *Region) LogMap() map[uint64]uint64 {
+	l := r.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := make(map[uint64]uint64, len(l.segs))
+	for _, s := range l.segs {
+		if s.primary != 0 {
+			m[s.primary] = s.seg
+		}
+	}
+	return m
+}
+
+// DropLog frees the local copy of the primary's log segment primarySeg
+// (the primary freed it: its records are dead or relocated). Unknown
+// segments are ignored.
+func (r *Region) DropLog(primarySeg uint64) error {
+	if !r.backup {
+		return ErrBackupRegion
+	}
+	l := r.log
+	l.mu.Lock()
+	var dead []*logSeg
+	for _, s := range l.segs {
+		if s.primary == primarySeg {
+			dead = append(dead, s)
+		}
+	}
+	l.mu.Unlock()
+	if len(dead) == 0 {
+		return nil
+	}
+	r.metaMu.Lock()
+	defer r.metaMu.Unlock()
+	return r.freeLogSegsLocked(dead)
+}
+
+// LogPoint names a position in a backup region's log: an offset in one of
+// its (local) log segments.
+type LogPoint struct {
+	Segment uint64
+	Offset  int64
+}
+
+// ApplyCompaction installs, in one metadata commit, the outcome of the
+// primary's compaction c: level c.Dst becomes l (c.Move: the region's own
+// level c.Src, l is ignored), level c.Src (if not L0) becomes empty, and
+// for an L0 compaction the recovery point moves to rp (a local log
+// position; the log before it is indexed). Replaced segments are freed once
+// no reader uses them.
+func (r *Region) ApplyCompaction(c CompactionInfo, l *InstalledLevel, rp *LogPoint) error {
+	if !r.backup {
+		return ErrBackupRegion
+	}
+	if c.Dst < 1 || c.Src < 0 || c.Src >= c.Dst || (c.Move && c.Src == 0) {
+		return fmt.Errorf("%w: compaction L%d -> L%d (move %v)", ErrBadOptions, c.Src, c.Dst, c.Move)
+	}
+	var newRP uint64
+	if c.Src == 0 {
+		if rp == nil {
+			return fmt.Errorf("%w: L0 compaction without a recovery point", ErrBadOptions)
+		}
+		r.log.mu.Lock()
+		ls := r.log.bySeg[rp.Segment]
+		r.log.mu.Unlock()
+		if ls == nil || ls.dropped || rp.Offset < segHeaderSize || rp.Offset > ls.end {
+			return fmt.Errorf("%w: recovery point %d:%d is not in the region's log", ErrBadOptions, rp.Segment, rp.Offset)
+		}
+		newRP = ls.idx<<r.v.g.shift | uint64(rp.Offset)
+	}
+	r.metaMu.Lock()
+	defer r.metaMu.Unlock()
+	r.mu.RLock()
+	ver := r.cur
+	r.mu.RUnlock()
+	var dst *levelDesc
+	switch {
+	case c.Move:
+		if dst = ver.level(c.Src); dst == nil {
+			return fmt.Errorf("%w: move of empty level %d", ErrBadOptions, c.Src)
+		}
+	case l == nil:
+		return fmt.Errorf("%w: compaction L%d -> L%d without a level", ErrBadOptions, c.Src, c.Dst)
+	default:
+		var err error
+		if dst, err = r.levelDescOf(l); err != nil {
+			return err
+		}
+	}
+	b := r.v.meta.NewBatch()
+	if c.Src > 0 {
+		b.Delete(levelKey(r.desc.ID, c.Src), nil)
+	} else {
+		b.Set(regionKey(r.desc.ID, "rp"), binary.LittleEndian.AppendUint64(nil, newRP), nil)
+	}
+	if dst.root == 0 {
+		b.Delete(levelKey(r.desc.ID, c.Dst), nil)
+	} else {
+		b.Set(levelKey(r.desc.ID, c.Dst), dst.encode(), nil)
+	}
+	if err := r.v.commit(b); err != nil {
+		return err
+	}
+	var old []uint64
+	for _, n := range []int{c.Src, c.Dst} {
+		if p := ver.level(n); p != nil && n > 0 && !(c.Move && n == c.Src) {
+			for _, s := range p.segs {
+				old = append(old, s.seg)
+			}
+		}
+	}
+	r.mu.Lock()
+	nv := ver.with(c.Dst, dst)
+	if c.Src > 0 {
+		nv = nv.with(c.Src, nil)
+	} else {
+		r.rp = newRP
+	}
+	r.installLocked(nv, func() { r.v.alloc.release(old...) })
+	r.mu.Unlock()
+	r.v.ctr.compactions.Add(1)
+	return nil
+}
+
+// levelDescOf checks an installed level's segments and builds its
+// descriptor.
+func (r *Region) levelDescOf(l *InstalledLevel) (*levelDesc, error) {
+	desc := &levelDesc{root: l.Root, height: l.Height, pairs: l.Pairs, kvBytes: l.KVBytes, nodes: l.Nodes}
+	refs := append([]uint64(nil), l.LogRefs...)
+	sort.Slice(refs, func(i, j int) bool { return refs[i] < refs[j] })
+	for i, s := range refs {
+		if i == 0 || s != refs[i-1] {
+			desc.logRefs = append(desc.logRefs, s)
+		}
+	}
+	for _, s := range l.Segments {
+		seq := r.v.alloc.seqOf(s)
+		if seq == 0 {
+			return nil, fmt.Errorf("%w: segment %d is not allocated", ErrBadOptions, s)
+		}
+		desc.segs = append(desc.segs, segRef{seg: s, seq: seq})
+	}
+	desc.indexRefs()
+	return desc, nil
+}
+
+// Levels describes the region's on-device levels, L1 first (empty levels
+// included, up to the deepest).
+func (r *Region) Levels() []LevelInfo {
+	r.mu.RLock()
+	ver := r.cur
+	r.mu.RUnlock()
+	var out []LevelInfo
+	for n := 1; n < len(ver.levels); n++ {
+		if l := ver.levels[n]; l != nil {
+			out = append(out, l.info(n))
+		} else {
+			out = append(out, LevelInfo{Level: n})
+		}
+	}
+	return out
+}

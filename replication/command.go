@@ -1,0 +1,172 @@
+package replication
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Server-to-server commands: what a primary tells a backup about one
+// region, in log order. Every command carries the region's epoch; a
+// backup refuses commands of an older epoch (ErrStaleEpoch).
+//
+// Encoding (little-endian, docs/protocol.md):
+//
+//	0  u32 magic "TBRC"   4 u8 kind   5 u8 flags (1 sealed, 2 move)
+//	6  u8 half   7 u8 src   8 u8 dst   9..15 zero
+//	16 u64 region   24 u64 epoch   32 u64 segment   40 u64 seq
+//	48 i64 end   56 u64 root   64 u32 height   68 u32 segment count n
+//	72 i64 pairs   80 i64 kv bytes   88 i64 nodes
+//	96 u64 rp segment   104 i64 rp offset
+//	112 n x u64 segments, then the data (index segment image) to the end
+const (
+	cmdMagic  = 0x43524254 // "TBRC"
+	cmdFixed  = 112
+	maxCmdSeg = 1 << 16 // segments a level may list
+)
+
+// CmdKind says what a command asks.
+type CmdKind uint8
+
+const (
+	// CmdFlush: persist the buffer half Half up to End as the primary's
+	// log segment Segment (records sealed with Seq). Sealed: the segment
+	// is full; otherwise a flush before an L0 compaction.
+	CmdFlush CmdKind = iota + 1
+	// CmdCompactionStart: a compaction Src -> Dst began (Move: a move).
+	CmdCompactionStart
+	// CmdIndexSegment: Data is the image of the primary's index segment
+	// Segment of the level being built.
+	CmdIndexSegment
+	// CmdCompactionDone: install level Dst (Root, Height, Pairs, KVBytes,
+	// Nodes, Segments); an L0 compaction moves the recovery point to
+	// RPSegment:RPOffset.
+	CmdCompactionDone
+	// CmdLogFree: the primary freed its log segment Segment.
+	CmdLogFree
+)
+
+func (k CmdKind) String() string {
+	switch k {
+	case CmdFlush:
+		return "flush"
+	case CmdCompactionStart:
+		return "compaction-start"
+	case CmdIndexSegment:
+		return "index-segment"
+	case CmdCompactionDone:
+		return "compaction-done"
+	case CmdLogFree:
+		return "log-free"
+	}
+	return fmt.Sprintf("cmd(%d)", uint8(k))
+}
+
+// Errors of the command protocol.
+var (
+	// ErrMalformed: a command that does not decode.
+	ErrMalformed = errors.New("replication: malformed command")
+	// ErrStaleEpoch: a command from an older epoch of the region.
+	ErrStaleEpoch = errors.New("replication: stale region epoch")
+	// ErrOutOfOrder: a command the backup's state does not allow now.
+	ErrOutOfOrder = errors.New("replication: command out of order")
+)
+
+// Command is one primary-to-backup command. Fields a kind does not use
+// are zero.
+type Command struct {
+	Kind     CmdKind
+	Region   uint64
+	Epoch    uint64
+	Segment  uint64
+	Seq      uint64
+	End      int64
+	Half     uint8
+	Sealed   bool
+	Src, Dst uint8
+	Move     bool
+	Root     uint64
+	Height   uint32
+	Pairs    int64
+	KVBytes  int64
+	Nodes    int64
+	RPSeg    uint64
+	RPOff    int64
+	Segments []uint64
+	Data     []byte
+}
+
+// Encode appends the command's encoding to b.
+func (c *Command) Encode(b []byte) []byte {
+	start := len(b)
+	b = append(b, make([]byte, cmdFixed)...)
+	h := b[start:]
+	le := binary.LittleEndian
+	le.PutUint32(h[0:], cmdMagic)
+	h[4] = uint8(c.Kind)
+	if c.Sealed {
+		h[5] |= 1
+	}
+	if c.Move {
+		h[5] |= 2
+	}
+	h[6], h[7], h[8] = c.Half, c.Src, c.Dst
+	le.PutUint64(h[16:], c.Region)
+	le.PutUint64(h[24:], c.Epoch)
+	le.PutUint64(h[32:], c.Segment)
+	le.PutUint64(h[40:], c.Seq)
+	le.PutUint64(h[48:], uint64(c.End))
+	le.PutUint64(h[56:], c.Root)
+	le.PutUint32(h[64:], c.Height)
+	le.PutUint32(h[68:], uint32(len(c.Segments)))
+	le.PutUint64(h[72:], uint64(c.Pairs))
+	le.PutUint64(h[80:], uint64(c.KVBytes))
+	le.PutUint64(h[88:], uint64(c.Nodes))
+	le.PutUint64(h[96:], c.RPSeg)
+	le.PutUint64(h[104:], uint64(c.RPOff))
+	for _, s := range c.Segments {
+		b = le.AppendUint64(b, s)
+	}
+	return append(b, c.Data...)
+}
+
+// DecodeCommand parses a command. Data aliases b.
+func DecodeCommand(b []byte) (*Command, error) {
+	if len(b) < cmdFixed {
+		return nil, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
+	}
+	le := binary.LittleEndian
+	if le.Uint32(b) != cmdMagic {
+		return nil, fmt.Errorf("%w: bad magic", ErrMalformed)
+	}
+	for _, x := range b[9:16] {
+		if x != 0 {
+			return nil, fmt.Errorf("%w: reserved bytes set", ErrMalformed)
+		}
+	}
+	c := &Command{Kind: CmdKind(b[4]), Sealed: b[5]&1 != 0, Move: b[5]&2 != 0, Half: b[6], Src: b[7], Dst: b[8],
+		Region: le.Uint64(b[16:]), Epoch: le.Uint64(b[24:]), Segment: le.Uint64(b[32:]), Seq: le.Uint64(b[40:]),
+		End: int64(le.Uint64(b[48:])), Root: le.Uint64(b[56:]), Height: le.Uint32(b[64:]),
+		Pairs: int64(le.Uint64(b[72:])), KVBytes: int64(le.Uint64(b[80:])), Nodes: int64(le.Uint64(b[88:])),
+		RPSeg: le.Uint64(b[96:]), RPOff: int64(le.Uint64(b[104:]))}
+	if c.Kind < CmdFlush || c.Kind > CmdLogFree || b[5]&^3 != 0 || c.Half > 1 {
+		return nil, fmt.Errorf("%w: kind %d flags %#x half %d", ErrMalformed, b[4], b[5], c.Half)
+	}
+	n := int(le.Uint32(b[68:]))
+	if n > maxCmdSeg || len(b)-cmdFixed < 8*n {
+		return nil, fmt.Errorf("%w: %d segments in %d bytes", ErrMalformed, n, len(b))
+	}
+	if n > 0 {
+		c.Segments = make([]uint64, n)
+		for i := range c.Segments {
+			c.Segments[i] = le.Uint64(b[cmdFixed+8*i:])
+		}
+	}
+	if rest := b[cmdFixed+8*n:]; len(rest) > 0 {
+		if c.Kind != CmdIndexSegment {
+			return nil, fmt.Errorf("%w: %s with %d data bytes", ErrMalformed, c.Kind, len(rest))
+		}
+		c.Data = rest
+	}
+	return c, nil
+}

@@ -1,0 +1,29 @@
+package replication
+
+import "context"
+
+// LocalLink delivers commands to a Replica in the same process, through
+// the wire encoding (the in-memory twin of the region server's link).
+type LocalLink struct {
+	Replica *Replica
+	// Fail, if set, is consulted before each command; an error it returns
+	// is the send's (fault injection).
+	Fail func(*Command) error
+}
+
+// Send encodes c, decodes it and hands it to the replica.
+func (l *LocalLink) Send(ctx context.Context, c *Command) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if l.Fail != nil {
+		if err := l.Fail(c); err != nil {
+			return err
+		}
+	}
+	d, err := DecodeCommand(c.Encode(nil))
+	if err != nil {
+		return err
+	}
+	return l.Replica.Handle(d)
+}

@@ -1,0 +1,274 @@
+package replication
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/tebis-go/tebis/engine"
+)
+
+// Mode is a cluster's replication scheme.
+type Mode uint8
+
+const (
+	// SendIndex: backups adopt the primary's log segments and install the
+	// index segments it ships, rewritten (paper §3.3).
+	SendIndex Mode = iota + 1
+	// BuildIndex: backups apply the replicated records to their own
+	// region, which indexes and compacts them itself (the baseline).
+	BuildIndex
+)
+
+func (m Mode) String() string {
+	switch m {
+	case SendIndex:
+		return "send-index"
+	case BuildIndex:
+		return "build-index"
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// ParseMode reads "send-index" or "build-index".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "send-index":
+		return SendIndex, nil
+	case "build-index":
+		return BuildIndex, nil
+	}
+	return 0, fmt.Errorf("replication: unknown mode %q (send-index or build-index)", s)
+}
+
+// Replica is the backup side of one region: it applies the primary's
+// commands, in order, to the backup's region. Buffer is the registered
+// buffer the primary's Mirror writes the log tail into (two segments).
+// Handle is safe for concurrent use but commands must arrive in the
+// primary's order (one sender per region). The replica owns no goroutine.
+type Replica struct {
+	mu      sync.Mutex
+	region  *engine.Region
+	vol     *engine.Volume
+	mode    Mode
+	epoch   uint64
+	buf     []byte
+	segSize int64
+
+	// Send-Index: the compaction being received.
+	compacting bool
+	cur        Command // its CompactionStart
+	index      *SegMap
+	built      []uint64
+	refs       map[uint64]struct{}
+	retired    *SegMap
+
+	// Build-Index: records applied so far.
+	applier   *Applier
+	applySeg  uint64
+	appliedTo int64
+}
+
+// NewReplica serves region (a backup region for SendIndex, an ordinary one
+// for BuildIndex) of vol at epoch, with the primary's log tail mirrored
+// into buf.
+func NewReplica(vol *engine.Volume, region *engine.Region, mode Mode, epoch uint64, buf []byte) (*Replica, error) {
+	seg := vol.SegmentSize()
+	if int64(len(buf)) < 2*seg {
+		return nil, fmt.Errorf("replication: replica buffer of %d bytes, want %d", len(buf), 2*seg)
+	}
+	if (mode == SendIndex) != region.IsBackup() {
+		return nil, fmt.Errorf("replication: %s replica of region %d whose engine role does not match (backup region: %v)", mode, region.Desc().ID, region.IsBackup())
+	}
+	return &Replica{region: region, vol: vol, mode: mode, epoch: epoch, buf: buf, segSize: seg, retired: NewSegMap()}, nil
+}
+
+// Epoch is the newest epoch the replica accepted.
+func (r *Replica) Epoch() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.epoch
+}
+
+// Region is the backup's region.
+func (r *Replica) Region() *engine.Region { return r.region }
+
+// Handle applies one command. A command of an older epoch is refused with
+// ErrStaleEpoch; a newer epoch is adopted (the primary learnt it first).
+// An error leaves the replica consistent (nothing half-installed), but the
+// primary should drop a backup that failed a command.
+func (r *Replica) Handle(c *Command) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c.Region != r.region.Desc().ID {
+		return fmt.Errorf("%w: command for region %d sent to region %d", ErrOutOfOrder, c.Region, r.region.Desc().ID)
+	}
+	if c.Epoch < r.epoch {
+		return fmt.Errorf("%w: %s at epoch %d, region %d is at %d", ErrStaleEpoch, c.Kind, c.Epoch, c.Region, r.epoch)
+	}
+	r.epoch = c.Epoch
+	if r.mode == BuildIndex {
+		if c.Kind == CmdFlush {
+			return r.applyRecords(c)
+		}
+		return nil // the backup compacts and frees on its own
+	}
+	switch c.Kind {
+	case CmdFlush:
+		h := int64(c.Half) * r.segSize
+		_, err := r.region.AdoptLog(c.Segment, c.Seq, r.buf[h:h+r.segSize], c.End)
+		return err
+	case CmdCompactionStart:
+		r.abortLocked()
+		r.compacting, r.cur = true, *c
+		r.index, r.built, r.refs = NewSegMap(), nil, map[uint64]struct{}{}
+		return nil
+	case CmdIndexSegment:
+		return r.indexSegment(c)
+	case CmdCompactionDone:
+		return r.install(c)
+	case CmdLogFree:
+		return r.logFree(c)
+	}
+	return fmt.Errorf("%w: kind %d", ErrMalformed, c.Kind)
+}
+
+// applyRecords applies the records of a flushed segment part (Build-Index).
+func (r *Replica) applyRecords(c *Command) error {
+	if r.applier == nil || r.applySeg != c.Segment {
+		if r.applier == nil {
+			r.applier = NewApplier(r.region, c.Seq, engine.SegmentHeaderSize)
+		} else {
+			r.applier.Next(c.Seq, engine.SegmentHeaderSize)
+		}
+		r.applySeg, r.appliedTo = c.Segment, engine.SegmentHeaderSize
+	}
+	if c.End <= r.appliedTo {
+		return nil
+	}
+	if c.End >= r.segSize {
+		return fmt.Errorf("%w: flush up to %d of a %d-byte segment", ErrMalformed, c.End, r.segSize)
+	}
+	h := int64(c.Half) * r.segSize
+	if _, err := r.applier.Apply(r.buf[h:h+r.segSize], c.End); err != nil {
+		return err
+	}
+	r.appliedTo = c.End
+	return nil
+}
+
+// indexSegment rewrites and writes one shipped segment.
+func (r *Replica) indexSegment(c *Command) error {
+	if !r.compacting || c.Move {
+		return fmt.Errorf("%w: index segment %d outside a compaction", ErrOutOfOrder, c.Segment)
+	}
+	local, seq, err := r.vol.AllocSegment()
+	if err != nil {
+		return err
+	}
+	if err := r.index.Add(c.Segment, local); err != nil {
+		r.vol.FreeSegment(local)
+		return err
+	}
+	r.built = append(r.built, local)
+	tr, err := r.translator()
+	if err != nil {
+		return err
+	}
+	data := append([]byte(nil), c.Data...) // c.Data aliases the request
+	refs, err := r.vol.RewriteIndexSegment(data, local, seq, tr.PointerMap())
+	if err != nil {
+		return fmt.Errorf("replication: rewrite primary segment %d: %w", c.Segment, err)
+	}
+	for _, s := range refs {
+		r.refs[s] = struct{}{}
+	}
+	return r.vol.WriteSegment(local, data)
+}
+
+func (r *Replica) translator() (*Translator, error) {
+	log := NewSegMap()
+	for p, l := range r.region.LogMap() {
+		if err := log.Add(p, l); err != nil {
+			return nil, err
+		}
+	}
+	return NewTranslator(r.segSize, log, r.index)
+}
+
+// install installs the level the primary just installed.
+func (r *Replica) install(c *Command) error {
+	if !r.compacting || c.Src != r.cur.Src || c.Dst != r.cur.Dst || c.Move != r.cur.Move {
+		return fmt.Errorf("%w: compaction L%d->L%d done without its start", ErrOutOfOrder, c.Src, c.Dst)
+	}
+	info := engine.CompactionInfo{Region: c.Region, Src: int(c.Src), Dst: int(c.Dst), Move: c.Move}
+	var rp *engine.LogPoint
+	if c.Src == 0 {
+		local, ok := r.region.LogMap()[c.RPSeg]
+		if !ok {
+			return fmt.Errorf("%w: recovery point in primary log segment %d, which this backup has not adopted", ErrUnmapped, c.RPSeg)
+		}
+		rp = &engine.LogPoint{Segment: local, Offset: c.RPOff}
+	}
+	var lvl *engine.InstalledLevel
+	if !c.Move {
+		tr, err := r.translator()
+		if err != nil {
+			return err
+		}
+		lvl = &engine.InstalledLevel{Height: int(c.Height), Pairs: c.Pairs, KVBytes: c.KVBytes, Nodes: c.Nodes}
+		if c.Root != 0 {
+			if lvl.Root, err = tr.Translate(c.Root, false); err != nil {
+				return err
+			}
+		}
+		for _, s := range c.Segments {
+			local, ok := r.index.Lookup(s)
+			if !ok {
+				return fmt.Errorf("%w: level segment %d was never shipped", ErrUnmapped, s)
+			}
+			lvl.Segments = append(lvl.Segments, local)
+		}
+		if len(lvl.Segments) != len(r.built) {
+			return fmt.Errorf("%w: level of %d segments, %d shipped", ErrOutOfOrder, len(lvl.Segments), len(r.built))
+		}
+		for s := range r.refs {
+			lvl.LogRefs = append(lvl.LogRefs, s)
+		}
+	}
+	if err := r.region.ApplyCompaction(info, lvl, rp); err != nil {
+		return err
+	}
+	r.compacting, r.built, r.index = false, nil, nil
+	r.retired = NewSegMap()
+	return nil
+}
+
+// logFree drops the local copy of a freed primary log segment; while a
+// compaction runs, its merge may still name the segment, so the mapping
+// is kept (retired) until the compaction is installed.
+func (r *Replica) logFree(c *Command) error {
+	local, ok := r.region.LogMap()[c.Segment]
+	if !ok {
+		return nil
+	}
+	if r.compacting {
+		_ = r.retired.Add(c.Segment, local)
+	}
+	return r.region.DropLog(c.Segment)
+}
+
+// abortLocked frees the segments of a compaction that never completed
+// (the primary restarted it, or the backup is being closed).
+func (r *Replica) abortLocked() {
+	for _, s := range r.built {
+		r.vol.FreeSegment(s)
+	}
+	r.compacting, r.built, r.index = false, nil, nil
+}
+
+// Close frees what an unfinished compaction allocated.
+func (r *Replica) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.abortLocked()
+}

@@ -1,0 +1,322 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tebis-go/tebis/engine"
+	"go.uber.org/zap"
+)
+
+// Link carries one region's commands to one backup. Send returns once the
+// backup applied the command (or failed it). Sends are serial per link.
+type Link interface {
+	Send(ctx context.Context, c *Command) error
+}
+
+// ShipperConfig configures the primary side of one region's replication.
+type ShipperConfig struct {
+	Region  *engine.Region
+	Epoch   uint64
+	Mode    Mode
+	SegSize int64
+	// Mirror copies the log tail into the backups' buffers; its backups
+	// and Links pair up by Name.
+	Mirror *Mirror
+	Links  map[string]Link
+	// Credits bounds the index segments queued for one backup (flow
+	// control for Send-Index; default 4).
+	Credits int
+	// Timeout bounds one command (default 30 s); a backup that does not
+	// answer in time is dropped.
+	Timeout time.Duration
+	Log     *zap.Logger
+}
+
+// Shipper is the primary side of one region's replication: it is the
+// region's engine.Listener (log records into the Mirror, segment flushes,
+// and for Send-Index the compactions' segments, levels and log frees as
+// commands to every backup, in order) and its engine.Replicator (writes
+// wait until every live backup holds their record). A backup whose command
+// or WRITE fails is dropped and logged; writes fail with ErrNoBackups once
+// none is left. Attach it before writes start.
+type Shipper struct {
+	engine.NopListener
+	cfg   ShipperConfig
+	shift uint
+	base  uint64 // the log index of mirror generation 0
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	gen      uint64 // the tail's mirror generation
+	tailSeg  uint64
+	tailSeq  uint64
+	rpSeg    uint64 // the last L0 flush point (the next L0 compaction's recovery point)
+	rpOff    int64
+	backups  []*sender
+	closed   bool
+	stopCtx  context.Context
+	stopFunc context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+// sender is one backup's ordered command queue.
+type sender struct {
+	name       string
+	link       Link
+	queue      []*Command
+	indexQueue int    // index segments queued or in flight
+	sealedDone uint64 // sealed flushes the backup completed
+	dead       bool
+}
+
+// NewShipper attaches replication to cfg.Region: it seeds the mirror with
+// the log tail written so far and installs itself as the region's listener
+// and replicator.
+func NewShipper(cfg ShipperConfig) (*Shipper, error) {
+	if cfg.Credits <= 0 {
+		cfg.Credits = 4
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	tail, err := cfg.Region.LogTail()
+	if err != nil {
+		return nil, err
+	}
+	s := &Shipper{cfg: cfg, base: tail.Index, tailSeg: tail.Segment, tailSeq: tail.Seq}
+	for s.shift = 0; int64(1)<<s.shift < cfg.SegSize; s.shift++ {
+	}
+	s.cond = sync.NewCond(&s.mu)
+	s.stopCtx, s.stopFunc = context.WithCancel(context.Background())
+	if tail.Offset > engine.SegmentHeaderSize {
+		if _, err := cfg.Mirror.Append(engine.SegmentHeaderSize, tail.Image[engine.SegmentHeaderSize:]); err != nil {
+			return nil, err
+		}
+	}
+	for name, l := range cfg.Links {
+		b := &sender{name: name, link: l}
+		s.backups = append(s.backups, b)
+		s.wg.Add(1)
+		go s.run(b)
+	}
+	cfg.Region.SetListener(s)
+	cfg.Region.SetReplicator(s)
+	return s, nil
+}
+
+// WantsRecords: the mirror needs the records' bytes.
+func (s *Shipper) WantsRecords() bool { return true }
+
+// LogAppended copies the record into the mirror (under the log's lock).
+func (s *Shipper) LogAppended(a engine.LogAppend) {
+	if _, err := s.cfg.Mirror.Append(a.Offset, a.Record); err != nil {
+		s.cfg.Log.Error("mirroring a log record failed", zap.Uint64("region", a.Region), zap.Error(err))
+	}
+}
+
+// WaitReplicated waits until every live backup holds the log up to pos.
+func (s *Shipper) WaitReplicated(pos uint64) error {
+	idx, off := pos>>s.shift, int64(pos&(1<<s.shift-1))
+	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
+	defer cancel()
+	return s.cfg.Mirror.Wait(ctx, Pos{gen: idx - s.base, end: off})
+}
+
+// LogSealed switches the mirror to the next segment and queues the sealed
+// segment's flush. It first waits until every live backup persisted the
+// segment that last used the buffer half the next one reuses.
+func (s *Shipper) LogSealed(e engine.LogSeal) {
+	s.mu.Lock()
+	for !s.closed && !s.allLocked(func(b *sender) bool { return b.sealedDone >= s.gen }) {
+		s.cond.Wait()
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
+	err := s.cfg.Mirror.Switch(ctx, e.Next)
+	cancel()
+	if err != nil {
+		s.cfg.Log.Error("switching the log mirror failed", zap.Uint64("region", e.Region), zap.Error(err))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.enqueueLocked(&Command{Kind: CmdFlush, Segment: e.Segment, Seq: e.Seq, End: e.End, Half: uint8(s.gen & 1), Sealed: true})
+	s.gen++
+	s.tailSeg, s.tailSeq = e.Next, e.NextSeq
+}
+
+// LogFlushed queues a partial flush of the tail before an L0 compaction,
+// once the mirror's WRITEs reached it, and remembers the recovery point.
+func (s *Shipper) LogFlushed(e engine.LogFlush) {
+	s.mu.Lock()
+	s.rpSeg, s.rpOff = e.Segment, e.End
+	gen, cur := s.gen, e.Segment == s.tailSeg
+	s.mu.Unlock()
+	if !cur {
+		return // sealed: its full flush is queued already
+	}
+	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
+	err := s.cfg.Mirror.Wait(ctx, Pos{gen: gen, end: e.End})
+	cancel()
+	if err != nil {
+		s.cfg.Log.Warn("waiting for the mirror before a flush failed", zap.Uint64("region", e.Region), zap.Error(err))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gen == gen { // else sealed meanwhile: its full flush went first
+		s.enqueueLocked(&Command{Kind: CmdFlush, Segment: e.Segment, Seq: s.tailSeq, End: e.End, Half: uint8(gen & 1)})
+	}
+}
+
+// CompactionStarted queues the start of a compaction (Send-Index).
+func (s *Shipper) CompactionStarted(c engine.CompactionInfo) {
+	if s.cfg.Mode != SendIndex {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.enqueueLocked(&Command{Kind: CmdCompactionStart, Src: uint8(c.Src), Dst: uint8(c.Dst), Move: c.Move})
+}
+
+// SegmentBuilt queues a copy of a finished index segment for every live
+// backup, waiting while a backup has Credits segments queued.
+func (s *Shipper) SegmentBuilt(c engine.CompactionInfo, b engine.BuiltSegment) {
+	if s.cfg.Mode != SendIndex {
+		return
+	}
+	cmd := &Command{Kind: CmdIndexSegment, Src: uint8(c.Src), Dst: uint8(c.Dst), Segment: b.Segment, Data: append([]byte(nil), b.Data...)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.closed && !s.allLocked(func(b *sender) bool { return b.indexQueue < s.cfg.Credits }) {
+		s.cond.Wait()
+	}
+	s.enqueueLocked(cmd)
+}
+
+// CompactionDone queues the installed level (Send-Index).
+func (s *Shipper) CompactionDone(c engine.CompactionInfo, l engine.LevelInfo) {
+	if s.cfg.Mode != SendIndex {
+		return
+	}
+	cmd := &Command{Kind: CmdCompactionDone, Src: uint8(c.Src), Dst: uint8(c.Dst), Move: c.Move,
+		Root: l.Root, Height: uint32(l.Height), Pairs: l.Pairs, KVBytes: l.KVBytes, Nodes: l.Nodes, Segments: l.Segments}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.Src == 0 {
+		cmd.RPSeg, cmd.RPOff = s.rpSeg, s.rpOff
+	}
+	s.enqueueLocked(cmd)
+}
+
+// LogFreed queues the trim of a freed log segment (Send-Index).
+func (s *Shipper) LogFreed(f engine.LogFree) {
+	if s.cfg.Mode != SendIndex {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.enqueueLocked(&Command{Kind: CmdLogFree, Segment: f.Segment})
+}
+
+func (s *Shipper) allLocked(ok func(*sender) bool) bool {
+	for _, b := range s.backups {
+		if !b.dead && !ok(b) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Shipper) enqueueLocked(c *Command) {
+	c.Region, c.Epoch = s.cfg.Region.Desc().ID, s.cfg.Epoch
+	for _, b := range s.backups {
+		if b.dead {
+			continue
+		}
+		b.queue = append(b.queue, c)
+		if c.Kind == CmdIndexSegment {
+			b.indexQueue++
+		}
+	}
+	s.cond.Broadcast()
+}
+
+// run sends one backup's commands in order until Close or a failure.
+func (s *Shipper) run(b *sender) {
+	defer s.wg.Done()
+	for {
+		s.mu.Lock()
+		for !s.closed && len(b.queue) == 0 {
+			s.cond.Wait()
+		}
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		c := b.queue[0]
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
+		err := b.link.Send(ctx, c)
+		cancel()
+		s.mu.Lock()
+		b.queue = b.queue[1:]
+		if c.Kind == CmdIndexSegment {
+			b.indexQueue--
+		}
+		if c.Kind == CmdFlush && c.Sealed {
+			b.sealedDone++
+		}
+		if err != nil && !s.closed {
+			b.dead, b.queue = true, nil
+			err = fmt.Errorf("replication: backup %s: %s: %w", b.name, c.Kind, err)
+			s.cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", c.Region), zap.String("backup", b.name), zap.Error(err))
+		}
+		dead := b.dead
+		s.cond.Broadcast()
+		s.mu.Unlock()
+		if dead {
+			s.cfg.Mirror.Drop(b.name, err)
+			return
+		}
+	}
+}
+
+// Idle waits until every live backup has applied every queued command.
+func (s *Shipper) Idle(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.allLocked(func(b *sender) bool { return len(b.queue) == 0 }) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.cond.Wait()
+	}
+	return nil
+}
+
+// Dropped names the backups dropped so far with why.
+func (s *Shipper) Dropped() map[string]error { return s.cfg.Mirror.Dropped() }
+
+// Close detaches from the region and stops the senders (queued commands
+// are discarded). The mirror stays the caller's.
+func (s *Shipper) Close() {
+	s.cfg.Region.SetReplicator(nil)
+	s.cfg.Region.SetListener(nil)
+	s.mu.Lock()
+	s.closed = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	s.stopFunc()
+	s.wg.Wait()
+}
