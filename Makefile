@@ -21,6 +21,7 @@ test: deps vet
 	# A short fuzz run of the wire decoders (seed corpora run above).
 	$(GO) test ./rdma/ring -run '^$$' -fuzz FuzzServerPoll -fuzztime 10s
 	$(GO) test ./rdma/ring -run '^$$' -fuzz FuzzDecodeHeader -fuzztime 5s
+	$(GO) test ./replication -run '^$$' -fuzz FuzzDecodeCommand -fuzztime 5s
 
 # Longer fuzzing of the on-disk format and wire decoders (not part of `make test`;
 # `make test` runs the fuzz targets' seed corpora).
@@ -36,6 +37,7 @@ fuzz:
 	done
 	$(GO) test ./region/wire -run '^$$' -fuzz FuzzDecode -fuzztime 30s
 	$(GO) test ./replication -run '^$$' -fuzz FuzzDecodeSegMap -fuzztime 30s
+	$(GO) test ./replication -run '^$$' -fuzz FuzzDecodeCommand -fuzztime 30s
 
 # The engine against pebble, one process, the paper's KV-size mixes
 # (docs/benchmarks.md has the latest figures). BENCH_DIR should be on the
