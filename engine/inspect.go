@@ -19,15 +19,16 @@ var ErrLocked = errors.New("engine: volume is in use")
 // store is opened read-only, the segment file for reading, nothing is
 // recovered or repaired. Not safe for concurrent use.
 type Inspector struct {
-	fs     vfs.FS
-	dir    string
-	lock   io.Closer
-	meta   *pebble.DB
-	file   vfs.File
-	g      geometry
-	size   int64 // bytes of the segment file
-	states map[uint64]*regionState
-	seqs   map[uint64]uint64 // segment -> sequence, of every referenced segment
+	fs      vfs.FS
+	dir     string
+	lock    io.Closer
+	meta    *pebble.DB
+	file    vfs.File
+	g       geometry
+	size    int64 // bytes of the segment file
+	states  map[uint64]*regionState
+	seqs    map[uint64]uint64 // segment -> sequence, of every referenced segment
+	recSeqs map[uint64]uint64 // log segment -> the seed of its records' checksums
 }
 
 // OpenInspector opens dir read-only. A volume a live process holds is
@@ -87,10 +88,13 @@ func (in *Inspector) open(force bool) error {
 	if in.states, err = v.loadRegionStates(); err != nil {
 		return err
 	}
-	in.seqs = map[uint64]uint64{}
+	in.seqs, in.recSeqs = map[uint64]uint64{}, map[uint64]uint64{}
 	for _, st := range in.states {
 		for _, s := range st.usedSegments() {
 			in.seqs[s.seg] = s.seq
+		}
+		for _, l := range st.logs {
+			in.recSeqs[l.seg] = l.recordSeq()
 		}
 	}
 	return nil
@@ -124,6 +128,7 @@ type VolumeInfo struct {
 // RegionInfo summarizes one region's persisted state.
 type RegionInfo struct {
 	ID            uint64        `json:"id"`
+	Role          string        `json:"role"` // primary, or backup (a Send-Index backup region)
 	Epoch         uint64        `json:"epoch"`
 	Start         []byte        `json:"start"`
 	End           []byte        `json:"end"`
@@ -182,8 +187,11 @@ func (in *Inspector) regionIDs() []uint64 {
 
 func (in *Inspector) regionInfo(id uint64) RegionInfo {
 	st := in.states[id]
-	ri := RegionInfo{ID: id, Epoch: st.desc.Epoch, Start: st.desc.Start, End: st.desc.End,
+	ri := RegionInfo{ID: id, Role: "primary", Epoch: st.desc.Epoch, Start: st.desc.Start, End: st.desc.End,
 		RecoveryPoint: LogPosition{Index: st.rp >> in.g.shift, Offset: in.g.off(st.rp)}}
+	if st.backup {
+		ri.Role = roleBackup
+	}
 	for _, l := range st.logs {
 		ri.Log = append(ri.Log, LogSegInfo{Index: l.idx, Segment: l.seg, Seq: l.seq, End: l.end, Garbage: l.garbage})
 	}

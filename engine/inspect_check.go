@@ -311,7 +311,7 @@ func (in *Inspector) Content(region uint64) ([]Pair, error) {
 			if _, err := in.file.ReadAt(buf, in.g.filePtrOff(v.ptr)); err != nil {
 				return nil, fmt.Errorf("engine: key %q: read value at %s: %w", k, in.PtrString(v.ptr), err)
 			}
-			rec, ok := decodeRecord(buf, in.seqs[in.g.seg(v.ptr)])
+			rec, ok := decodeRecord(buf, in.recSeqs[in.g.seg(v.ptr)])
 			if !ok || string(rec.Key) != k {
 				return nil, fmt.Errorf("%w: key %q: no matching log record at %s", ErrCorrupt, k, in.PtrString(v.ptr))
 			}

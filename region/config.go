@@ -43,6 +43,15 @@ type Config struct {
 	Workers     int      `yaml:"workers"`
 	SpinTime    Duration `yaml:"spin_time"`
 	MaxInflight int      `yaml:"max_inflight"` // per connection
+
+	// ReplicationTransport reaches backup servers: shm, tcp, or "" (shm
+	// when the backup has a shm address).
+	ReplicationTransport string `yaml:"replication_transport"`
+	// ReplicationConnect bounds how long a primary waits for a backup at
+	// start before replicating without it.
+	ReplicationConnect Duration `yaml:"replication_connect"`
+	// ReplicationCredits bounds the index segments queued per backup.
+	ReplicationCredits int `yaml:"replication_credits"`
 }
 
 // DefaultConfig is what an empty configuration file means.
@@ -62,6 +71,9 @@ func DefaultConfig() Config {
 		Workers:      16,
 		SpinTime:     Duration(ring.DefaultSpin),
 		MaxInflight:  256,
+
+		ReplicationConnect: Duration(30 * time.Second),
+		ReplicationCredits: 4,
 	}
 }
 
@@ -115,6 +127,12 @@ func (c *Config) Validate() error {
 		return bad("spin_time %v: want 0 to 1s", c.SpinTime)
 	case c.MaxInflight < 1:
 		return bad("max_inflight %d: want at least 1", c.MaxInflight)
+	case c.ReplicationTransport != "" && c.ReplicationTransport != "shm" && c.ReplicationTransport != "tcp":
+		return bad("replication_transport %q: want shm, tcp or empty", c.ReplicationTransport)
+	case c.ReplicationConnect <= 0:
+		return bad("replication_connect %v: want more than 0", c.ReplicationConnect)
+	case c.ReplicationCredits < 1:
+		return bad("replication_credits %d: want at least 1", c.ReplicationCredits)
 	}
 	return nil
 }

@@ -9,15 +9,17 @@ import (
 	"github.com/tebis-go/tebis/rdma/ring"
 	"github.com/tebis-go/tebis/region/regionmap"
 	"github.com/tebis-go/tebis/region/wire"
+	"github.com/tebis-go/tebis/replication"
 )
 
 func (s *Server) handlers() map[uint16]ring.HandlerFunc {
 	return map[uint16]ring.HandlerFunc{
-		wire.TypePut:      s.handlePut,
-		wire.TypeGet:      s.handleGet,
-		wire.TypeDelete:   s.handleDelete,
-		wire.TypeScan:     s.handleScan,
-		wire.TypeMultiGet: s.handleMultiGet,
+		wire.TypePut:       s.handlePut,
+		wire.TypeGet:       s.handleGet,
+		wire.TypeDelete:    s.handleDelete,
+		wire.TypeScan:      s.handleScan,
+		wire.TypeMultiGet:  s.handleMultiGet,
+		wire.TypeReplicate: s.handleReplicate,
 	}
 }
 
@@ -44,6 +46,10 @@ func (s *Server) route(h *ring.ServerRequest, version uint64) (*engine.Region, *
 	er := st.hosted[h.Region]
 	if mr == nil || er == nil {
 		return nil, nil, wrong
+	}
+	if st.attaching[h.Region] {
+		r := errorReply(wire.StatusUnavailable, "region %d: connecting to its backups", h.Region)
+		return nil, nil, &r
 	}
 	return er, mr, nil
 }
@@ -73,7 +79,7 @@ func engineReply(err error) ring.Reply {
 		return errorReply(wire.StatusTooLarge, "%v", err)
 	case errors.Is(err, engine.ErrEmptyKey), errors.Is(err, engine.ErrOutOfRange):
 		return errorReply(wire.StatusBadRequest, "%v", err)
-	case errors.Is(err, engine.ErrClosed):
+	case errors.Is(err, engine.ErrClosed), errors.Is(err, replication.ErrNoBackups):
 		return errorReply(wire.StatusUnavailable, "%v", err)
 	}
 	return errorReply(wire.StatusInternal, "%v", err)

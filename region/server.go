@@ -27,12 +27,23 @@ type Server struct {
 	mapMu  sync.Mutex // serializes map changes
 	rings  []*ring.Server
 	closed atomic.Bool
+
+	replMu    sync.Mutex
+	backups   map[uint64]*backupRegion // regions this server backs up
+	primaries map[uint64]*primaryRepl  // replication of hosted regions with backups
+	peers     map[string]*ring.Client  // command rings to backup servers, by address
+	replQPs   []rdma.QP                // primaries' mirror connections to this server
+	replCQ    *rdma.CQ
+	replStop  context.CancelFunc
 }
 
 // routing is an immutable snapshot: the map and the regions hosted under it.
 type routing struct {
 	m      *regionmap.Map
 	hosted map[uint64]*engine.Region // regions this server is primary for
+	// attaching lists hosted regions whose replication is not attached
+	// yet: their requests get StatusUnavailable.
+	attaching map[uint64]bool
 }
 
 // Start opens the volume, loads the map and starts listening.
@@ -57,13 +68,20 @@ func Start(cfg Config, log *zap.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, vol: vol}
+	s := &Server{cfg: cfg, log: log, vol: vol, backups: map[uint64]*backupRegion{}, primaries: map[uint64]*primaryRepl{},
+		peers: map[string]*ring.Client{}, replCQ: rdma.NewCQ()}
+	var ctx context.Context
+	ctx, s.replStop = context.WithCancel(context.Background())
+	go s.drainReplCQ(ctx)
 	m, err := s.loadMap()
 	if err == nil {
 		err = s.install(m)
 	}
 	if err == nil {
 		err = s.listen()
+	}
+	if err == nil {
+		err = s.attachAll()
 	}
 	if err != nil {
 		s.Close()
@@ -109,10 +127,23 @@ func (s *Server) install(m *regionmap.Map) error {
 	if old != nil && m.Version <= old.m.Version {
 		return nil
 	}
-	next := &routing{m: m, hosted: map[uint64]*engine.Region{}}
+	next := &routing{m: m, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}}
 	for _, r := range m.Regions {
+		for _, b := range r.Backups {
+			if b == s.cfg.Name {
+				if _, err := s.openBackup(m, r); err != nil {
+					return err
+				}
+			}
+		}
 		if r.Primary != s.cfg.Name {
 			continue
+		}
+		s.replMu.Lock()
+		_, attached := s.primaries[r.ID]
+		s.replMu.Unlock()
+		if len(r.Backups) > 0 && !attached {
+			next.attaching[r.ID] = true
 		}
 		desc := engine.RegionDesc{ID: r.ID, Epoch: r.Epoch}
 		er, _, err := s.vol.OpenRegion(desc)
@@ -123,7 +154,56 @@ func (s *Server) install(m *regionmap.Map) error {
 	}
 	s.state.Store(next)
 	s.log.Info("region map installed", zap.Uint64("version", m.Version), zap.Int("hosted", len(next.hosted)))
+	if len(s.rings) > 0 { // listening: backups can be reached (Start attaches after listen)
+		return s.attachLocked()
+	}
 	return nil
+}
+
+// attachAll attaches replication to the hosted regions that wait for it.
+func (s *Server) attachAll() error {
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	return s.attachLocked()
+}
+
+// attachLocked attaches the waiting regions, then publishes routing
+// without them in attaching. Called with mapMu held.
+func (s *Server) attachLocked() error {
+	st := s.state.Load()
+	if len(st.attaching) == 0 {
+		return nil
+	}
+	for id := range st.attaching {
+		r := st.m.Region(id)
+		p, err := s.attach(st.m, *r, st.hosted[id])
+		if err != nil {
+			return fmt.Errorf("region: attach replication of region %d: %w", id, err)
+		}
+		s.replMu.Lock()
+		s.primaries[id] = p
+		s.replMu.Unlock()
+	}
+	next := *st
+	next.attaching = map[uint64]bool{}
+	s.state.Store(&next)
+	return nil
+}
+
+// drainReplCQ logs the disconnects of primaries' mirror connections.
+func (s *Server) drainReplCQ(ctx context.Context) {
+	buf := make([]rdma.Completion, 16)
+	for {
+		n, err := s.replCQ.Wait(ctx, buf)
+		if err != nil {
+			return
+		}
+		for _, c := range buf[:n] {
+			if c.Op == rdma.OpDisconnect {
+				s.log.Info("a primary's replication connection closed", zap.Error(c.Err))
+			}
+		}
+	}
 }
 
 // MapVersion is the version of the map being served.
@@ -141,7 +221,7 @@ func (s *Server) listen() error {
 		rs, err := ring.Listen(ring.ServerConfig{
 			Transport: l.tr, Addr: l.addr, Handlers: handlers,
 			Spinners: s.cfg.Spinners, Workers: s.cfg.Workers, SpinTime: time.Duration(s.cfg.SpinTime),
-			MaxInflight: s.cfg.MaxInflight, Log: s.log.Named(l.tr.Name()),
+			MaxInflight: s.cfg.MaxInflight, Log: s.log.Named(l.tr.Name()), Other: s.acceptReplication,
 		})
 		if err != nil {
 			return fmt.Errorf("region: listen %s %s: %w", l.tr.Name(), l.addr, err)
@@ -172,6 +252,11 @@ func (s *Server) Close() error {
 	}
 	for _, rs := range s.rings {
 		rs.Close()
+	}
+	s.flushPrimaries()
+	s.closeReplication()
+	if s.replStop != nil {
+		s.replStop()
 	}
 	var errs []error
 	if st := s.state.Load(); st != nil {

@@ -305,6 +305,23 @@ func (s *Shipper) Idle(ctx context.Context) error {
 	return nil
 }
 
+// Flush makes every live backup persist the log tail mirrored so far (a
+// partial flush, as before an L0 compaction) and waits until they applied
+// every queued command: a primary stopping cleanly leaves complete
+// backups.
+func (s *Shipper) Flush(ctx context.Context) error {
+	tail := s.cfg.Mirror.Tail()
+	if err := s.cfg.Mirror.Wait(ctx, tail); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if tail.gen == s.gen && tail.end > engine.SegmentHeaderSize {
+		s.enqueueLocked(&Command{Kind: CmdFlush, Segment: s.tailSeg, Seq: s.tailSeq, End: tail.end, Half: uint8(s.gen & 1)})
+	}
+	s.mu.Unlock()
+	return s.Idle(ctx)
+}
+
 // Dropped names the backups dropped so far with why.
 func (s *Shipper) Dropped() map[string]error { return s.cfg.Mirror.Dropped() }
 

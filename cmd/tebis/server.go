@@ -35,6 +35,9 @@ func serverFlags() []cli.Flag {
 		&cli.IntFlag{Name: "workers", Value: d.Workers, Usage: "request workers per transport (sync puts hold one until their group commit)"},
 		&cli.DurationFlag{Name: "spin-time", Value: time.Duration(d.SpinTime), Usage: "poller spin before parking"},
 		&cli.IntFlag{Name: "max-inflight", Value: d.MaxInflight, Usage: "unanswered requests per connection"},
+		&cli.StringFlag{Name: "replication-transport", Value: d.ReplicationTransport, Usage: "transport to backup servers: shm, tcp, or empty (shm when the backup has an address)"},
+		&cli.DurationFlag{Name: "replication-connect", Value: time.Duration(d.ReplicationConnect), Usage: "how long a primary waits for a backup at start"},
+		&cli.IntFlag{Name: "replication-credits", Value: d.ReplicationCredits, Usage: "index segments queued per backup (Send-Index flow control)"},
 	}
 }
 
@@ -48,13 +51,13 @@ func serverConfig(c *cli.Context) (region.Config, error) {
 			return cfg, err
 		}
 	}
-	str := map[string]*string{"name": &cfg.Name, "data-dir": &cfg.DataDir, "shm": &cfg.Shm, "tcp": &cfg.TCP, "map-file": &cfg.MapFile, "sync-mode": &cfg.SyncMode}
+	str := map[string]*string{"name": &cfg.Name, "data-dir": &cfg.DataDir, "shm": &cfg.Shm, "tcp": &cfg.TCP, "map-file": &cfg.MapFile, "sync-mode": &cfg.SyncMode, "replication-transport": &cfg.ReplicationTransport}
 	for name, p := range str {
 		if c.IsSet(name) || c.String("config") == "" {
 			*p = c.String(name)
 		}
 	}
-	ints := map[string]*int{"l0-pairs": &cfg.L0Pairs, "growth-factor": &cfg.GrowthFactor, "spinners": &cfg.Spinners, "workers": &cfg.Workers, "max-inflight": &cfg.MaxInflight}
+	ints := map[string]*int{"l0-pairs": &cfg.L0Pairs, "growth-factor": &cfg.GrowthFactor, "spinners": &cfg.Spinners, "workers": &cfg.Workers, "max-inflight": &cfg.MaxInflight, "replication-credits": &cfg.ReplicationCredits}
 	for name, p := range ints {
 		if c.IsSet(name) || c.String("config") == "" {
 			*p = c.Int(name)
@@ -70,6 +73,9 @@ func serverConfig(c *cli.Context) (region.Config, error) {
 	}
 	if c.IsSet("spin-time") || c.String("config") == "" {
 		cfg.SpinTime = region.Duration(c.Duration("spin-time"))
+	}
+	if c.IsSet("replication-connect") || c.String("config") == "" {
+		cfg.ReplicationConnect = region.Duration(c.Duration("replication-connect"))
 	}
 	return cfg, cfg.Validate()
 }

@@ -316,3 +316,11 @@ func (c *Client) Close() error {
 	c.repMR.Deregister()
 	return nil
 }
+
+// Err is non-nil once the connection is broken or closed: the client
+// must be replaced.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -44,6 +45,10 @@ type ServerConfig struct {
 	// ring alone, so one client cannot fill every worker queue.
 	MaxInflight int
 	Log         *zap.Logger
+	// Other, if set, takes the connection requests that are not ring
+	// connections (their private data does not start with the ring
+	// magic): it accepts or rejects them and owns what it accepts.
+	Other func(rdma.ConnRequest) error
 }
 
 // Server accepts ring connections and serves them. Close stops it.
@@ -185,6 +190,9 @@ func (s *Server) acceptLoop() {
 
 // accept sets a connection up and gives it to a spinner.
 func (s *Server) accept(req rdma.ConnRequest) error {
+	if pd := req.Private(); s.cfg.Other != nil && (len(pd) < 4 || binary.LittleEndian.Uint32(pd) != connMagic) {
+		return s.cfg.Other(req)
+	}
 	p, err := decodeConnParams(req.Private())
 	if err == nil && (len(req.PeerRegions()) != 1 || req.PeerRegions()[0].Len != uint64(p.repRing)) {
 		err = fmt.Errorf("%w: client exposed %d regions, want its reply ring", ErrMalformed, len(req.PeerRegions()))

@@ -61,6 +61,9 @@ type Map struct {
 	Version uint64   `yaml:"version" json:"version"`
 	Servers []Server `yaml:"servers" json:"servers"`
 	Regions []Region `yaml:"regions" json:"regions"` // sorted by Start, covering every key
+	// Replication is the cluster's scheme for regions with backups:
+	// "send-index" (the default) or "build-index" (the baseline).
+	Replication string `yaml:"replication,omitempty" json:"replication,omitempty"`
 }
 
 // Single is the map of one server holding one region over all keys.
@@ -91,6 +94,9 @@ func (m *Map) Validate() error {
 	}
 	if len(m.Regions) == 0 {
 		return bad("no regions")
+	}
+	if m.Replication != "" && m.Replication != "send-index" && m.Replication != "build-index" {
+		return bad("replication %q (send-index or build-index)", m.Replication)
 	}
 	ids := map[uint64]bool{}
 	for i, r := range m.Regions {

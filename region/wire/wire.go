@@ -22,6 +22,9 @@ const (
 	TypeDelete                              // map version, key
 	TypeScan                                // map version, start, end, limit, max bytes
 	TypeMultiGet                            // map version, keys
+	// TypeReplicate is server to server: a replication.Command for the
+	// region the header names (the backup's side of a region).
+	TypeReplicate
 )
 
 // Reply statuses (ring statuses).
@@ -32,6 +35,7 @@ const (
 	StatusTooLarge                                 // payload: a message
 	StatusUnavailable                              // closing, or not the primary; payload: a message
 	StatusInternal                                 // payload: a message
+	StatusStaleEpoch                               // replicate: the command's epoch is older than the backup's
 )
 
 // Scan reply flags.

@@ -53,7 +53,7 @@ func Summary(in *engine.Inspector, o Output) error {
 	fmt.Fprintf(o.W, "volume: segment size %d, node size %d, %d segments in the file, %d used, %d free\n",
 		s.SegmentSize, s.NodeSize, s.FileSegments, s.UsedSegments, s.FreeSegments)
 	for _, r := range s.Regions {
-		fmt.Fprintf(o.W, "region %d: role primary, epoch %d, keys %s\n", r.ID, r.Epoch, rangeString(r.Start, r.End))
+		fmt.Fprintf(o.W, "region %d: role %s, epoch %d, keys %s\n", r.ID, r.Role, r.Epoch, rangeString(r.Start, r.End))
 		fmt.Fprintf(o.W, "  L0 recovery point: log index %d offset %d\n", r.RecoveryPoint.Index, r.RecoveryPoint.Offset)
 		tw := tabwriter.NewWriter(o.W, 2, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "  level\theight\tnodes\tkeys\tkv bytes\tsegments\troot\t")

@@ -1,0 +1,302 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/rdma"
+	"github.com/tebis-go/tebis/rdma/ring"
+	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/region/wire"
+	"github.com/tebis-go/tebis/replication"
+)
+
+// Replication in the region server. A region with backups in the map is
+// served by its primary only once replication is attached: for each backup
+// a QP whose peer exposes the region's log buffer (the Mirror WRITEs into
+// it) and the backup server's ring for commands (a Shipper sends them, in
+// order). Until then requests get StatusUnavailable. On a backup server
+// the region is a Replica: its buffer is exposed to the primary's
+// connection request, TypeReplicate requests feed it.
+
+// backupRegion is a region this server is a backup for.
+type backupRegion struct {
+	rep *replication.Replica
+	buf *rdma.MR
+}
+
+// primaryRepl is the replication attached to a hosted region.
+type primaryRepl struct {
+	shipper *replication.Shipper
+	mirror  *replication.Mirror
+	qps     []rdma.QP
+}
+
+func (p *primaryRepl) close() {
+	p.shipper.Close()
+	p.mirror.Close()
+	for _, qp := range p.qps {
+		qp.Close()
+	}
+}
+
+func (s *Server) replMode(m *regionmap.Map) replication.Mode {
+	if m.Replication == "build-index" {
+		return replication.BuildIndex
+	}
+	return replication.SendIndex
+}
+
+// openBackup opens (or creates) the engine region a backup holds and its
+// replica, unless this server has it already.
+func (s *Server) openBackup(m *regionmap.Map, r regionmap.Region) (*backupRegion, error) {
+	s.replMu.Lock()
+	defer s.replMu.Unlock()
+	if b := s.backups[r.ID]; b != nil {
+		return b, nil
+	}
+	mode := s.replMode(m)
+	desc := engine.RegionDesc{ID: r.ID, Epoch: r.Epoch}
+	er, ok := s.vol.Region(r.ID)
+	var err error
+	switch {
+	case ok:
+	case mode == replication.SendIndex:
+		er, err = s.vol.CreateBackupRegion(desc)
+	default:
+		er, err = s.vol.CreateRegion(desc)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("region: open backup region %d: %w", r.ID, err)
+	}
+	buf, err := rdma.Register(int(2 * s.vol.SegmentSize()))
+	if err != nil {
+		return nil, err
+	}
+	rep, err := replication.NewReplica(s.vol, er, mode, r.Epoch, buf.Bytes())
+	if err != nil {
+		buf.Deregister()
+		return nil, err
+	}
+	b := &backupRegion{rep: rep, buf: buf}
+	s.backups[r.ID] = b
+	return b, nil
+}
+
+// acceptReplication answers a primary's connection request for a region
+// this server is a backup for: it exposes the region's log buffer.
+func (s *Server) acceptReplication(req rdma.ConnRequest) error {
+	h, err := replication.DecodeHello(req.Private())
+	if err != nil {
+		req.Reject()
+		return err
+	}
+	s.replMu.Lock()
+	b := s.backups[h.Region]
+	s.replMu.Unlock()
+	switch {
+	case b == nil:
+		err = fmt.Errorf("region: replication request for region %d, which this server does not back up", h.Region)
+	case h.SegSize != s.vol.SegmentSize():
+		err = fmt.Errorf("region: replication request for region %d with %d-byte segments, this volume has %d", h.Region, h.SegSize, s.vol.SegmentSize())
+	case h.Epoch < b.rep.Epoch():
+		err = fmt.Errorf("%w: replication request for region %d at epoch %d, backup at %d", replication.ErrStaleEpoch, h.Region, h.Epoch, b.rep.Epoch())
+	}
+	if err != nil {
+		req.Reject()
+		return err
+	}
+	qp, err := req.Accept(rdma.ConnConfig{CQ: s.replCQ, Expose: []*rdma.MR{b.buf}})
+	if err != nil {
+		return err
+	}
+	s.replMu.Lock()
+	s.replQPs = append(s.replQPs, qp)
+	s.replMu.Unlock()
+	s.log.Info("primary connected for replication", zap.Uint64("region", h.Region), zap.Uint64("epoch", h.Epoch))
+	return nil
+}
+
+// handleReplicate applies one command to a backup region.
+func (s *Server) handleReplicate(h *ring.ServerRequest) ring.Reply {
+	c, err := replication.DecodeCommand(h.Payload)
+	if err != nil {
+		return badRequest(err)
+	}
+	s.replMu.Lock()
+	b := s.backups[c.Region]
+	s.replMu.Unlock()
+	if b == nil {
+		return errorReply(wire.StatusUnavailable, "server %s does not back up region %d", s.cfg.Name, c.Region)
+	}
+	if err := b.rep.Handle(c); err != nil {
+		if errors.Is(err, replication.ErrStaleEpoch) {
+			return errorReply(wire.StatusStaleEpoch, "%v", err)
+		}
+		s.log.Error("replication command failed", zap.Uint64("region", c.Region), zap.Stringer("kind", c.Kind), zap.Error(err))
+		return errorReply(wire.StatusInternal, "%v", err)
+	}
+	return ring.Reply{}
+}
+
+// ringLink sends a region's commands over a backup server's ring.
+type ringLink struct {
+	c      *ring.Client
+	region uint64
+	epoch  uint64
+}
+
+func (l *ringLink) Send(ctx context.Context, c *replication.Command) error {
+	rep, err := l.c.Call(ctx, ring.Request{Type: wire.TypeReplicate, Region: l.region, Epoch: l.epoch, Payload: c.Encode(nil), ReplySize: 4 << 10})
+	if err != nil {
+		return err
+	}
+	if rep.Status != 0 {
+		return fmt.Errorf("backup refused %s (status %d): %s", c.Kind, rep.Status, rep.Payload)
+	}
+	return nil
+}
+
+// replTransport picks the transport to reach a peer server.
+func (s *Server) replTransport(peer regionmap.Server) (rdma.Transport, string, error) {
+	want := s.cfg.ReplicationTransport
+	if want == "" {
+		want = "tcp"
+		if peer.Shm != "" {
+			want = "shm"
+		}
+	}
+	addr := peer.Addr(want)
+	if addr == "" {
+		return nil, "", fmt.Errorf("%w: server %s has no %s address", ErrConfig, peer.Name, want)
+	}
+	if want == "shm" {
+		return &rdma.Shm{}, addr, nil
+	}
+	return &rdma.TCP{}, addr, nil
+}
+
+// peer returns the ring client to a backup server, dialing it once.
+func (s *Server) peer(ctx context.Context, tr rdma.Transport, addr string) (*ring.Client, error) {
+	s.replMu.Lock()
+	defer s.replMu.Unlock()
+	if c := s.peers[addr]; c != nil && c.Err() == nil {
+		return c, nil
+	}
+	c, err := ring.Dial(ctx, ring.ClientConfig{Transport: tr, Addr: addr, RequestRing: int(4*s.vol.SegmentSize() + 64<<10)})
+	if err != nil {
+		return nil, err
+	}
+	s.peers[addr] = c
+	return c, nil
+}
+
+// attach connects a hosted region to its backups and starts shipping. A
+// backup unreachable until ReplicationConnect passes is left out (logged);
+// the master repairs the group.
+func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region) (*primaryRepl, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.ReplicationConnect))
+	defer cancel()
+	cq := rdma.NewCQ()
+	var backups []replication.Backup
+	links := map[string]replication.Link{}
+	p := &primaryRepl{}
+	hello := replication.Hello{Region: r.ID, Epoch: r.Epoch, SegSize: s.vol.SegmentSize()}.Encode()
+	for _, name := range r.Backups {
+		srv, _ := m.Server(name)
+		tr, addr, err := s.replTransport(srv)
+		if err != nil {
+			return nil, err
+		}
+		var qp rdma.QP
+		var rc *ring.Client
+		for {
+			if qp, err = tr.Dial(ctx, addr, rdma.ConnConfig{CQ: cq, Private: hello}); err == nil {
+				if rc, err = s.peer(ctx, tr, addr); err != nil {
+					qp.Close()
+				}
+			}
+			if err == nil || ctx.Err() != nil || s.closed.Load() {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if err != nil {
+			s.log.Error("backup unreachable: region replicates without it", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))
+			continue
+		}
+		if len(qp.PeerRegions()) != 1 {
+			qp.Close()
+			return nil, fmt.Errorf("region: backup %s exposed %d regions for region %d", name, len(qp.PeerRegions()), r.ID)
+		}
+		p.qps = append(p.qps, qp)
+		backups = append(backups, replication.Backup{Name: name, QP: qp, Buffer: qp.PeerRegions()[0]})
+		links[name] = &ringLink{c: rc, region: r.ID, epoch: r.Epoch}
+	}
+	tail, err := er.LogTail()
+	if err != nil {
+		return nil, err
+	}
+	if p.mirror, err = replication.NewMirror(s.vol.SegmentSize(), tail.Segment, cq, backups); err != nil {
+		return nil, err
+	}
+	p.shipper, err = replication.NewShipper(replication.ShipperConfig{Region: er, Epoch: r.Epoch, Mode: s.replMode(m),
+		SegSize: s.vol.SegmentSize(), Mirror: p.mirror, Links: links, Credits: s.cfg.ReplicationCredits, Log: s.log.Named("replication")})
+	if err != nil {
+		p.mirror.Close()
+		return nil, err
+	}
+	s.log.Info("replication attached", zap.Uint64("region", r.ID), zap.Int("backups", len(backups)), zap.Stringer("mode", s.replMode(m)))
+	return p, nil
+}
+
+// flushPrimaries lets each hosted region finish its compactions and its
+// backups persist the whole log (a clean stop leaves complete backups).
+func (s *Server) flushPrimaries() {
+	s.replMu.Lock()
+	ps := make(map[uint64]*primaryRepl, len(s.primaries))
+	for id, p := range s.primaries {
+		ps[id] = p
+	}
+	s.replMu.Unlock()
+	st := s.state.Load()
+	for id, p := range ps {
+		if er := st.hosted[id]; er != nil {
+			if err := er.WaitIdle(); err != nil {
+				s.log.Warn("region did not settle before stop", zap.Uint64("region", id), zap.Error(err))
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := p.shipper.Flush(ctx); err != nil {
+			s.log.Warn("flushing the log to the backups at stop failed", zap.Uint64("region", id), zap.Error(err))
+		}
+		cancel()
+	}
+}
+
+// closeReplication stops shipping and closes server-to-server state.
+func (s *Server) closeReplication() {
+	s.replMu.Lock()
+	defer s.replMu.Unlock()
+	for _, p := range s.primaries {
+		p.close()
+	}
+	for _, c := range s.peers {
+		c.Close()
+	}
+	for _, qp := range s.replQPs {
+		qp.Close()
+	}
+	for _, b := range s.backups {
+		b.rep.Close()
+		b.buf.Deregister()
+	}
+}
