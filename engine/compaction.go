@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
+	"runtime/pprof"
 
 	"go.uber.org/zap"
 )
@@ -12,11 +14,11 @@ func (r *Region) startBackground() {
 	r.log.flusherUp = true
 	r.log.mu.Unlock()
 	r.flusherDone.Add(1)
-	go r.log.flusher(r.flusherStop, r.flusherDone.Done)
+	go labeled("log-write", func() { r.log.flusher(r.flusherStop, r.flusherDone.Done) })
 	r.wg.Add(3)
-	go r.compactLoop()
-	go r.gcLoop()
-	go r.log.preparer(r.closing, r.wg.Done)
+	go labeled("compaction", r.compactLoop)
+	go labeled("gc", r.gcLoop)
+	go labeled("log-write", func() { r.log.preparer(r.closing, r.wg.Done) })
 }
 
 // compactLoop runs compactions one at a time until none is needed.
@@ -236,4 +238,10 @@ func (l *levelDesc) info(n int) LevelInfo {
 		li.Segments = append(li.Segments, s.seg)
 	}
 	return li
+}
+
+// labeled runs f with the pprof label component=name on its goroutine
+// (CPU profiles split by component: tebis bench replication).
+func labeled(name string, f func()) {
+	pprof.Do(context.Background(), pprof.Labels("component", name), func(context.Context) { f() })
 }

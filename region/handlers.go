@@ -2,8 +2,10 @@ package region
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"runtime/pprof"
 
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/rdma/ring"
@@ -20,6 +22,7 @@ func (s *Server) handlers() map[uint16]ring.HandlerFunc {
 		wire.TypeScan:      s.handleScan,
 		wire.TypeMultiGet:  s.handleMultiGet,
 		wire.TypeReplicate: s.handleReplicate,
+		wire.TypeStats:     s.handleStats,
 	}
 }
 
@@ -100,7 +103,7 @@ func (s *Server) handlePut(req *ring.ServerRequest) ring.Reply {
 	if len(q.Value) > int(s.cfg.MaxValueSize) {
 		return errorReply(wire.StatusTooLarge, "value of %d bytes, limit %d", len(q.Value), s.cfg.MaxValueSize)
 	}
-	if err := er.Put(q.Key, q.Value); err != nil {
+	if err := labeledErr("insert", func() error { return er.Put(q.Key, q.Value) }); err != nil {
 		return engineReply(err)
 	}
 	return ring.Reply{}
@@ -137,7 +140,7 @@ func (s *Server) handleDelete(req *ring.ServerRequest) ring.Reply {
 	if rej != nil {
 		return *rej
 	}
-	if err := er.Delete(key); err != nil {
+	if err := labeledErr("insert", func() error { return er.Delete(key) }); err != nil {
 		return engineReply(err)
 	}
 	return ring.Reply{}
@@ -223,4 +226,12 @@ func (s *Server) handleMultiGet(req *ring.ServerRequest) ring.Reply {
 		}
 	}
 	return ring.Reply{Payload: out}
+}
+
+// labeledErr runs f under the pprof label component=name (CPU profiles
+// split by component).
+func labeledErr(name string, f func() error) error {
+	var err error
+	pprof.Do(context.Background(), pprof.Labels("component", name), func(context.Context) { err = f() })
+	return err
 }

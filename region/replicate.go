@@ -134,7 +134,14 @@ func (s *Server) handleReplicate(h *ring.ServerRequest) ring.Reply {
 	if b == nil {
 		return errorReply(wire.StatusUnavailable, "server %s does not back up region %d", s.cfg.Name, c.Region)
 	}
-	if err := b.rep.Handle(c); err != nil {
+	label := "rewrite-index"
+	switch {
+	case c.Kind == replication.CmdFlush && s.replMode(s.state.Load().m) == replication.BuildIndex:
+		label = "insert" // the backup indexes the records itself
+	case c.Kind == replication.CmdFlush, c.Kind == replication.CmdLogFree:
+		label = "log-replication"
+	}
+	if err := labeledErr(label, func() error { return b.rep.Handle(c) }); err != nil {
 		if errors.Is(err, replication.ErrStaleEpoch) {
 			return errorReply(wire.StatusStaleEpoch, "%v", err)
 		}
@@ -275,7 +282,9 @@ func (s *Server) flushPrimaries() {
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := p.shipper.Flush(ctx); err != nil {
+		if err := p.shipper.Flush(ctx); errors.Is(err, replication.ErrNoBackups) {
+			s.log.Info("no live backup to flush the log to at stop", zap.Uint64("region", id))
+		} else if err != nil {
 			s.log.Warn("flushing the log to the backups at stop failed", zap.Uint64("region", id), zap.Error(err))
 		}
 		cancel()

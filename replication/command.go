@@ -96,6 +96,9 @@ type Command struct {
 	Data     []byte
 }
 
+// Size is the length of the command's encoding.
+func (c *Command) Size() int { return cmdFixed + 8*len(c.Segments) + len(c.Data) }
+
 // Encode appends the command's encoding to b.
 func (c *Command) Encode(b []byte) []byte {
 	start := len(b)

@@ -47,6 +47,7 @@ type Mirror struct {
 	posted   int64  // bytes posted to the backups
 	backups  []*mirrorBackup
 	gen      uint64 // bumped at every Switch
+	written  uint64 // bytes posted, summed over backups
 	closed   bool
 	cancel   context.CancelFunc // stops the completion loop
 	done     chan struct{}
@@ -193,7 +194,9 @@ func (m *Mirror) postLocked() {
 		})
 		if err != nil {
 			m.dropLocked(b, err)
+			continue
 		}
+		m.written += uint64(to - from)
 	}
 	m.posted = to
 }
@@ -234,6 +237,14 @@ func (m *Mirror) completions(ctx context.Context) {
 		m.cond.Broadcast()
 		m.mu.Unlock()
 	}
+}
+
+// Written is the number of bytes posted to backups so far (each backup's
+// copy counted).
+func (m *Mirror) Written() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.written
 }
 
 // Drop removes a backup from the mirror (its command channel failed).

@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -56,6 +57,7 @@ type Shipper struct {
 	rpSeg    uint64 // the last L0 flush point (the next L0 compaction's recovery point)
 	rpOff    int64
 	backups  []*sender
+	sent     uint64 // command bytes sent, summed over backups
 	closed   bool
 	stopCtx  context.Context
 	stopFunc context.CancelFunc
@@ -125,8 +127,16 @@ func (s *Shipper) WaitReplicated(pos uint64) error {
 	idx, off := pos>>s.shift, int64(pos&(1<<s.shift-1))
 	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
 	defer cancel()
-	return s.cfg.Mirror.Wait(ctx, Pos{gen: idx - s.base, end: off})
+	var err error
+	pprof.Do(ctx, labelLog, func(ctx context.Context) { err = s.cfg.Mirror.Wait(ctx, Pos{gen: idx - s.base, end: off}) })
+	return err
 }
+
+// CPU profile labels (component=...) of replication work.
+var (
+	labelLog   = pprof.Labels("component", "log-replication")
+	labelIndex = pprof.Labels("component", "send-index")
+)
 
 // LogSealed switches the mirror to the next segment and queues the sealed
 // segment's flush. It first waits until every live backup persisted the
@@ -189,13 +199,15 @@ func (s *Shipper) SegmentBuilt(c engine.CompactionInfo, b engine.BuiltSegment) {
 	if s.cfg.Mode != SendIndex {
 		return
 	}
-	cmd := &Command{Kind: CmdIndexSegment, Src: uint8(c.Src), Dst: uint8(c.Dst), Segment: b.Segment, Data: append([]byte(nil), b.Data...)}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for !s.closed && !s.allLocked(func(b *sender) bool { return b.indexQueue < s.cfg.Credits }) {
-		s.cond.Wait()
-	}
-	s.enqueueLocked(cmd)
+	pprof.Do(context.Background(), labelIndex, func(context.Context) {
+		cmd := &Command{Kind: CmdIndexSegment, Src: uint8(c.Src), Dst: uint8(c.Dst), Segment: b.Segment, Data: append([]byte(nil), b.Data...)}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for !s.closed && !s.allLocked(func(b *sender) bool { return b.indexQueue < s.cfg.Credits }) {
+			s.cond.Wait()
+		}
+		s.enqueueLocked(cmd)
+	})
 }
 
 // CompactionDone queues the installed level (Send-Index).
@@ -261,7 +273,12 @@ func (s *Shipper) run(b *sender) {
 		c := b.queue[0]
 		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
-		err := b.link.Send(ctx, c)
+		label := labelIndex
+		if c.Kind == CmdFlush || c.Kind == CmdLogFree {
+			label = labelLog
+		}
+		var err error
+		pprof.Do(ctx, label, func(ctx context.Context) { err = b.link.Send(ctx, c) })
 		cancel()
 		s.mu.Lock()
 		b.queue = b.queue[1:]
@@ -270,6 +287,9 @@ func (s *Shipper) run(b *sender) {
 		}
 		if c.Kind == CmdFlush && c.Sealed {
 			b.sealedDone++
+		}
+		if err == nil {
+			s.sent += uint64(c.Size())
 		}
 		if err != nil && !s.closed {
 			b.dead, b.queue = true, nil
@@ -320,6 +340,15 @@ func (s *Shipper) Flush(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	return s.Idle(ctx)
+}
+
+// NetBytes is what replication moved to the backups so far: log bytes
+// WRITten by the mirror plus command bytes.
+func (s *Shipper) NetBytes() uint64 {
+	s.mu.Lock()
+	sent := s.sent
+	s.mu.Unlock()
+	return sent + s.cfg.Mirror.Written()
 }
 
 // Dropped names the backups dropped so far with why.

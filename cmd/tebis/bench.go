@@ -39,7 +39,7 @@ func benchCommand() *cli.Command {
 				&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the whole run to this file"},
 			},
 			Action: benchEngine,
-		}}, append(benchRDMACommands(), benchYCSBCommand(), benchPlotCommand())...),
+		}}, append(benchRDMACommands(), benchYCSBCommand(), benchReplicationCommand(), benchPlotCommand())...),
 	}
 }
 

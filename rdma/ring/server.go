@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,14 +125,14 @@ func Listen(cfg ServerConfig) (*Server, error) {
 		}
 		for i := range cfg.Workers {
 			s.wg.Add(1)
-			go s.worker(i)
+			go pprof.Do(context.Background(), pprof.Labels("component", "ring-reply"), func(context.Context) { s.worker(i) })
 		}
 	}
 	for range cfg.Spinners {
 		sp := &spinner{s: s, cq: rdma.NewCQ(), add: make(chan *sconn, 16), wake: make(chan struct{}, 1)}
 		s.spinners = append(s.spinners, sp)
 		s.wg.Add(1)
-		go sp.run()
+		go pprof.Do(context.Background(), pprof.Labels("component", "ring-poll"), func(context.Context) { sp.run() })
 	}
 	s.wg.Add(1)
 	go s.acceptLoop()

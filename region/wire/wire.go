@@ -25,6 +25,8 @@ const (
 	// TypeReplicate is server to server: a replication.Command for the
 	// region the header names (the backup's side of a region).
 	TypeReplicate
+	// TypeStats asks for the server's counters (a JSON reply).
+	TypeStats
 )
 
 // Reply statuses (ring statuses).

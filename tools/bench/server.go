@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -143,9 +144,24 @@ func (t *serverTarget) WaitIdle() error { return nil }
 
 func (t *serverTarget) Breakdown() map[string]float64 { return nil }
 
+// netBytes is what the client's transport moved both ways plus what the
+// servers' primaries moved to their backups (replication).
 func (t *serverTarget) netBytes() uint64 {
 	st := t.cl.Stats()
-	return st.BytesSent + st.BytesReceived
+	n := st.BytesSent + st.BytesReceived
+	for _, srv := range t.cl.Map().Servers {
+		b, err := t.cl.ServerStats(t.ctx, srv.Name)
+		if err != nil {
+			continue
+		}
+		var ss struct {
+			ReplNet uint64 `json:"replication_net_bytes"`
+		}
+		if json.Unmarshal(b, &ss) == nil {
+			n += ss.ReplNet
+		}
+	}
+	return n
 }
 
 // usage is the started server's CPU and read/write system-call bytes

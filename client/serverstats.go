@@ -1,0 +1,26 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tebis-go/tebis/rdma/ring"
+	"github.com/tebis-go/tebis/region/wire"
+)
+
+// ServerStats returns a server's counters as the JSON document the server
+// sends (region.ServerStats).
+func (c *Client) ServerStats(ctx context.Context, server string) ([]byte, error) {
+	rc, err := c.conn(ctx, c.Map(), server)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := rc.Call(ctx, ring.Request{Type: wire.TypeStats, ReplySize: 16 << 10})
+	if err != nil {
+		return nil, fmt.Errorf("%w: server %s: %w", ErrUnavailable, server, err)
+	}
+	if err := statusErr(rep); err != nil {
+		return nil, err
+	}
+	return rep.Payload, nil
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tebis-go/tebis/tools/bench"
+	"github.com/tebis-go/tebis/tools/progress"
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+)
+
+func benchReplicationCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "replication",
+		Usage: "3 region server processes: YCSB Load A and Run A with no replication, Build-Index and Send-Index, 2- and 3-way",
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "setups", Usage: "setups to run, in order (default: no-rep, build-index-2, send-index-2, build-index-3, send-index-3)"},
+			&cli.StringSliceFlag{Name: "phases", Value: cli.NewStringSlice("load-a", "a"), Usage: "YCSB phases in order; the first must be load-a"},
+			&cli.StringFlag{Name: "kv-sizes", Value: "SD", Usage: "S, M, L, SD, MD, LD, or a fixed pair size in bytes"},
+			&cli.Int64Flag{Name: "recordcount", Value: 1_000_000, Usage: "records loaded by Load A"},
+			&cli.Int64Flag{Name: "operationcount", Value: 500_000, Usage: "operations per run phase"},
+			&cli.IntFlag{Name: "threads", Value: 16, Usage: "client goroutines"},
+			&cli.StringFlag{Name: "sync-mode", Value: "async", Usage: "servers' log: async (replicas in memory make the write safe, as in the paper) or sync"},
+			&cli.IntFlag{Name: "l0-pairs", Value: 96 << 10, Usage: "L0 capacity in pairs (the same on every replica)"},
+			&cli.IntFlag{Name: "growth-factor", Value: 4, Usage: "level growth factor"},
+			&cli.StringFlag{Name: "segment-size", Value: "2MiB", Usage: "servers' segment size"},
+			&cli.StringFlag{Name: "transport", Value: "shm", Usage: "client and server-to-server transport: shm or tcp"},
+			&cli.StringFlag{Name: "dir", Usage: "parent of the scratch data directory (default: the system temp dir)"},
+			&cli.BoolFlag{Name: "keep", Usage: "keep the scratch data directory"},
+			&cli.Uint64Flag{Name: "seed", Usage: "workload seed (0: from the clock; printed)"},
+			&cli.StringFlag{Name: "json", Usage: "also write the results as JSON to this file"},
+		},
+		Action: benchReplication,
+	}
+}
+
+func benchReplication(c *cli.Context) error {
+	log, err := newLogger(c)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	sizes, sync, err := workloadFlags(c)
+	if err != nil {
+		return err
+	}
+	seed := c.Uint64("seed")
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	fmt.Fprintf(os.Stderr, "seed %d (rerun with --seed %d)\n", seed, seed)
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var setups []bench.ReplSetup
+	for _, name := range c.StringSlice("setups") {
+		found := false
+		for _, s := range bench.DefaultReplSetups {
+			if s.Name == name {
+				setups, found = append(setups, s), true
+			}
+		}
+		if !found {
+			var names []string
+			for _, s := range bench.DefaultReplSetups {
+				names = append(names, s.Name)
+			}
+			return fmt.Errorf("unknown setup %q (one of %s)", name, strings.Join(names, ", "))
+		}
+	}
+	cfg := bench.ReplConfig{
+		Bench: bench.Config{
+			Phases: c.StringSlice("phases"), Sizes: sizes, RecordCount: c.Int64("recordcount"), OperationCount: c.Int64("operationcount"),
+			Threads: c.Int("threads"), Sync: sync, Dir: c.String("dir"), Keep: c.Bool("keep"), L0Pairs: c.Int("l0-pairs"),
+			GrowthFactor: c.Int("growth-factor"), Seed: seed, Progress: progress.Reporter{W: os.Stderr, Bar: stderrIsTerminal()}, Logger: log,
+		},
+		Setups: setups, Binary: exe, SegmentSize: c.String("segment-size"), Transport: c.String("transport"),
+	}
+	res, err := bench.RunReplication(c.Context, cfg)
+	if res != nil && len(res.Runs) > 0 {
+		if terr := res.WriteTable(os.Stdout); terr != nil {
+			log.Error("write table", zap.Error(terr))
+		}
+		if path := c.String("json"); path != "" {
+			if jerr := res.WriteJSONFile(path); jerr != nil {
+				log.Error("write json", zap.Error(jerr))
+			}
+		}
+	}
+	return err
+}

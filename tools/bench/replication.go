@@ -1,0 +1,311 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"github.com/tebis-go/tebis/client"
+	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/tools/ycsb"
+	"go.uber.org/zap"
+)
+
+// ReplSetup is one configuration of `tebis bench replication`.
+type ReplSetup struct {
+	Name   string `json:"name"`
+	Mode   string `json:"mode"`   // "", "send-index" or "build-index"
+	Factor int    `json:"factor"` // replicas per region (1: no replication)
+}
+
+// DefaultReplSetups are the paper's configurations: no replication, then
+// Build-Index and Send-Index with 2 and 3 replicas.
+var DefaultReplSetups = []ReplSetup{
+	{Name: "no-rep", Factor: 1},
+	{Name: "build-index-2", Mode: "build-index", Factor: 2},
+	{Name: "send-index-2", Mode: "send-index", Factor: 2},
+	{Name: "build-index-3", Mode: "build-index", Factor: 3},
+	{Name: "send-index-3", Mode: "send-index", Factor: 3},
+}
+
+// ReplConfig configures a replication benchmark: 3 region server
+// processes on this host, 3 regions (one primary per server), the workload
+// through the client.
+type ReplConfig struct {
+	Bench       Config      // workload, threads, sync mode, L0, growth factor, seed, Dir, Keep
+	Setups      []ReplSetup // default DefaultReplSetups
+	Binary      string      // the tebis binary
+	SegmentSize string      // servers' segment size (default 2MiB)
+	Transport   string      // client and server-to-server transport (default shm)
+}
+
+// ReplRun is one setup's results.
+type ReplRun struct {
+	Setup  ReplSetup     `json:"setup"`
+	Phases []PhaseResult `json:"phases"`
+	// CPUSplit is the servers' CPU seconds by component (pprof label) over
+	// the whole run (load and run phases).
+	CPUSplit map[string]float64 `json:"cpu_split_seconds"`
+}
+
+// ReplResult is a replication benchmark's results.
+type ReplResult struct {
+	Started time.Time `json:"started"`
+	Seed    uint64    `json:"seed"`
+	Sizes   string    `json:"kv_sizes"`
+	Records int64     `json:"recordcount"`
+	Ops     int64     `json:"operationcount"`
+	Threads int       `json:"threads"`
+	L0Pairs int       `json:"l0_pairs"`
+	Growth  int       `json:"growth_factor"`
+	Runs    []ReplRun `json:"runs"`
+}
+
+// RunReplication runs every setup in turn, each on fresh servers.
+func RunReplication(ctx context.Context, cfg ReplConfig) (*ReplResult, error) {
+	if cfg.Binary == "" {
+		return nil, fmt.Errorf("%w: replication bench needs the tebis binary", ErrBadConfig)
+	}
+	if len(cfg.Setups) == 0 {
+		cfg.Setups = DefaultReplSetups
+	}
+	if cfg.SegmentSize == "" {
+		cfg.SegmentSize = "2MiB"
+	}
+	if cfg.Transport == "" {
+		cfg.Transport = "shm"
+	}
+	b := cfg.Bench.withDefaults()
+	b.Engines = []string{"server"}
+	b.DiskBWBytes = 0
+	res := &ReplResult{Started: time.Now(), Seed: b.Seed, Sizes: b.Sizes.String(), Records: b.RecordCount, Ops: b.OperationCount,
+		Threads: b.Threads, L0Pairs: b.L0Pairs, Growth: b.GrowthFactor}
+	parent := b.Dir
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	work, err := os.MkdirTemp(parent, "tebis-bench-repl-")
+	if err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	if !b.Keep {
+		defer func() { _ = os.RemoveAll(work) }()
+	}
+	for _, setup := range cfg.Setups {
+		if setup.Factor < 1 || setup.Factor > 3 || (setup.Factor > 1) != (setup.Mode != "") {
+			return res, fmt.Errorf("%w: setup %+v (factor 1-3; a mode exactly when replicating)", ErrBadConfig, setup)
+		}
+		b.Logger.Info("replication setup", zap.String("setup", setup.Name))
+		run, err := runReplSetup(ctx, cfg, b, setup, filepath.Join(work, setup.Name))
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", setup.Name, err)
+		}
+		res.Runs = append(res.Runs, *run)
+		if !b.Keep {
+			_ = os.RemoveAll(filepath.Join(work, setup.Name))
+		}
+	}
+	return res, nil
+}
+
+// replServer is one started server process.
+type replServer struct {
+	entry   regionmap.Server
+	cmd     *exec.Cmd
+	exited  chan error
+	profile string
+}
+
+func runReplSetup(ctx context.Context, cfg ReplConfig, b Config, setup ReplSetup, dir string) (*ReplRun, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	m, err := replMap(dir, b, setup)
+	if err != nil {
+		return nil, err
+	}
+	mapFile := filepath.Join(dir, "map.yaml")
+	if err := regionmap.WriteFile(mapFile, m); err != nil {
+		return nil, err
+	}
+	mode := "async"
+	if b.Sync {
+		mode = "sync"
+	}
+	var servers []*replServer
+	defer func() {
+		for _, s := range servers {
+			s.kill()
+		}
+	}()
+	for i, e := range m.Servers {
+		s := &replServer{entry: e, profile: filepath.Join(dir, fmt.Sprintf("rs%d.pprof", i+1)), exited: make(chan error, 1)}
+		args := []string{"--log-level", "warn", "server", "--name", e.Name, "--data-dir", filepath.Join(dir, e.Name),
+			"--shm", e.Shm, "--tcp", e.TCP, "--map-file", mapFile, "--sync-mode", mode, "--segment-size", cfg.SegmentSize,
+			"--l0-pairs", strconv.Itoa(b.L0Pairs), "--growth-factor", strconv.Itoa(b.GrowthFactor),
+			"--replication-transport", cfg.Transport, "--cpuprofile", s.profile}
+		s.cmd = exec.Command(cfg.Binary, args...)
+		s.cmd.Stderr = os.Stderr
+		s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := s.cmd.Start(); err != nil {
+			return nil, fmt.Errorf("start server: %w", err)
+		}
+		go func() { s.exited <- s.cmd.Wait() }()
+		servers = append(servers, s)
+	}
+	if err := waitCluster(ctx, m, cfg.Transport, b); err != nil {
+		return nil, err
+	}
+	b.ServerMap = regionmap.Static{M: m}
+	b.ServerTransport = cfg.Transport
+	b.PIDs = nil
+	for _, s := range servers {
+		b.PIDs = append(b.PIDs, s.cmd.Process.Pid)
+	}
+	b.Dir = dir
+	b.Keep = true // the setup's directory goes as a whole
+	r, err := Run(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	run := &ReplRun{Setup: setup, CPUSplit: map[string]float64{}}
+	for i := range r.Phases {
+		r.Phases[i].Engine = setup.Name
+	}
+	run.Phases = r.Phases
+	for _, s := range servers {
+		if err := s.stop(); err != nil {
+			return nil, err
+		}
+		split, err := cpuSplit(s.profile)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range split {
+			run.CPUSplit[k] += v
+		}
+	}
+	servers = nil
+	return run, nil
+}
+
+// replMap places 3 regions, split at the loaded keys' terciles, one
+// primary per server, backups on the next servers round the ring.
+func replMap(dir string, b Config, setup ReplSetup) (*regionmap.Map, error) {
+	keys := make([]string, 0, b.RecordCount)
+	for i := range b.RecordCount {
+		keys = append(keys, ycsb.KeyName(i, true, 1))
+	}
+	sort.Strings(keys)
+	bounds := []string{"", keys[len(keys)/3], keys[2*len(keys)/3], ""}
+	m := &regionmap.Map{Version: 1, Replication: setup.Mode}
+	for i := range 3 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		tcp := l.Addr().String()
+		l.Close()
+		m.Servers = append(m.Servers, regionmap.Server{Name: fmt.Sprintf("rs%d", i+1), Shm: filepath.Join(dir, fmt.Sprintf("rs%d.sock", i+1)), TCP: tcp})
+	}
+	for i := range 3 {
+		r := regionmap.Region{ID: uint64(i + 1), Start: bounds[i], End: bounds[i+1], Primary: m.Servers[i].Name, Epoch: 1}
+		for j := 1; j < setup.Factor; j++ {
+			r.Backups = append(r.Backups, m.Servers[(i+j)%3].Name)
+		}
+		m.Regions = append(m.Regions, r)
+	}
+	return m, m.Validate()
+}
+
+// waitCluster waits until every region serves.
+func waitCluster(ctx context.Context, m *regionmap.Map, transport string, b Config) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	var cl *client.Client
+	var err error
+	for cl == nil {
+		if cl, err = client.Open(ctx, client.Config{Map: regionmap.Static{M: m}, Transport: transport}); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("servers not reachable: %w", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	defer cl.Close()
+	for _, r := range m.Regions {
+		key := append([]byte(r.Start), 'x')
+		for {
+			_, err := cl.Get(ctx, key)
+			if err == nil || errors.Is(err, client.ErrNotFound) {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("region %d not serving: %w", r.ID, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func (s *replServer) stop() error {
+	_ = s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-s.exited:
+		s.cmd = nil
+		return err
+	case <-time.After(60 * time.Second):
+		s.kill()
+		return fmt.Errorf("server %s did not stop within 60s", s.entry.Name)
+	}
+}
+
+func (s *replServer) kill() {
+	if s.cmd != nil {
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+		s.cmd = nil
+	}
+}
+
+// cpuSplit sums a CPU profile's samples by their "component" label
+// (unlabeled: "other").
+func cpuSplit(path string) (map[string]float64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("server profile: %w", err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		return nil, fmt.Errorf("server profile %s: %w", path, err)
+	}
+	idx := -1
+	for i, st := range p.SampleType {
+		if st.Type == "cpu" {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return nil, fmt.Errorf("server profile %s has no cpu samples", path)
+	}
+	out := map[string]float64{}
+	for _, s := range p.Sample {
+		c := "other"
+		if l := s.Label["component"]; len(l) > 0 {
+			c = l[0]
+		}
+		out[c] += float64(s.Value[idx]) / 1e9
+	}
+	return out, nil
+}

@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// splitOrder is the CPU split's column order (the paper's table 3 plus
+// what this implementation adds); other labels follow.
+var splitOrder = []string{"insert", "log-write", "log-replication", "compaction", "send-index", "rewrite-index", "ring-reply", "ring-poll", "gc", "other"}
+
+// WriteTable prints the runs' figures, the CPU split and the Send-Index /
+// Build-Index ratios.
+func (r *ReplResult) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "replication: %s, %d records, %d ops, %d threads, L0 %d pairs, growth %d, seed %d\n\n",
+		r.Sizes, r.Records, r.Ops, r.Threads, r.L0Pairs, r.Growth, r.Seed)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "setup\tphase\tops/s\tserver CPU us/op\tI/O amp\tnet amp\tput p50 us\tput p99 us\t")
+	for _, run := range r.Runs {
+		for _, p := range run.Phases {
+			put := putLatency(p)
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.2f\t%.2f\t%d\t%d\t\n", run.Setup.Name, p.Phase, p.OpsPerSec,
+				serverCPUPerOp(p), p.IOAmp, p.NetAmp, put.P50, put.P99)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nserver CPU by component (whole run, % of the servers' profiled CPU):")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	cols := r.splitColumns()
+	fmt.Fprintf(tw, "setup\t%s\ttotal s\t\n", strings.Join(cols, "\t"))
+	for _, run := range r.Runs {
+		var total float64
+		for _, v := range run.CPUSplit {
+			total += v
+		}
+		fmt.Fprintf(tw, "%s", run.Setup.Name)
+		for _, c := range cols {
+			fmt.Fprintf(tw, "\t%.1f", 100*run.CPUSplit[c]/max(total, 1e-9))
+		}
+		fmt.Fprintf(tw, "\t%.1f\t\n", total)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nSend-Index vs Build-Index (same run):")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "replicas\tphase\tthroughput x\tCPU/op lower x\tI/O amp lower x\tnet amp lower x\t")
+	for _, f := range []int{2, 3} {
+		si, bi := r.run("send-index", f), r.run("build-index", f)
+		if si == nil || bi == nil {
+			continue
+		}
+		for i := range si.Phases {
+			if i >= len(bi.Phases) {
+				break
+			}
+			s, b := si.Phases[i], bi.Phases[i]
+			fmt.Fprintf(tw, "%d\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t\n", f, s.Phase, s.OpsPerSec/b.OpsPerSec,
+				serverCPUPerOp(b)/serverCPUPerOp(s), b.IOAmp/s.IOAmp, b.NetAmp/s.NetAmp)
+		}
+	}
+	return tw.Flush()
+}
+
+func (r *ReplResult) run(mode string, factor int) *ReplRun {
+	for i := range r.Runs {
+		if r.Runs[i].Setup.Mode == mode && r.Runs[i].Setup.Factor == factor {
+			return &r.Runs[i]
+		}
+	}
+	return nil
+}
+
+func (r *ReplResult) splitColumns() []string {
+	seen := map[string]bool{}
+	for _, run := range r.Runs {
+		for k := range run.CPUSplit {
+			seen[k] = true
+		}
+	}
+	var cols []string
+	for _, c := range splitOrder {
+		if seen[c] {
+			cols = append(cols, c)
+			delete(seen, c)
+		}
+	}
+	var rest []string
+	for c := range seen {
+		rest = append(rest, c)
+	}
+	sort.Strings(rest)
+	return append(cols, rest...)
+}
+
+func serverCPUPerOp(p PhaseResult) float64 {
+	return p.ServerCPUSeconds / float64(max(p.Ops, 1)) * 1e6
+}
+
+// putLatency is the latency of the phase's writes (inserts or updates).
+func putLatency(p PhaseResult) LatencySummary {
+	for _, k := range []string{"insert", "update"} {
+		if l, ok := p.PerOp[k]; ok && l.Count > 0 {
+			return l
+		}
+	}
+	return LatencySummary{}
+}
+
+// WriteJSONFile writes the result as indented JSON.
+func (r *ReplResult) WriteJSONFile(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
