@@ -192,7 +192,12 @@ func (r *Replica) translator() (*Translator, error) {
 			return nil, err
 		}
 	}
-	return NewTranslator(r.segSize, log, r.index)
+	tr, err := NewTranslator(r.segSize, log, r.index)
+	if err != nil {
+		return nil, err
+	}
+	tr.Retired = r.retired
+	return tr, nil
 }
 
 // install installs the level the primary just installed.
@@ -252,6 +257,7 @@ func (r *Replica) logFree(c *Command) error {
 		return nil
 	}
 	if r.compacting {
+		r.retired.Remove(c.Segment) // a segment number the log reused and freed again
 		_ = r.retired.Add(c.Segment, local)
 	}
 	return r.region.DropLog(c.Segment)

@@ -87,6 +87,22 @@ func TestTranslatePointers(t *testing.T) {
 			t.Fatalf("translate %#x value=%v: %v, want ErrUnmapped", c.p, c.value, err)
 		}
 	}
+	// A dead value pointer (segment 0) stays; a child pointer into segment
+	// 0 is unmapped. A retired log mapping serves value pointers only.
+	if got, err := tr.Translate(p(0, 5000), true); err != nil || got != p(0, 5000) {
+		t.Fatalf("dead value pointer: %#x %v", got, err)
+	}
+	if _, err := tr.Translate(p(0, 4096), false); !errors.Is(err, ErrUnmapped) {
+		t.Fatalf("child pointer into segment 0: %v", err)
+	}
+	tr.Retired = NewSegMap()
+	tr.Retired.Add(9, 90)
+	if got, err := tr.Translate(p(9, 4200), true); err != nil || got != p(90, 4200) {
+		t.Fatalf("retired value pointer: %#x %v", got, err)
+	}
+	if _, err := tr.Translate(p(9, 4096), false); !errors.Is(err, ErrUnmapped) {
+		t.Fatalf("child pointer via a retired log mapping: %v", err)
+	}
 	if _, err := NewTranslator(3000, log, index); err == nil {
 		t.Fatal("segment size 3000 accepted")
 	}
