@@ -1,6 +1,8 @@
 package rdma
 
 import (
+	"context"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 )
@@ -79,3 +81,9 @@ type armedFlag struct{ v atomic.Bool }
 
 func (a *armedFlag) arm()       { a.v.Store(true) }
 func (a *armedFlag) fire() bool { return a.v.CompareAndSwap(true, false) }
+
+// transportLabeled runs a transport goroutine under the pprof label
+// component=transport (CPU profiles split by component).
+func transportLabeled(f func()) {
+	pprof.Do(context.Background(), pprof.Labels("component", "transport"), func(context.Context) { f() })
+}

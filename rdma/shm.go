@@ -257,7 +257,7 @@ func startShmQP(c *net.UnixConn, cfg ConnConfig, h hello, maps [][]byte, ctl []b
 	for i, r := range h.mrs {
 		q.peerMaps[r.Addr] = maps[i+1]
 	}
-	go q.reader()
+	go transportLabeled(q.reader)
 	return q, nil
 }
 

@@ -198,8 +198,8 @@ func startTCPQP(t *TCP, c net.Conn, cfg ConnConfig, h hello) *tcpQP {
 	q := &tcpQP{t: t, c: c, exposed: newExposedSet(cfg.Expose), kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	q.self, q.cq, q.peerMRs, q.private = q, cfg.CQ, h.mrs, h.private
 	q.ocond = sync.NewCond(&q.omu)
-	go q.writer()
-	go q.reader()
+	go transportLabeled(q.writer)
+	go transportLabeled(q.reader)
 	return q
 }
 

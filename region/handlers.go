@@ -229,9 +229,12 @@ func (s *Server) handleMultiGet(req *ring.ServerRequest) ring.Reply {
 }
 
 // labeledErr runs f under the pprof label component=name (CPU profiles
-// split by component).
+// split by component), then puts back the ring worker's label.
 func labeledErr(name string, f func() error) error {
-	var err error
-	pprof.Do(context.Background(), pprof.Labels("component", name), func(context.Context) { err = f() })
-	return err
+	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("component", name)))
+	defer pprof.SetGoroutineLabels(workerLabel)
+	return f()
 }
+
+// workerLabel is the label rdma/ring gives its worker goroutines.
+var workerLabel = pprof.WithLabels(context.Background(), pprof.Labels("component", "ring-reply"))

@@ -127,16 +127,26 @@ func (s *Shipper) WaitReplicated(pos uint64) error {
 	idx, off := pos>>s.shift, int64(pos&(1<<s.shift-1))
 	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
 	defer cancel()
-	var err error
-	pprof.Do(ctx, labelLog, func(ctx context.Context) { err = s.cfg.Mirror.Wait(ctx, Pos{gen: idx - s.base, end: off}) })
-	return err
+	setLabel(labelLog)
+	defer setLabel(labelInsert) // the writer's own label (region server handlers)
+	return s.cfg.Mirror.Wait(ctx, Pos{gen: idx - s.base, end: off})
 }
 
-// CPU profile labels (component=...) of replication work.
+// CPU profile labels (component=...) of replication work. pprof cannot
+// read a goroutine's labels back, so code that relabels a caller's
+// goroutine restores the label that caller runs under.
 var (
-	labelLog   = pprof.Labels("component", "log-replication")
-	labelIndex = pprof.Labels("component", "send-index")
+	labelLog        = labelCtx("log-replication")
+	labelIndex      = labelCtx("send-index")
+	labelInsert     = labelCtx("insert")
+	labelCompaction = labelCtx("compaction")
 )
+
+func labelCtx(name string) context.Context {
+	return pprof.WithLabels(context.Background(), pprof.Labels("component", name))
+}
+
+func setLabel(ctx context.Context) { pprof.SetGoroutineLabels(ctx) }
 
 // LogSealed switches the mirror to the next segment and queues the sealed
 // segment's flush. It first waits until every live backup persisted the
@@ -199,15 +209,15 @@ func (s *Shipper) SegmentBuilt(c engine.CompactionInfo, b engine.BuiltSegment) {
 	if s.cfg.Mode != SendIndex {
 		return
 	}
-	pprof.Do(context.Background(), labelIndex, func(context.Context) {
-		cmd := &Command{Kind: CmdIndexSegment, Src: uint8(c.Src), Dst: uint8(c.Dst), Segment: b.Segment, Data: append([]byte(nil), b.Data...)}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for !s.closed && !s.allLocked(func(b *sender) bool { return b.indexQueue < s.cfg.Credits }) {
-			s.cond.Wait()
-		}
-		s.enqueueLocked(cmd)
-	})
+	setLabel(labelIndex)
+	defer setLabel(labelCompaction) // the engine's compaction goroutine
+	cmd := &Command{Kind: CmdIndexSegment, Src: uint8(c.Src), Dst: uint8(c.Dst), Segment: b.Segment, Data: append([]byte(nil), b.Data...)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.closed && !s.allLocked(func(b *sender) bool { return b.indexQueue < s.cfg.Credits }) {
+		s.cond.Wait()
+	}
+	s.enqueueLocked(cmd)
 }
 
 // CompactionDone queues the installed level (Send-Index).
@@ -277,8 +287,8 @@ func (s *Shipper) run(b *sender) {
 		if c.Kind == CmdFlush || c.Kind == CmdLogFree {
 			label = labelLog
 		}
-		var err error
-		pprof.Do(ctx, label, func(ctx context.Context) { err = b.link.Send(ctx, c) })
+		setLabel(label)
+		err := b.link.Send(ctx, c)
 		cancel()
 		s.mu.Lock()
 		b.queue = b.queue[1:]

@@ -243,7 +243,7 @@ func waitCluster(ctx context.Context, m *regionmap.Map, transport string, b Conf
 	}
 	defer cl.Close()
 	for _, r := range m.Regions {
-		key := append([]byte(r.Start), 'x')
+		key := append([]byte(r.Start), 0) // the region's first possible key
 		for {
 			_, err := cl.Get(ctx, key)
 			if err == nil || errors.Is(err, client.ErrNotFound) {

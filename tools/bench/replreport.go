@@ -12,7 +12,7 @@ import (
 
 // splitOrder is the CPU split's column order (the paper's table 3 plus
 // what this implementation adds); other labels follow.
-var splitOrder = []string{"insert", "log-write", "log-replication", "compaction", "send-index", "rewrite-index", "ring-reply", "ring-poll", "gc", "other"}
+var splitOrder = []string{"insert", "log-write", "log-replication", "compaction", "send-index", "rewrite-index", "ring-reply", "ring-poll", "transport", "gc", "other"}
 
 // WriteTable prints the runs' figures, the CPU split and the Send-Index /
 // Build-Index ratios.
