@@ -122,10 +122,14 @@ func (r *Region) AdoptLog(primarySeg, primarySeq uint64, image []byte, end int64
 			return 0, err
 		}
 	}
-	if err := r.v.writeAt(image[from:end], g.fileOff(c.seg)+from, IOLog); err != nil {
-		return 0, err
+	err := r.v.writeAt(image[from:end], g.fileOff(c.seg)+from, IOLog)
+	if err == nil {
+		err = r.v.syncData()
 	}
-	if err := r.v.syncData(); err != nil {
+	if err != nil {
+		if ls == nil {
+			r.v.alloc.release(c.seg) // never committed: nothing names it
+		}
 		return 0, err
 	}
 	c.end = end

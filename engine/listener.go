@@ -1,5 +1,7 @@
 package engine
 
+import "sync/atomic"
+
 // Listener receives a region's events: the hooks replication builds on.
 // Callbacks run synchronously on the goroutine doing the work (a writer for
 // log events, the compaction goroutine for compaction events), must not call
@@ -104,53 +106,75 @@ type RecordListener interface {
 	WantsRecords() bool
 }
 
-// hooks wraps an optional Listener.
-type hooks struct{ l Listener }
+// hooks holds the region's optional Listener; set and read atomically,
+// so a listener may be detached while background work runs.
+type hooks struct{ p atomic.Pointer[listenerBox] }
 
-func (h hooks) wantsRecords() bool {
-	rl, ok := h.l.(RecordListener)
-	return ok && rl.WantsRecords()
+type listenerBox struct {
+	l       Listener
+	records bool
 }
 
-func (h hooks) LogAppended(e LogAppend) {
-	if h.l != nil {
-		h.l.LogAppended(e)
+func (h *hooks) set(l Listener) {
+	if l == nil {
+		h.p.Store(nil)
+		return
+	}
+	rl, ok := l.(RecordListener)
+	h.p.Store(&listenerBox{l: l, records: ok && rl.WantsRecords()})
+}
+
+func (h *hooks) get() Listener {
+	if b := h.p.Load(); b != nil {
+		return b.l
+	}
+	return nil
+}
+
+func (h *hooks) wantsRecords() bool {
+	b := h.p.Load()
+	return b != nil && b.records
+}
+
+func (h *hooks) LogAppended(e LogAppend) {
+	if l := h.get(); l != nil {
+		l.LogAppended(e)
 	}
 }
 
-func (h hooks) LogSealed(e LogSeal) {
-	if h.l != nil {
-		h.l.LogSealed(e)
+func (h *hooks) LogSealed(e LogSeal) {
+	if l := h.get(); l != nil {
+		l.LogSealed(e)
 	}
 }
 
-func (h hooks) LogFlushed(e LogFlush) {
-	if h.l != nil {
-		h.l.LogFlushed(e)
+func (h *hooks) LogFlushed(e LogFlush) {
+	if l := h.get(); l != nil {
+		l.LogFlushed(e)
 	}
 }
 
-func (h hooks) CompactionStarted(c CompactionInfo) {
-	if h.l != nil {
-		h.l.CompactionStarted(c)
+func (h *hooks) CompactionStarted(c CompactionInfo) {
+	if l := h.get(); l != nil {
+		l.CompactionStarted(c)
 	}
 }
 
-func (h hooks) SegmentBuilt(c CompactionInfo, s BuiltSegment) {
-	if h.l != nil {
-		h.l.SegmentBuilt(c, s)
+func (h *hooks) SegmentBuilt(c CompactionInfo, s BuiltSegment) {
+	if l := h.get(); l != nil {
+		l.SegmentBuilt(c, s)
 	}
 }
 
-func (h hooks) CompactionDone(c CompactionInfo, l LevelInfo) {
-	if h.l != nil {
-		h.l.CompactionDone(c, l)
+func (h *hooks) CompactionDone(c CompactionInfo, li LevelInfo) {
+	if l := h.get(); l != nil {
+		l.CompactionDone(c, li)
 	}
 }
 
-func (h hooks) LogFreed(e LogFree) {
-	if h.l != nil {
-		h.l.LogFreed(e)
+func (h *hooks) LogFreed(e LogFree) {
+	if l := h.get(); l != nil {
+		l.LogFreed(e)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,7 +15,7 @@ type Region struct {
 	desc     RegionDesc
 	log      *vlog
 	listener hooks
-	repl     Replicator
+	repl     atomic.Pointer[replicatorBox]
 
 	mu         sync.RWMutex // mem, imm, immEnd, cur, bgErr, compacting
 	memCond    *sync.Cond   // broadcast when L0 has room, a compaction attempt ends, bgErr is set or the region closes
@@ -122,12 +123,20 @@ func (v *Volume) Regions() []*Region {
 func (r *Region) Desc() RegionDesc { return r.desc }
 
 // SetListener installs the listener for the region's events (nil removes
-// it). Set it before writes start; it is not synchronized with them.
-func (r *Region) SetListener(l Listener) { r.listener = hooks{l: l} }
+// it). Events in progress may still reach the previous listener.
+func (r *Region) SetListener(l Listener) { r.listener.set(l) }
 
-// SetReplicator makes acknowledged writes wait for r (nil: no waiting).
-// Set it before writes start; it is not synchronized with them.
-func (r *Region) SetReplicator(rep Replicator) { r.repl = rep }
+// SetReplicator makes acknowledged writes wait for rep (nil: no waiting).
+// Writes already past their append may still wait on the previous one.
+func (r *Region) SetReplicator(rep Replicator) {
+	if rep == nil {
+		r.repl.Store(nil)
+		return
+	}
+	r.repl.Store(&replicatorBox{rep})
+}
+
+type replicatorBox struct{ Replicator }
 
 func (r *Region) newEmptyState() {
 	r.mem = newMemtable()
@@ -200,8 +209,8 @@ func (r *Region) write(kind uint8, key, value []byte, cond func() bool, sync boo
 			return false, err
 		}
 	}
-	if r.repl != nil && cond == nil { // GC relocations replicate, unacknowledged
-		if err := r.repl.WaitReplicated(end); err != nil {
+	if rep := r.repl.Load(); rep != nil && cond == nil { // GC relocations replicate, unacknowledged
+		if err := rep.WaitReplicated(end); err != nil {
 			return false, err
 		}
 	}

@@ -107,13 +107,13 @@ func (l *vlog) append(kind uint8, key, value []byte) (ptr, uint64, error) {
 		l.kickPrepare()
 	}
 	p, end := l.g.ptr(l.tail.seg, off), l.posLocked()
-	if l.r.listener.l != nil {
+	if lst := l.r.listener.get(); lst != nil {
 		// Under mu, so listeners see records in log order.
 		ev := LogAppend{Region: l.r.desc.ID, Ptr: p, Segment: l.tail.seg, Seq: l.tail.seq, Offset: off, End: end}
 		if l.r.listener.wantsRecords() {
 			ev.Record = l.buf[off : off+n]
 		}
-		l.r.listener.LogAppended(ev)
+		lst.LogAppended(ev)
 	}
 	l.mu.Unlock()
 	return p, end, nil

@@ -16,13 +16,12 @@ import (
 
 func (s *Server) handlers() map[uint16]ring.HandlerFunc {
 	return map[uint16]ring.HandlerFunc{
-		wire.TypePut:       s.handlePut,
-		wire.TypeGet:       s.handleGet,
-		wire.TypeDelete:    s.handleDelete,
-		wire.TypeScan:      s.handleScan,
-		wire.TypeMultiGet:  s.handleMultiGet,
-		wire.TypeReplicate: s.handleReplicate,
-		wire.TypeStats:     s.handleStats,
+		wire.TypePut:      s.handlePut,
+		wire.TypeGet:      s.handleGet,
+		wire.TypeDelete:   s.handleDelete,
+		wire.TypeScan:     s.handleScan,
+		wire.TypeMultiGet: s.handleMultiGet,
+		wire.TypeStats:    s.handleStats,
 	}
 }
 

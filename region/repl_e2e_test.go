@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,5 +207,72 @@ func TestE2EReplication(t *testing.T) {
 			ss[2].p.Stop(t)
 			check("after restarting a backup")
 		})
+	}
+}
+
+// TestE2EMutualBackupsOneWorker: two servers back each other up and have
+// one request worker each; large puts fill log segments fast, so a put's
+// segment switch waits for the peer's flush while the peer's own puts wait
+// the same way. Replication commands have their own workers, so nobody
+// waits on a starved peer: every put finishes promptly and no backup is
+// dropped.
+func TestE2EMutualBackupsOneWorker(t *testing.T) {
+	var ss []*server
+	for i := range 2 {
+		ss = append(ss, newServer(t, fmt.Sprintf("rs%d", i+1), "--segment-size", "64KiB", "--l0-pairs", "100000", "--workers", "1"))
+	}
+	m := &regionmap.Map{Version: 1, Replication: "send-index"}
+	for i, bounds := range [][2]string{{"", "m"}, {"m", ""}} {
+		m.Servers = append(m.Servers, ss[i].entry())
+		m.Regions = append(m.Regions, regionmap.Region{ID: uint64(i + 1), Start: bounds[0], End: bounds[1], Epoch: 1,
+			Primary: ss[i].name, Backups: []string{ss[1-i].name}})
+	}
+	mapFile := filepath.Join(t.TempDir(), "map.yaml")
+	if err := regionmap.WriteFile(mapFile, m); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ss {
+		s.args = append(s.args, "--map-file", mapFile)
+		s.start(t)
+	}
+	cl := open(t, regionmap.Static{M: m}, "shm")
+	waitReady(t, cl, "a", "z")
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	var slowest atomic.Int64
+	value := bytes.Repeat([]byte{'v'}, 20000)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 300 {
+				start := time.Now()
+				k := fmt.Appendf(nil, "%c%d-%d", "az"[w%2], w, i)
+				if err := cl.Put(ctx(t), k, value); err != nil {
+					errs <- fmt.Errorf("%s: %w", k, err)
+					return
+				}
+				if d := int64(time.Since(start)); d > slowest.Load() {
+					slowest.Store(d)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if d := time.Duration(slowest.Load()); d > 5*time.Second {
+		t.Fatalf("the slowest put took %v", d)
+	}
+	for _, s := range ss {
+		b, err := cl.ServerStats(ctx(t), s.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("dropped_backups")) {
+			t.Fatalf("%s dropped a backup: %s", s.name, b)
+		}
 	}
 }

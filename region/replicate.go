@@ -88,6 +88,21 @@ func (s *Server) openBackup(m *regionmap.Map, r regionmap.Region) (*backupRegion
 	return b, nil
 }
 
+// commandPrefix starts the private data of a primary's command ring
+// connection: the listener hands it to the replication ring server, whose
+// spinner and workers serve only replication commands (client requests
+// that wait for replication must never starve them: two servers backing up
+// each other would wait on each other).
+var commandPrefix = []byte("TBRQ")
+
+// otherConn takes the connection requests that are not client rings.
+func (s *Server) otherConn(req rdma.ConnRequest) error {
+	if pd := req.Private(); len(pd) >= len(commandPrefix) && string(pd[:len(commandPrefix)]) == string(commandPrefix) {
+		return s.replRing.Adopt(req, pd[len(commandPrefix):])
+	}
+	return s.acceptReplication(req)
+}
+
 // acceptReplication answers a primary's connection request for a region
 // this server is a backup for: it exposes the region's log buffer.
 func (s *Server) acceptReplication(req rdma.ConnRequest) error {
@@ -195,7 +210,7 @@ func (s *Server) peer(ctx context.Context, tr rdma.Transport, addr string) (*rin
 	if c := s.peers[addr]; c != nil && c.Err() == nil {
 		return c, nil
 	}
-	c, err := ring.Dial(ctx, ring.ClientConfig{Transport: tr, Addr: addr, RequestRing: int(4*s.vol.SegmentSize() + 64<<10)})
+	c, err := ring.Dial(ctx, ring.ClientConfig{Transport: tr, Addr: addr, RequestRing: int(4*s.vol.SegmentSize() + 64<<10), PrivatePrefix: commandPrefix})
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/tebis-go/tebis/rdma"
 	"github.com/tebis-go/tebis/rdma/ring"
 	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/region/wire"
 )
 
 // Server is a running region server.
@@ -35,6 +36,7 @@ type Server struct {
 	replQPs   []rdma.QP                // primaries' mirror connections to this server
 	replCQ    *rdma.CQ
 	replStop  context.CancelFunc
+	replRing  *ring.Server // serves replication commands (their own workers)
 }
 
 // routing is an immutable snapshot: the map and the regions hosted under it.
@@ -70,6 +72,8 @@ func Start(cfg Config, log *zap.Logger) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, vol: vol, backups: map[uint64]*backupRegion{}, primaries: map[uint64]*primaryRepl{},
 		peers: map[string]*ring.Client{}, replCQ: rdma.NewCQ()}
+	s.replRing = ring.NewServer(ring.ServerConfig{Handlers: map[uint16]ring.HandlerFunc{wire.TypeReplicate: s.handleReplicate},
+		Spinners: 1, Workers: 4, SpinTime: time.Duration(cfg.SpinTime), Log: log.Named("replication-ring")})
 	var ctx context.Context
 	ctx, s.replStop = context.WithCancel(context.Background())
 	go s.drainReplCQ(ctx)
@@ -221,7 +225,7 @@ func (s *Server) listen() error {
 		rs, err := ring.Listen(ring.ServerConfig{
 			Transport: l.tr, Addr: l.addr, Handlers: handlers,
 			Spinners: s.cfg.Spinners, Workers: s.cfg.Workers, SpinTime: time.Duration(s.cfg.SpinTime),
-			MaxInflight: s.cfg.MaxInflight, Log: s.log.Named(l.tr.Name()), Other: s.acceptReplication,
+			MaxInflight: s.cfg.MaxInflight, Log: s.log.Named(l.tr.Name()), Other: s.otherConn,
 		})
 		if err != nil {
 			return fmt.Errorf("region: listen %s %s: %w", l.tr.Name(), l.addr, err)
@@ -254,6 +258,7 @@ func (s *Server) Close() error {
 		rs.Close()
 	}
 	s.flushPrimaries()
+	s.replRing.Close()
 	s.closeReplication()
 	if s.replStop != nil {
 		s.replStop()

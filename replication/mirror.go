@@ -48,6 +48,7 @@ type Mirror struct {
 	backups  []*mirrorBackup
 	gen      uint64 // bumped at every Switch
 	written  uint64 // bytes posted, summed over backups
+	onDrop   func(name string, err error)
 	closed   bool
 	cancel   context.CancelFunc // stops the completion loop
 	done     chan struct{}
@@ -116,18 +117,26 @@ func (m *Mirror) Tail() Pos {
 
 // Switch moves the tail to primary segment seg (the other half of the
 // buffers). It first waits until the old tail is complete at every live
-// backup, so positions of older generations are acknowledged.
+// backup, so positions of older generations are acknowledged; a backup
+// still behind when ctx expires is dropped. The tail switches in every
+// case (the log has moved on); the error says why the wait ended early.
 func (m *Mirror) Switch(ctx context.Context, seg uint64) error {
-	if err := m.Wait(ctx, m.Tail()); err != nil && !errors.Is(err, ErrNoBackups) {
-		return err
+	err := m.Wait(ctx, m.Tail())
+	if errors.Is(err, ErrNoBackups) {
+		err = nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err != nil { // cancelled (closing): nobody may count on the old tail
+		for _, b := range m.backups {
+			m.dropLocked(b, fmt.Errorf("replication: backup %s: tail switched before its WRITEs completed: %w", b.Name, err))
+		}
+	}
 	m.half ^= 1
 	m.seg, m.appended, m.posted = seg, 0, 0
 	m.gen++
 	clear(m.staging.Bytes()[int64(m.half)*m.segSize : int64(m.half+1)*m.segSize])
-	return nil
+	return err
 }
 
 // Wait returns once every live backup holds the log up to pos. It posts
@@ -170,6 +179,15 @@ func (m *Mirror) Wait(ctx context.Context, pos Pos) error {
 			return ErrNoBackups
 		case behind == 0:
 			return nil
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			// A backup that has not completed a WRITE in the whole
+			// timeout is as good as dead: drop it, keep the others.
+			for _, b := range m.backups {
+				if !b.dropped && m.gen == gen && (b.ackGen < gen || (b.ackGen == gen && b.acked < end)) {
+					m.dropLocked(b, fmt.Errorf("replication: backup %s: WRITEs not complete within the timeout", b.Name))
+				}
+			}
+			continue
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case m.closed:
@@ -205,7 +223,30 @@ func (m *Mirror) dropLocked(b *mirrorBackup, err error) {
 	if !b.dropped {
 		b.dropped, b.err = true, err
 		m.cond.Broadcast()
+		if m.onDrop != nil {
+			go m.onDrop(b.Name, err)
+		}
 	}
+}
+
+// OnDrop makes the mirror call f (on a goroutine of its own) for every
+// backup it drops.
+func (m *Mirror) OnDrop(f func(name string, err error)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.onDrop = f
+}
+
+// IsDropped reports whether the backup was dropped.
+func (m *Mirror) IsDropped(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range m.backups {
+		if b.Name == name {
+			return b.dropped
+		}
+	}
+	return true
 }
 
 // completions records WRITE completions until Close.

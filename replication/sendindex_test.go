@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -365,5 +366,50 @@ func TestStaleEpochRefused(t *testing.T) {
 	}
 	if _, err := NewReplica(bv, br, BuildIndex, 1, make([]byte, 2*mirrorSeg)); err == nil {
 		t.Fatal("a build-index replica over a backup region")
+	}
+}
+
+// TestMirrorDropStopsCommands: a backup whose mirror connection fails is
+// dropped by the mirror, and the shipper stops sending it commands (its
+// buffer no longer holds the log, so a flush would persist garbage). Its
+// region stays readable: no key reads back corrupt.
+func TestMirrorDropStopsCommands(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 7))
+	var dropped atomic.Bool
+	var after atomic.Int64
+	fail := map[int]func(*Command) error{1: func(c *Command) error {
+		if dropped.Load() {
+			after.Add(1)
+		}
+		return nil
+	}}
+	g := newReplGroup(t, 64, []Mode{SendIndex, SendIndex}, fail)
+	g.write(rng, 4, 300, 2400)
+	g.settle()
+	g.ends[1].qp.Close() // backup 1's end of the mirror connection fails
+	g.write(rng, 4, 200, 2400)
+	deadline := time.Now().Add(10 * time.Second)
+	for g.shipper.Dropped()["b1"] == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the mirror did not drop backup 1")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond) // the drop reaches the shipper
+	dropped.Store(true)
+	model := g.write(rng, 4, 1500, 2400)
+	if err := g.pr.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	g.settle()
+	if n := after.Load(); n != 0 {
+		t.Fatalf("backup 1 got %d commands after its mirror was dropped", n)
+	}
+	checkLevels(t, "live backup", g.pr, g.reps[0].Region())
+	checkContent(t, "live backup", g.reps[0].Region(), model)
+	for k := range model {
+		if _, err := g.reps[1].Region().Get([]byte(k)); err != nil && !errors.Is(err, engine.ErrNotFound) {
+			t.Fatalf("dropped backup: key %s: %v", k, err)
+		}
 	}
 }

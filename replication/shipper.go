@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/pprof"
 	"sync"
@@ -107,9 +108,24 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 		s.wg.Add(1)
 		go s.run(b)
 	}
+	cfg.Mirror.OnDrop(s.mirrorDropped)
 	cfg.Region.SetListener(s)
 	cfg.Region.SetReplicator(s)
 	return s, nil
+}
+
+// mirrorDropped stops commands to a backup whose mirror WRITEs failed:
+// its buffer no longer holds the log, so no flush may persist it.
+func (s *Shipper) mirrorDropped(name string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.backups {
+		if b.name == name && !b.dead {
+			b.dead, b.queue = true, nil
+			s.cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", s.cfg.Region.Desc().ID), zap.String("backup", name), zap.Error(err))
+			s.cond.Broadcast()
+		}
+	}
 }
 
 // WantsRecords: the mirror needs the records' bytes.
@@ -184,7 +200,9 @@ func (s *Shipper) LogFlushed(e engine.LogFlush) {
 	err := s.cfg.Mirror.Wait(ctx, Pos{gen: gen, end: e.End})
 	cancel()
 	if err != nil {
+		// No backup holds the bytes (none is left, or closing): no flush.
 		s.cfg.Log.Warn("waiting for the mirror before a flush failed", zap.Uint64("region", e.Region), zap.Error(err))
+		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -273,15 +291,19 @@ func (s *Shipper) run(b *sender) {
 	defer s.wg.Done()
 	for {
 		s.mu.Lock()
-		for !s.closed && len(b.queue) == 0 {
+		for !s.closed && !b.dead && len(b.queue) == 0 {
 			s.cond.Wait()
 		}
-		if s.closed {
+		if s.closed || b.dead {
 			s.mu.Unlock()
 			return
 		}
 		c := b.queue[0]
 		s.mu.Unlock()
+		if s.cfg.Mirror.IsDropped(b.name) {
+			s.mirrorDropped(b.name, errors.New("replication: the backup's mirror connection failed"))
+			return
+		}
 		ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
 		label := labelIndex
 		if c.Kind == CmdFlush || c.Kind == CmdLogFree {
@@ -291,6 +313,10 @@ func (s *Shipper) run(b *sender) {
 		err := b.link.Send(ctx, c)
 		cancel()
 		s.mu.Lock()
+		if b.dead { // dropped by the mirror meanwhile: the queue is gone
+			s.mu.Unlock()
+			return
+		}
 		b.queue = b.queue[1:]
 		if c.Kind == CmdIndexSegment {
 			b.indexQueue--

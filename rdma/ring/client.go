@@ -20,6 +20,10 @@ type ClientConfig struct {
 	// ReplyHint is the payload size reserved for a reply when a request
 	// does not say (default 4 KiB); a larger reply costs one retry.
 	ReplyHint int
+	// PrivatePrefix goes before the ring parameters in the connection
+	// request: a server's Other hook recognizes it and hands the request
+	// to the server it is meant for (Server.Adopt).
+	PrivatePrefix []byte
 }
 
 // Request is one request message.
@@ -125,7 +129,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		return nil, err
 	}
 	params := connParams{reqRing: uint32(cfg.RequestRing), repRing: uint32(cfg.ReplyRing)}
-	c.qp, err = cfg.Transport.Dial(ctx, cfg.Addr, rdma.ConnConfig{CQ: c.cq, Expose: []*rdma.MR{c.repMR}, Private: params.encode()})
+	c.qp, err = cfg.Transport.Dial(ctx, cfg.Addr, rdma.ConnConfig{CQ: c.cq, Expose: []*rdma.MR{c.repMR}, Private: append(append([]byte(nil), cfg.PrivatePrefix...), params.encode()...)})
 	if err == nil && (len(c.qp.PeerRegions()) != 1 || c.qp.PeerRegions()[0].Len != uint64(cfg.RequestRing)) {
 		c.qp.Close()
 		err = fmt.Errorf("%w: server exposed %v, want one request ring of %d bytes", ErrMalformed, c.qp.PeerRegions(), cfg.RequestRing)

@@ -94,6 +94,29 @@ type task struct {
 
 // Listen starts a server on cfg.Addr.
 func Listen(cfg ServerConfig) (*Server, error) {
+	ln, err := cfg.Transport.Listen(cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	s := newServer(cfg, ln)
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return s, nil
+}
+
+// NewServer starts a server without a listener of its own: it serves the
+// connections given to Adopt (another server's Other hook hands them
+// over), with its own spinners and workers.
+func NewServer(cfg ServerConfig) *Server { return newServer(cfg, nil) }
+
+// Adopt accepts a connection request on s. private is the request's ring
+// parameters (the request's private data without the prefix the client
+// put before them; see ClientConfig.PrivatePrefix).
+func (s *Server) Adopt(req rdma.ConnRequest, private []byte) error {
+	return s.acceptParams(req, private)
+}
+
+func newServer(cfg ServerConfig, ln rdma.Listener) *Server {
 	if cfg.Spinners <= 0 {
 		cfg.Spinners = 1
 	}
@@ -111,10 +134,6 @@ func Listen(cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
-	}
-	ln, err := cfg.Transport.Listen(cfg.Addr)
-	if err != nil {
-		return nil, err
 	}
 	s := &Server{cfg: cfg, ln: ln, stop: make(chan struct{}), log: cfg.Log}
 	if !cfg.Inline {
@@ -134,20 +153,25 @@ func Listen(cfg ServerConfig) (*Server, error) {
 		s.wg.Add(1)
 		go pprof.Do(context.Background(), pprof.Labels("component", "ring-poll"), func(context.Context) { sp.run() })
 	}
-	s.wg.Add(1)
-	go s.acceptLoop()
-	return s, nil
+	return s
 }
 
-// Addr is the address the server listens on.
-func (s *Server) Addr() string { return s.ln.Addr() }
+// Addr is the address the server listens on ("" without a listener).
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr()
+}
 
 // Close stops accepting, closes every connection and waits for the
 // goroutines.
 func (s *Server) Close() error {
 	s.closed.Do(func() {
 		close(s.stop)
-		s.ln.Close()
+		if s.ln != nil {
+			s.ln.Close()
+		}
 	})
 	s.wg.Wait()
 	// The accept loop has exited: close connections still queued for a
@@ -194,7 +218,18 @@ func (s *Server) accept(req rdma.ConnRequest) error {
 	if pd := req.Private(); s.cfg.Other != nil && (len(pd) < 4 || binary.LittleEndian.Uint32(pd) != connMagic) {
 		return s.cfg.Other(req)
 	}
-	p, err := decodeConnParams(req.Private())
+	return s.acceptParams(req, req.Private())
+}
+
+// acceptParams sets up a connection whose ring parameters are private.
+func (s *Server) acceptParams(req rdma.ConnRequest, private []byte) error {
+	select {
+	case <-s.stop:
+		req.Reject()
+		return ErrClosed
+	default:
+	}
+	p, err := decodeConnParams(private)
 	if err == nil && (len(req.PeerRegions()) != 1 || req.PeerRegions()[0].Len != uint64(p.repRing)) {
 		err = fmt.Errorf("%w: client exposed %d regions, want its reply ring", ErrMalformed, len(req.PeerRegions()))
 	}
