@@ -241,6 +241,9 @@ func (r *Region) ApplyCompaction(c CompactionInfo, l *InstalledLevel, rp *LogPoi
 		if dst, err = r.levelDescOf(l); err != nil {
 			return err
 		}
+		if err := r.v.syncData(); err != nil { // the segments WriteSegment wrote
+			return err
+		}
 	}
 	b := r.v.meta.NewBatch()
 	if c.Src > 0 {

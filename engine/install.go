@@ -24,7 +24,9 @@ func (v *Volume) AllocSegment() (seg, seq uint64, err error) {
 func (v *Volume) FreeSegment(seg uint64) { v.alloc.release(seg) }
 
 // WriteSegment writes an index segment image (header included, as produced
-// by RewriteIndexSegment) into seg and syncs it.
+// by RewriteIndexSegment) into seg. It does not sync: installing the level
+// (InstallLevel, ApplyCompaction) syncs the device before its commit, as a
+// compaction syncs once for all its segments.
 func (v *Volume) WriteSegment(seg uint64, data []byte) error {
 	if int64(len(data)) > v.g.segSize || len(data) < segHeaderSize {
 		return fmt.Errorf("%w: segment image of %d bytes", ErrBadOptions, len(data))
@@ -36,10 +38,7 @@ func (v *Volume) WriteSegment(seg uint64, data []byte) error {
 	if h.SegNo != seg || h.Seq != v.alloc.seqOf(seg) {
 		return fmt.Errorf("%w: image is for segment %d seq %d, not segment %d seq %d", ErrBadOptions, h.SegNo, h.Seq, seg, v.alloc.seqOf(seg))
 	}
-	if err := v.writeAt(data, v.g.fileOff(seg), IOCompaction); err != nil {
-		return err
-	}
-	return v.syncData()
+	return v.writeAt(data, v.g.fileOff(seg), IOCompaction)
 }
 
 // PointerMap translates a device pointer of a shipped segment. value is
@@ -113,6 +112,9 @@ func (r *Region) InstallLevel(n int, l InstalledLevel) error {
 	}
 	desc, err := r.levelDescOf(&l)
 	if err != nil {
+		return err
+	}
+	if err := r.v.syncData(); err != nil { // the segments WriteSegment wrote
 		return err
 	}
 	r.metaMu.Lock()

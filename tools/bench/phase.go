@@ -38,6 +38,10 @@ type PhaseResult struct {
 	// replies through the client); NetAmp is NetBytes / UserBytes.
 	NetBytes uint64  `json:"net_bytes,omitempty"`
 	NetAmp   float64 `json:"network_amplification,omitempty"`
+	// EngineIO is what the servers' engines read and wrote (their own
+	// count); EngineIOAmp is its total / UserBytes.
+	EngineIO    IOBytes `json:"server_engine_bytes,omitempty"`
+	EngineIOAmp float64 `json:"server_engine_io_amplification,omitempty"`
 	Records  int64   `json:"records"` // after the phase
 
 	Latency   LatencySummary            `json:"latency"`
@@ -69,6 +73,13 @@ type phaseEnv struct {
 // transport: cumulative bytes moved.
 type netCounter interface {
 	netBytes() uint64
+}
+
+// engineIOCounter is implemented by targets whose engines run in server
+// processes: the bytes those engines read and wrote, counted in their file
+// layer (page-cache hits included: what the engine asked of the device).
+type engineIOCounter interface {
+	engineIO() IOBytes
 }
 
 // pidsUsage sums the CPU and storage I/O of server processes.
@@ -124,6 +135,11 @@ func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Ge
 	var net0 uint64
 	if hasNet {
 		net0 = nc.netBytes()
+	}
+	ec, hasEngineIO := env.target.(engineIOCounter)
+	var eio0 IOBytes
+	if hasEngineIO {
+		eio0 = ec.engineIO()
 	}
 
 	var (
@@ -238,6 +254,9 @@ func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Ge
 	if hasNet {
 		res.NetBytes = nc.netBytes() - net0
 	}
+	if hasEngineIO {
+		res.EngineIO = ec.engineIO().Sub(eio0)
+	}
 	if res.SpaceBytes, err = dirSize(env.fs, env.dir); err != nil {
 		return res, err
 	}
@@ -256,6 +275,7 @@ func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Ge
 	if res.UserBytes > 0 {
 		res.IOAmp = float64(res.Device.Total()) / float64(res.UserBytes)
 		res.NetAmp = float64(res.NetBytes) / float64(res.UserBytes)
+		res.EngineIOAmp = float64(res.EngineIO.Total()) / float64(res.UserBytes)
 	}
 	res.Records = gen.Records()
 	res.Breakdown = env.target.Breakdown()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tebis-go/tebis/client"
 	"github.com/tebis-go/tebis/internal/procstat"
+	"github.com/tebis-go/tebis/region"
 	"github.com/tebis-go/tebis/region/regionmap"
 )
 
@@ -149,19 +150,37 @@ func (t *serverTarget) Breakdown() map[string]float64 { return nil }
 func (t *serverTarget) netBytes() uint64 {
 	st := t.cl.Stats()
 	n := st.BytesSent + st.BytesReceived
+	for _, ss := range t.serverStats() {
+		n += ss.ReplNet
+	}
+	return n
+}
+
+// engineIO sums the servers' engine byte counters.
+func (t *serverTarget) engineIO() IOBytes {
+	var io IOBytes
+	for _, ss := range t.serverStats() {
+		io.Read += ss.Engine.TotalRead()
+		io.Written += ss.Engine.TotalWritten()
+	}
+	return io
+}
+
+// serverStats asks every server of the map for its counters (servers
+// that do not answer are left out).
+func (t *serverTarget) serverStats() []region.ServerStats {
+	var out []region.ServerStats
 	for _, srv := range t.cl.Map().Servers {
 		b, err := t.cl.ServerStats(t.ctx, srv.Name)
 		if err != nil {
 			continue
 		}
-		var ss struct {
-			ReplNet uint64 `json:"replication_net_bytes"`
-		}
+		var ss region.ServerStats
 		if json.Unmarshal(b, &ss) == nil {
-			n += ss.ReplNet
+			out = append(out, ss)
 		}
 	}
-	return n
+	return out
 }
 
 // usage is the started server's CPU and read/write system-call bytes
