@@ -32,6 +32,7 @@ func benchReplicationCommand() *cli.Command {
 			&cli.BoolFlag{Name: "keep", Usage: "keep the scratch data directory"},
 			&cli.Uint64Flag{Name: "seed", Usage: "workload seed (0: from the clock; printed)"},
 			&cli.StringFlag{Name: "json", Usage: "also write the results as JSON to this file"},
+			&cli.StringSliceFlag{Name: "server-arg", Value: cli.NewStringSlice("--spin-time=1us"), Usage: "extra flag for every server, repeatable (default: pollers barely spin: 3 servers and the client share this host's cores)"},
 		},
 		Action: benchReplication,
 	}
@@ -78,7 +79,7 @@ func benchReplication(c *cli.Context) error {
 			Threads: c.Int("threads"), Sync: sync, Dir: c.String("dir"), Keep: c.Bool("keep"), L0Pairs: c.Int("l0-pairs"),
 			GrowthFactor: c.Int("growth-factor"), Seed: seed, Progress: progress.Reporter{W: os.Stderr, Bar: stderrIsTerminal()}, Logger: log,
 		},
-		Setups: setups, Binary: exe, SegmentSize: c.String("segment-size"), Transport: c.String("transport"),
+		Setups: setups, Binary: exe, SegmentSize: c.String("segment-size"), Transport: c.String("transport"), ServerArgs: c.StringSlice("server-arg"),
 	}
 	res, err := bench.RunReplication(c.Context, cfg)
 	if res != nil && len(res.Runs) > 0 {

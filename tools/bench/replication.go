@@ -46,6 +46,8 @@ type ReplConfig struct {
 	Binary      string      // the tebis binary
 	SegmentSize string      // servers' segment size (default 2MiB)
 	Transport   string      // client and server-to-server transport (default shm)
+	// ServerArgs are extra flags for every server (e.g. --spin-time 0).
+	ServerArgs []string
 }
 
 // ReplRun is one setup's results.
@@ -153,6 +155,7 @@ func runReplSetup(ctx context.Context, cfg ReplConfig, b Config, setup ReplSetup
 			"--shm", e.Shm, "--tcp", e.TCP, "--map-file", mapFile, "--sync-mode", mode, "--segment-size", cfg.SegmentSize,
 			"--l0-pairs", strconv.Itoa(b.L0Pairs), "--growth-factor", strconv.Itoa(b.GrowthFactor),
 			"--replication-transport", cfg.Transport, "--cpuprofile", s.profile}
+		args = append(args, cfg.ServerArgs...)
 		s.cmd = exec.Command(cfg.Binary, args...)
 		s.cmd.Stderr = os.Stderr
 		s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
