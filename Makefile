@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin/tebis
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: build test bench run deps vet fuzz
+.PHONY: build test bench bench-replication run deps vet fuzz
 
 deps:
 	@command -v $(GO) >/dev/null || { echo "go toolchain not found (install Go 1.26)"; exit 1; }
@@ -49,6 +49,14 @@ bench: build
 	for mix in SD M L LD; do \
 		$(BIN) bench engine --kv-sizes $$mix --dir $(BENCH_DIR) $(BENCH_FLAGS) --json $(BENCH_DIR)/$$mix.json || exit 1; \
 	done
+	$(MAKE) bench-replication
+
+# The paper's replication experiment: 3 server processes, no replication,
+# Build-Index and Send-Index, 2- and 3-way, SD Load A then Run A.
+REPL_FLAGS ?= --recordcount 3000000 --operationcount 1000000 --threads 16 --seed 11
+bench-replication: build
+	mkdir -p $(BENCH_DIR)
+	$(BIN) bench replication --dir $(BENCH_DIR) $(REPL_FLAGS) --json $(BENCH_DIR)/replication.json
 
 run: build
 	$(BIN) demo --server --dir .run/demo

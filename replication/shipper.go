@@ -253,13 +253,24 @@ func (s *Shipper) CompactionDone(c engine.CompactionInfo, l engine.LevelInfo) {
 	s.enqueueLocked(cmd)
 }
 
-// LogFreed queues the trim of a freed log segment (Send-Index).
+// LogFreed queues the trim of a freed log segment (Send-Index). GC frees
+// a segment once it re-appended the live records: those copies sit in the
+// tail, indexed only by the primary's L0, so the backups first persist the
+// tail (a partial flush) and only then drop the segment: a backup's log
+// never lacks a record the region still holds.
 func (s *Shipper) LogFreed(f engine.LogFree) {
 	if s.cfg.Mode != SendIndex {
 		return
 	}
+	tail := s.cfg.Mirror.Tail()
+	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
+	err := s.cfg.Mirror.Wait(ctx, tail)
+	cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err == nil && tail.gen == s.gen && tail.end > engine.SegmentHeaderSize {
+		s.enqueueLocked(&Command{Kind: CmdFlush, Segment: s.tailSeg, Seq: s.tailSeq, End: tail.end, Half: uint8(s.gen & 1)})
+	}
 	s.enqueueLocked(&Command{Kind: CmdLogFree, Segment: f.Segment})
 }
 
