@@ -318,3 +318,23 @@ func (r *Region) Levels() []LevelInfo {
 	}
 	return out
 }
+
+// LogSegment describes one segment of a region's log: its number, the seed
+// of its records (the primary's, for an adopted segment; the primary's
+// segment number in Primary), and its end (0: the primary's tail).
+type LogSegment struct {
+	Segment, Seq, Primary uint64
+	End                   int64
+}
+
+// LogSegments lists the region's log, oldest first.
+func (r *Region) LogSegments() []LogSegment {
+	l := r.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]LogSegment, 0, len(l.segs))
+	for _, s := range l.segs {
+		out = append(out, LogSegment{Segment: s.seg, Seq: s.recordSeq(), Primary: s.primary, End: s.end})
+	}
+	return out
+}

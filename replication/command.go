@@ -44,6 +44,10 @@ const (
 	CmdCompactionDone
 	// CmdLogFree: the primary freed its log segment Segment.
 	CmdLogFree
+	// CmdCheck: the first command of a stream; Data is the primary's
+	// state (EncodeState). A backup whose adopted log or levels differ
+	// refuses it (ErrOutOfSync): it missed commands and needs reseeding.
+	CmdCheck
 )
 
 func (k CmdKind) String() string {
@@ -58,6 +62,8 @@ func (k CmdKind) String() string {
 		return "compaction-done"
 	case CmdLogFree:
 		return "log-free"
+	case CmdCheck:
+		return "check"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(k))
 }
@@ -70,6 +76,9 @@ var (
 	ErrStaleEpoch = errors.New("replication: stale region epoch")
 	// ErrOutOfOrder: a command the backup's state does not allow now.
 	ErrOutOfOrder = errors.New("replication: command out of order")
+	// ErrOutOfSync: the backup's copy is not the primary's (it missed
+	// commands while it or its connection was down).
+	ErrOutOfSync = errors.New("replication: backup out of sync with its primary")
 )
 
 // Command is one primary-to-backup command. Fields a kind does not use
@@ -152,7 +161,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 		End: int64(le.Uint64(b[48:])), Root: le.Uint64(b[56:]), Height: le.Uint32(b[64:]),
 		Pairs: int64(le.Uint64(b[72:])), KVBytes: int64(le.Uint64(b[80:])), Nodes: int64(le.Uint64(b[88:])),
 		RPSeg: le.Uint64(b[96:]), RPOff: int64(le.Uint64(b[104:]))}
-	if c.Kind < CmdFlush || c.Kind > CmdLogFree || b[5]&^3 != 0 || c.Half > 1 {
+	if c.Kind < CmdFlush || c.Kind > CmdCheck || b[5]&^3 != 0 || c.Half > 1 {
 		return nil, fmt.Errorf("%w: kind %d flags %#x half %d", ErrMalformed, b[4], b[5], c.Half)
 	}
 	n := int(le.Uint32(b[68:]))
@@ -166,7 +175,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 		}
 	}
 	if rest := b[cmdFixed+8*n:]; len(rest) > 0 {
-		if c.Kind != CmdIndexSegment {
+		if c.Kind != CmdIndexSegment && c.Kind != CmdCheck {
 			return nil, fmt.Errorf("%w: %s with %d data bytes", ErrMalformed, c.Kind, len(rest))
 		}
 		c.Data = rest

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"flag"
+	"github.com/tebis-go/tebis/engine"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -23,6 +24,10 @@ func goldenCommands() []*Command {
 		{Kind: CmdCompactionDone, Region: 7, Epoch: 3, Src: 0, Dst: 1, Root: 40<<16 | 4096, Height: 2, Pairs: 1000,
 			KVBytes: 52000, Nodes: 30, RPSeg: 13, RPOff: 4096, Segments: []uint64{40, 41}},
 		{Kind: CmdLogFree, Region: 7, Epoch: 3, Segment: 12},
+		{Kind: CmdCheck, Region: 7, Epoch: 3, Data: EncodeState(State{
+			Logs:   []engine.LogSegment{{Segment: 12, Seq: 99, End: 65000}, {Segment: 13, Seq: 100}},
+			Levels: []engine.LevelInfo{{}, {Height: 2, Segments: make([]uint64, 2), Root: 40<<16 | 4096, Pairs: 1000, KVBytes: 52000, Nodes: 30}},
+		})},
 	}
 }
 

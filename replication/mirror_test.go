@@ -160,6 +160,12 @@ func TestMirrorBackupDies(t *testing.T) {
 				if time.Now().After(deadline) {
 					t.Fatal("dead backup never dropped")
 				}
+				if off+100 >= mirrorSeg { // the peer's death may take a while to show
+					if err := m.Switch(ctx, 2); err != nil {
+						t.Fatal(err)
+					}
+					off = 4096
+				}
 				if _, err := m.Append(off, rec); err != nil {
 					t.Fatal(err)
 				}
@@ -173,6 +179,10 @@ func TestMirrorBackupDies(t *testing.T) {
 			}
 			ends[1].qp.Close()
 			for {
+				if off+100 >= mirrorSeg {
+					m.Switch(ctx, 3)
+					off = 4096
+				}
 				m.Append(off, rec)
 				off += 100
 				err := m.Wait(ctx, m.Tail())

@@ -128,6 +128,12 @@ func (r *Replica) Handle(c *Command) error {
 		return r.install(c)
 	case CmdLogFree:
 		return r.logFree(c)
+	case CmdCheck:
+		st, err := DecodeState(c.Data)
+		if err != nil {
+			return err
+		}
+		return checkState(r.region, r.segSize, st)
 	}
 	return fmt.Errorf("%w: kind %d", ErrMalformed, c.Kind)
 }

@@ -516,3 +516,54 @@ func checkLogicalContent(t *testing.T, fs vfs.FS, dir string, model map[string][
 		t.Fatalf("%s: check: %d problems, first %+v", dir, len(rep.Problems), rep.Problems[0])
 	}
 }
+
+// TestCheckState: a stream's first command compares the backup with the
+// primary; a backup that missed a segment or a compaction refuses it.
+func TestCheckState(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 9))
+	g := newReplGroup(t, 64, []Mode{SendIndex}, nil)
+	g.write(rng, 2, 1500, 1000)
+	if err := g.pr.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	g.settle()
+	check := func(st State) error {
+		d, err := DecodeState(EncodeState(st))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.reps[0].Handle(&Command{Kind: CmdCheck, Region: 7, Epoch: 3, Data: EncodeState(d)})
+	}
+	st := PrimaryState(g.pr)
+	if len(st.Logs) < 2 || len(st.Levels) == 0 {
+		t.Fatalf("state too small to test: %d logs, %d levels", len(st.Logs), len(st.Levels))
+	}
+	if err := check(st); err != nil {
+		t.Fatalf("in-sync backup: %v", err)
+	}
+	missed := st
+	missed.Logs = append(append([]engine.LogSegment(nil), st.Logs[:len(st.Logs)-1]...),
+		engine.LogSegment{Segment: 999, Seq: 12345, End: 60000}, st.Logs[len(st.Logs)-1])
+	if err := check(missed); !errors.Is(err, ErrOutOfSync) {
+		t.Fatalf("a sealed segment the backup never adopted: %v", err)
+	}
+	gone := st
+	gone.Logs = st.Logs[1:]
+	if err := check(gone); !errors.Is(err, ErrOutOfSync) {
+		t.Fatalf("a segment the primary freed: %v", err)
+	}
+	lv := st
+	lv.Levels = append([]engine.LevelInfo(nil), st.Levels...)
+	for i := range lv.Levels {
+		if lv.Levels[i].Root != 0 {
+			lv.Levels[i].Pairs++
+			break
+		}
+	}
+	if err := check(lv); !errors.Is(err, ErrOutOfSync) {
+		t.Fatalf("a level of another shape: %v", err)
+	}
+	if _, err := DecodeState([]byte{1, 0, 0, 0}); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("short state: %v", err)
+	}
+}

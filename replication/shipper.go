@@ -102,8 +102,14 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 			return nil, err
 		}
 	}
+	var first []*Command
+	if cfg.Mode == SendIndex {
+		// Checked before anything else: a backup that missed commands
+		// (it, or its primary, was down) refuses, and is dropped.
+		first = append(first, &Command{Kind: CmdCheck, Region: cfg.Region.Desc().ID, Epoch: cfg.Epoch, Data: EncodeState(PrimaryState(cfg.Region))})
+	}
 	for name, l := range cfg.Links {
-		b := &sender{name: name, link: l}
+		b := &sender{name: name, link: l, queue: append([]*Command(nil), first...)}
 		s.backups = append(s.backups, b)
 		s.wg.Add(1)
 		go s.run(b)
