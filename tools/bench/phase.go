@@ -42,7 +42,7 @@ type PhaseResult struct {
 	// count); EngineIOAmp is its total / UserBytes.
 	EngineIO    IOBytes `json:"server_engine_bytes,omitempty"`
 	EngineIOAmp float64 `json:"server_engine_io_amplification,omitempty"`
-	Records  int64   `json:"records"` // after the phase
+	Records     int64   `json:"records"` // after the phase
 
 	Latency   LatencySummary            `json:"latency"`
 	PerOp     map[string]LatencySummary `json:"latency_by_op"`
