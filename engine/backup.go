@@ -29,16 +29,10 @@ const roleBackup = "backup"
 
 // CreateBackupRegion creates an empty backup region.
 func (v *Volume) CreateBackupRegion(desc RegionDesc) (*Region, error) {
-	if v.closed.Load() {
-		return nil, ErrClosed
-	}
-	if err := desc.validate(); err != nil {
-		return nil, err
-	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if _, ok := v.regions[desc.ID]; ok {
-		return nil, fmt.Errorf("%w: %d", ErrRegionExists, desc.ID)
+	if err := v.canCreateLocked(desc); err != nil {
+		return nil, err
 	}
 	st := &regionState{desc: desc, rp: segHeaderSize, backup: true}
 	b := v.meta.NewBatch()

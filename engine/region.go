@@ -46,16 +46,10 @@ type Region struct {
 
 // CreateRegion creates an empty region with its first log segment.
 func (v *Volume) CreateRegion(desc RegionDesc) (*Region, error) {
-	if v.closed.Load() {
-		return nil, ErrClosed
-	}
-	if err := desc.validate(); err != nil {
-		return nil, err
-	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if _, ok := v.regions[desc.ID]; ok {
-		return nil, fmt.Errorf("%w: %d", ErrRegionExists, desc.ID)
+	if err := v.canCreateLocked(desc); err != nil {
+		return nil, err
 	}
 	s, err := v.allocSegment()
 	if err != nil {
@@ -78,6 +72,21 @@ func (v *Volume) CreateRegion(desc RegionDesc) (*Region, error) {
 	}
 	v.regions[desc.ID] = r
 	return r, nil
+}
+
+// canCreateLocked checks that desc can become a new region. Called with
+// v.mu held.
+func (v *Volume) canCreateLocked(desc RegionDesc) error {
+	if v.closed.Load() {
+		return ErrClosed
+	}
+	if err := desc.validate(); err != nil {
+		return err
+	}
+	if _, ok := v.regions[desc.ID]; ok {
+		return fmt.Errorf("%w: %d", ErrRegionExists, desc.ID)
+	}
+	return nil
 }
 
 func (desc RegionDesc) validate() error {

@@ -32,6 +32,13 @@ func replCluster(t *testing.T, mode string) ([]*server, *regionmap.Map) {
 		m.Regions = append(m.Regions, regionmap.Region{ID: uint64(i + 1), Start: bounds[i], End: bounds[i+1], Epoch: 1,
 			Primary: s.name, Backups: []string{ss[(i+1)%3].name, ss[(i+2)%3].name}})
 	}
+	startCluster(t, ss, m)
+	return ss, m
+}
+
+// startCluster writes m to a map file and starts every server on it.
+func startCluster(t *testing.T, ss []*server, m *regionmap.Map) {
+	t.Helper()
 	mapFile := filepath.Join(t.TempDir(), "map.yaml")
 	if err := regionmap.WriteFile(mapFile, m); err != nil {
 		t.Fatal(err)
@@ -40,7 +47,6 @@ func replCluster(t *testing.T, mode string) ([]*server, *regionmap.Map) {
 		s.args = append(s.args, "--map-file", mapFile)
 		s.start(t)
 	}
-	return ss, m
 }
 
 // waitReady waits until the regions holding keys serve (a primary serves
@@ -252,14 +258,7 @@ func TestE2EMutualBackupsOneWorker(t *testing.T) {
 		m.Regions = append(m.Regions, regionmap.Region{ID: uint64(i + 1), Start: bounds[0], End: bounds[1], Epoch: 1,
 			Primary: ss[i].name, Backups: []string{ss[1-i].name}})
 	}
-	mapFile := filepath.Join(t.TempDir(), "map.yaml")
-	if err := regionmap.WriteFile(mapFile, m); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range ss {
-		s.args = append(s.args, "--map-file", mapFile)
-		s.start(t)
-	}
+	startCluster(t, ss, m)
 	cl := open(t, regionmap.Static{M: m}, "shm")
 	waitReady(t, cl, "a", "z")
 	var wg sync.WaitGroup

@@ -53,11 +53,7 @@ func benchEngine(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	seed := c.Uint64("seed")
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	fmt.Fprintf(os.Stderr, "seed %d (rerun with --seed %d)\n", seed, seed)
+	seed := benchSeed(c)
 	stopProfile, err := startCPUProfile(c.String("cpuprofile"))
 	if err != nil {
 		return err
@@ -111,4 +107,15 @@ func serverMap(path string) regionmap.Source {
 		return nil
 	}
 	return regionmap.File(path)
+}
+
+// benchSeed is --seed, or a seed from the clock; it is printed so that a
+// run can be repeated.
+func benchSeed(c *cli.Context) uint64 {
+	seed := c.Uint64("seed")
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	fmt.Fprintf(os.Stderr, "seed %d (rerun with --seed %d)\n", seed, seed)
+	return seed
 }

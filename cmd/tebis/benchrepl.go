@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/tebis-go/tebis/tools/bench"
 	"github.com/tebis-go/tebis/tools/progress"
@@ -48,11 +47,7 @@ func benchReplication(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	seed := c.Uint64("seed")
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	fmt.Fprintf(os.Stderr, "seed %d (rerun with --seed %d)\n", seed, seed)
+	seed := benchSeed(c)
 	exe, err := os.Executable()
 	if err != nil {
 		return err

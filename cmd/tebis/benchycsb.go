@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/tebis-go/tebis/internal/procstat"
 	"github.com/tebis-go/tebis/region/regionmap"
@@ -103,11 +102,7 @@ func benchYCSB(c *cli.Context) error {
 		}
 		workloads = append(workloads, p)
 	}
-	seed := c.Uint64("seed")
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	fmt.Fprintf(os.Stderr, "seed %d (rerun with --seed %d)\n", seed, seed)
+	seed := benchSeed(c)
 	engine, pids := c.String("target"), c.IntSlice("pids")
 	var srvMap regionmap.Source
 	switch engine {
