@@ -332,3 +332,20 @@ func (r *Region) LogSegments() []LogSegment {
 	}
 	return out
 }
+
+// ReadLog returns bytes [from, to) of a sealed segment of the region's
+// log (catching a backup up on what its buffer lost).
+func (r *Region) ReadLog(seg uint64, from, to int64) ([]byte, error) {
+	l := r.log
+	l.mu.Lock()
+	ls := l.bySeg[seg]
+	l.mu.Unlock()
+	if ls == nil || ls.dropped || ls.end == 0 || from < segHeaderSize || to > ls.end || from > to {
+		return nil, fmt.Errorf("%w: log segment %d bytes %d..%d", ErrBadOptions, seg, from, to)
+	}
+	b := make([]byte, to-from)
+	if err := r.v.readAt(b, r.v.g.fileOff(seg)+from, IOLog); err != nil {
+		return nil, err
+	}
+	return b, nil
+}

@@ -9,6 +9,16 @@ import (
 	"go.uber.org/zap"
 )
 
+// Resume starts the region's background work (once; Open and
+// CreateRegion do it unless Options.HoldBackground). A backup region has
+// none.
+func (r *Region) Resume() {
+	if r.backup {
+		return
+	}
+	r.resumed.Do(r.startBackground)
+}
+
 func (r *Region) startBackground() {
 	r.log.mu.Lock()
 	r.log.flusherUp = true

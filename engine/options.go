@@ -76,6 +76,11 @@ type Options struct {
 	GrowthFactor int
 	// SyncMode selects when writes are acknowledged. Default SyncModeSync.
 	SyncMode SyncMode
+	// HoldBackground keeps every region's background work (compaction,
+	// GC, log preparation and group commit) stopped until Region.Resume:
+	// a replicating server attaches its backups first, so that no
+	// compaction escapes them.
+	HoldBackground bool
 	// CacheBytes is the node cache's budget. Default 64 MiB; negative
 	// disables the cache.
 	CacheBytes int64

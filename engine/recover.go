@@ -63,7 +63,9 @@ func recoverRegion(v *Volume, st *regionState) (*Region, error) {
 	if r.memFull() {
 		r.freezeLocked()
 	}
-	r.startBackground()
+	if !v.opts.HoldBackground {
+		r.Resume()
+	}
 	return r, nil
 }
 

@@ -42,6 +42,7 @@ type Region struct {
 
 	flusherStop chan struct{}
 	flusherDone sync.WaitGroup
+	resumed     sync.Once
 }
 
 // CreateRegion creates an empty region with its first log segment.

@@ -85,6 +85,7 @@ func (s *Server) openBackup(m *regionmap.Map, r regionmap.Region) (*backupRegion
 	}
 	b := &backupRegion{rep: rep, buf: buf}
 	s.backups[r.ID] = b
+	er.Resume() // a Build-Index backup compacts on its own
 	return b, nil
 }
 
@@ -156,14 +157,15 @@ func (s *Server) handleReplicate(h *ring.ServerRequest) ring.Reply {
 	case c.Kind == replication.CmdFlush, c.Kind == replication.CmdLogFree:
 		label = "log-replication"
 	}
-	if err := labeledErr(label, func() error { return b.rep.Handle(c) }); err != nil {
+	var reply []byte
+	if err := labeledErr(label, func() (err error) { reply, err = b.rep.Reply(c); return err }); err != nil {
 		if errors.Is(err, replication.ErrStaleEpoch) {
 			return errorReply(wire.StatusStaleEpoch, "%v", err)
 		}
 		s.log.Error("replication command failed", zap.Uint64("region", c.Region), zap.Stringer("kind", c.Kind), zap.Error(err))
 		return errorReply(wire.StatusInternal, "%v", err)
 	}
-	return ring.Reply{}
+	return ring.Reply{Payload: reply}
 }
 
 // ringLink sends a region's commands over a backup server's ring.
@@ -173,15 +175,15 @@ type ringLink struct {
 	epoch  uint64
 }
 
-func (l *ringLink) Send(ctx context.Context, c *replication.Command) error {
+func (l *ringLink) Send(ctx context.Context, c *replication.Command) ([]byte, error) {
 	rep, err := l.c.Call(ctx, ring.Request{Type: wire.TypeReplicate, Region: l.region, Epoch: l.epoch, Payload: c.Encode(nil), ReplySize: 4 << 10})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if rep.Status != 0 {
-		return fmt.Errorf("backup refused %s (status %d): %s", c.Kind, rep.Status, rep.Payload)
+		return nil, fmt.Errorf("backup refused %s (status %d): %s", c.Kind, rep.Status, rep.Payload)
 	}
-	return nil
+	return rep.Payload, nil
 }
 
 // replTransport picks the transport to reach a peer server.

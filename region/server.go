@@ -66,6 +66,9 @@ func Start(cfg Config, log *zap.Logger) (*Server, error) {
 	vol, err := engine.Open(engine.Options{
 		Dir: cfg.DataDir, SegmentSize: int64(cfg.SegmentSize), L0Pairs: cfg.L0Pairs, GrowthFactor: cfg.GrowthFactor,
 		SyncMode: mode, CacheBytes: int64(cfg.CacheSize), Logger: log.Named("engine"),
+		// A region replicating to backups starts compacting only once they
+		// are attached (install, attachLocked).
+		HoldBackground: true,
 	})
 	if err != nil {
 		return nil, err
@@ -155,6 +158,9 @@ func (s *Server) install(m *regionmap.Map) error {
 			return fmt.Errorf("region: open region %d: %w", r.ID, err)
 		}
 		next.hosted[r.ID] = er
+		if !next.attaching[r.ID] {
+			er.Resume()
+		}
 	}
 	s.state.Store(next)
 	s.log.Info("region map installed", zap.Uint64("version", m.Version), zap.Int("hosted", len(next.hosted)))
@@ -187,6 +193,7 @@ func (s *Server) attachLocked() error {
 		s.replMu.Lock()
 		s.primaries[id] = p
 		s.replMu.Unlock()
+		st.hosted[id].Resume()
 	}
 	next := *st
 	next.attaching = map[uint64]bool{}

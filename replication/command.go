@@ -31,7 +31,9 @@ type CmdKind uint8
 const (
 	// CmdFlush: persist the buffer half Half up to End as the primary's
 	// log segment Segment (records sealed with Seq). Sealed: the segment
-	// is full; otherwise a flush before an L0 compaction.
+	// is full; otherwise a flush before an L0 compaction. With Data, the
+	// bytes are Data (the segment's bytes ending at End) instead of the
+	// buffer's: a catch-up after a restart.
 	CmdFlush CmdKind = iota + 1
 	// CmdCompactionStart: a compaction Src -> Dst began (Move: a move).
 	CmdCompactionStart
@@ -175,7 +177,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 		}
 	}
 	if rest := b[cmdFixed+8*n:]; len(rest) > 0 {
-		if c.Kind != CmdIndexSegment && c.Kind != CmdCheck {
+		if c.Kind != CmdIndexSegment && c.Kind != CmdCheck && c.Kind != CmdFlush {
 			return nil, fmt.Errorf("%w: %s with %d data bytes", ErrMalformed, c.Kind, len(rest))
 		}
 		c.Data = rest

@@ -65,14 +65,14 @@ func TestCommandGolden(t *testing.T) {
 func TestDecodeCommandRejects(t *testing.T) {
 	good := goldenCommands()[4].Encode(nil)
 	cases := map[string][]byte{
-		"short":         good[:cmdFixed-1],
-		"magic":         append([]byte{0}, good[1:]...),
-		"kind":          patch(good, 4, 9),
-		"flags":         patch(good, 5, 4),
-		"half":          patch(good, 6, 2),
-		"reserved":      patch(good, 12, 1),
-		"segment count": patch(good, 68, 9),
-		"data on flush": append(goldenCommands()[0].Encode(nil), 1),
+		"short":            good[:cmdFixed-1],
+		"magic":            append([]byte{0}, good[1:]...),
+		"kind":             patch(good, 4, 9),
+		"flags":            patch(good, 5, 4),
+		"half":             patch(good, 6, 2),
+		"reserved":         patch(good, 12, 1),
+		"segment count":    patch(good, 68, 9),
+		"data on log-free": append(goldenCommands()[5].Encode(nil), 1),
 	}
 	for name, b := range cases {
 		if _, err := DecodeCommand(b); !errors.Is(err, ErrMalformed) {

@@ -12,18 +12,18 @@ type LocalLink struct {
 }
 
 // Send encodes c, decodes it and hands it to the replica.
-func (l *LocalLink) Send(ctx context.Context, c *Command) error {
+func (l *LocalLink) Send(ctx context.Context, c *Command) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	if l.Fail != nil {
 		if err := l.Fail(c); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	d, err := DecodeCommand(c.Encode(nil))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return l.Replica.Handle(d)
+	return l.Replica.Reply(d)
 }

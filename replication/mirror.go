@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tebis-go/tebis/rdma"
 )
@@ -48,6 +49,7 @@ type Mirror struct {
 	backups  []*mirrorBackup
 	gen      uint64 // bumped at every Switch
 	written  uint64 // bytes posted, summed over backups
+	waiters  int    // goroutines in wait's cond.Wait
 	onDrop   func(name string, err error)
 	closed   bool
 	cancel   context.CancelFunc // stops the completion loop
@@ -81,6 +83,7 @@ func NewMirror(segSize int64, seg uint64, cq *rdma.CQ, backups []Backup) (*Mirro
 		m.backups = append(m.backups, &mirrorBackup{Backup: b})
 	}
 	go m.completions(ctx)
+	go m.ticker(m.done)
 	return m, nil
 }
 
@@ -149,6 +152,28 @@ func (m *Mirror) Wait(ctx context.Context, pos Pos) error {
 		m.mu.Unlock()
 	})
 	defer stop()
+	return m.wait(pos, ctx.Err)
+}
+
+// WaitTimeout is Wait with a timeout instead of a context, and without
+// allocating: the path of every replicated write. A backup still behind
+// when the timeout passes is dropped.
+func (m *Mirror) WaitTimeout(pos Pos, timeout time.Duration) error {
+	var deadline time.Time
+	return m.wait(pos, func() error {
+		// Checked only when the position is not reached yet.
+		if deadline.IsZero() {
+			deadline = time.Now().Add(timeout)
+		} else if time.Now().After(deadline) {
+			return context.DeadlineExceeded
+		}
+		return nil
+	})
+}
+
+// wait is Wait's loop; stopped says whether to give up (a deadline:
+// drop the backups behind; any other error: return it).
+func (m *Mirror) wait(pos Pos, stopped func() error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if pos.gen > m.gen || (pos.gen == m.gen && pos.end > m.appended) {
@@ -161,39 +186,64 @@ func (m *Mirror) Wait(ctx context.Context, pos Pos) error {
 	if m.posted < end {
 		m.postLocked()
 	}
+	behindAt := func(b *mirrorBackup) bool {
+		// A later generation's ack implies this one's (in-order
+		// delivery; Switch waited for it).
+		return end > 0 && m.gen == gen && (b.ackGen < gen || (b.ackGen == gen && b.acked < end))
+	}
 	for {
 		live, behind := 0, 0
 		for _, b := range m.backups {
-			if b.dropped {
-				continue
-			}
-			live++
-			// A later generation's ack implies this one's (in-order
-			// delivery; Switch waited for it).
-			if end > 0 && m.gen == gen && (b.ackGen < gen || (b.ackGen == gen && b.acked < end)) {
-				behind++
+			if !b.dropped {
+				live++
+				if behindAt(b) {
+					behind++
+				}
 			}
 		}
-		switch {
-		case live == 0:
+		if live == 0 {
 			return ErrNoBackups
-		case behind == 0:
+		}
+		if behind == 0 {
 			return nil
-		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		}
+		switch err := stopped(); {
+		case errors.Is(err, context.DeadlineExceeded):
 			// A backup that has not completed a WRITE in the whole
 			// timeout is as good as dead: drop it, keep the others.
 			for _, b := range m.backups {
-				if !b.dropped && m.gen == gen && (b.ackGen < gen || (b.ackGen == gen && b.acked < end)) {
+				if !b.dropped && behindAt(b) {
 					m.dropLocked(b, fmt.Errorf("replication: backup %s: WRITEs not complete within the timeout", b.Name))
 				}
 			}
 			continue
-		case ctx.Err() != nil:
-			return ctx.Err()
+		case err != nil:
+			return err
 		case m.closed:
 			return rdma.ErrClosed
 		}
+		m.waiters++
 		m.cond.Wait()
+		m.waiters--
+	}
+}
+
+// ticker wakes waiters now and then, so that WaitTimeout sees its
+// deadline pass, until done closes.
+func (m *Mirror) ticker(done <-chan struct{}) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			m.mu.Lock()
+			if m.waiters > 0 {
+				m.cond.Broadcast()
+			}
+			m.mu.Unlock()
+		}
 	}
 }
 

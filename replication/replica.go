@@ -92,6 +92,28 @@ func (r *Replica) Epoch() uint64 {
 // Region is the backup's region.
 func (r *Replica) Region() *engine.Region { return r.region }
 
+// Reply applies one command and returns what the backup answers: its
+// state (EncodeState) for a check, nothing otherwise.
+func (r *Replica) Reply(c *Command) ([]byte, error) {
+	if err := r.Handle(c); err != nil {
+		return nil, err
+	}
+	if c.Kind == CmdCheck && r.mode == SendIndex {
+		return EncodeState(State{Logs: backupLogs(r.region), Levels: r.region.Levels()}), nil
+	}
+	return nil, nil
+}
+
+// backupLogs is a backup region's log in the primary's terms (primary
+// segment numbers, adopted ends).
+func backupLogs(r *engine.Region) []engine.LogSegment {
+	var out []engine.LogSegment
+	for _, l := range r.LogSegments() {
+		out = append(out, engine.LogSegment{Segment: l.Primary, Seq: l.Seq, End: l.End})
+	}
+	return out
+}
+
 // Handle applies one command. A command of an older epoch is refused with
 // ErrStaleEpoch; a newer epoch is adopted (the primary learnt it first).
 // An error leaves the replica consistent (nothing half-installed), but the
@@ -114,6 +136,15 @@ func (r *Replica) Handle(c *Command) error {
 	}
 	switch c.Kind {
 	case CmdFlush:
+		if len(c.Data) > 0 {
+			if int64(len(c.Data)) > c.End || c.End >= r.segSize {
+				return fmt.Errorf("%w: %d catch-up bytes ending at %d", ErrMalformed, len(c.Data), c.End)
+			}
+			image := make([]byte, r.segSize)
+			copy(image[c.End-int64(len(c.Data)):], c.Data)
+			_, err := r.region.AdoptLog(c.Segment, c.Seq, image, c.End)
+			return err
+		}
 		h := int64(c.Half) * r.segSize
 		_, err := r.region.AdoptLog(c.Segment, c.Seq, r.buf[h:h+r.segSize], c.End)
 		return err

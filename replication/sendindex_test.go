@@ -541,11 +541,20 @@ func TestCheckState(t *testing.T) {
 	if err := check(st); err != nil {
 		t.Fatalf("in-sync backup: %v", err)
 	}
-	missed := st
-	missed.Logs = append(append([]engine.LogSegment(nil), st.Logs[:len(st.Logs)-1]...),
-		engine.LogSegment{Segment: 999, Seq: 12345, End: 60000}, st.Logs[len(st.Logs)-1])
-	if err := check(missed); !errors.Is(err, ErrOutOfSync) {
-		t.Fatalf("a sealed segment the backup never adopted: %v", err)
+	hole := st
+	hole.Logs = append([]engine.LogSegment{{Segment: 999, Seq: 12345, End: 60000}}, st.Logs...)
+	if err := check(hole); !errors.Is(err, ErrOutOfSync) {
+		t.Fatalf("a sealed segment missing before adopted ones: %v", err)
+	}
+	// Missing after the last adopted one: repairable, the primary sends it.
+	behind := st
+	behind.Logs = append(append([]engine.LogSegment(nil), st.Logs...), engine.LogSegment{Segment: 999, Seq: 12345, End: 60000})
+	if err := check(behind); err != nil {
+		t.Fatalf("a backup behind by a sealed segment: %v", err)
+	}
+	gaps, err := catchUp(behind.Logs, backupLogs(g.reps[0].Region()))
+	if err != nil || len(gaps) != 1 || gaps[0] != (gap{Segment: 999, Seq: 12345, From: engine.SegmentHeaderSize, End: 60000}) {
+		t.Fatalf("catch-up of a backup behind: %+v %v", gaps, err)
 	}
 	gone := st
 	gone.Logs = st.Logs[1:]

@@ -13,9 +13,10 @@ import (
 )
 
 // Link carries one region's commands to one backup. Send returns once the
-// backup applied the command (or failed it). Sends are serial per link.
+// backup applied the command (or failed it), with the backup's answer (its
+// state, for a check). Sends are serial per link.
 type Link interface {
-	Send(ctx context.Context, c *Command) error
+	Send(ctx context.Context, c *Command) ([]byte, error)
 }
 
 // ShipperConfig configures the primary side of one region's replication.
@@ -147,11 +148,9 @@ func (s *Shipper) LogAppended(a engine.LogAppend) {
 // WaitReplicated waits until every live backup holds the log up to pos.
 func (s *Shipper) WaitReplicated(pos uint64) error {
 	idx, off := pos>>s.shift, int64(pos&(1<<s.shift-1))
-	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
-	defer cancel()
 	setLabel(labelLog)
 	defer setLabel(labelInsert) // the writer's own label (region server handlers)
-	return s.cfg.Mirror.Wait(ctx, Pos{gen: idx - s.base, end: off})
+	return s.cfg.Mirror.WaitTimeout(Pos{gen: idx - s.base, end: off}, s.cfg.Timeout)
 }
 
 // CPU profile labels (component=...) of replication work. pprof cannot
@@ -327,14 +326,18 @@ func (s *Shipper) run(b *sender) {
 			label = labelLog
 		}
 		setLabel(label)
-		err := b.link.Send(ctx, c)
+		reply, err := b.link.Send(ctx, c)
 		cancel()
+		var catch []*Command
+		if err == nil && c.Kind == CmdCheck && len(reply) > 0 { // a Build-Index backup has no state to check
+			catch, err = s.catchUpCommands(c, reply)
+		}
 		s.mu.Lock()
 		if b.dead { // dropped by the mirror meanwhile: the queue is gone
 			s.mu.Unlock()
 			return
 		}
-		b.queue = b.queue[1:]
+		b.queue = append(catch, b.queue[1:]...) // a catch-up goes before everything else
 		if c.Kind == CmdIndexSegment {
 			b.indexQueue--
 		}
@@ -357,6 +360,36 @@ func (s *Shipper) run(b *sender) {
 			return
 		}
 	}
+}
+
+// catchUpCommands turns a backup's answer to the check into flushes of
+// what it lacks of the sealed log (read back from the primary's log).
+func (s *Shipper) catchUpCommands(check *Command, reply []byte) ([]*Command, error) {
+	mine, err := DecodeState(check.Data)
+	if err != nil {
+		return nil, err
+	}
+	theirs, err := DecodeState(reply)
+	if err != nil {
+		return nil, fmt.Errorf("the backup's state: %w", err)
+	}
+	gaps, err := catchUp(mine.Logs, theirs.Logs)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Command
+	for _, g := range gaps {
+		data, err := s.cfg.Region.ReadLog(g.Segment, g.From, g.End)
+		if err != nil {
+			return nil, fmt.Errorf("catching up log segment %d: %w", g.Segment, err)
+		}
+		out = append(out, &Command{Kind: CmdFlush, Region: check.Region, Epoch: check.Epoch, Segment: g.Segment, Seq: g.Seq,
+			End: g.End, Sealed: true, Data: data})
+	}
+	if len(out) > 0 {
+		s.cfg.Log.Info("catching a backup up", zap.Uint64("region", check.Region), zap.Int("segments", len(out)))
+	}
+	return out, nil
 }
 
 // Idle waits until every live backup has applied every queued command.

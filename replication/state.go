@@ -84,27 +84,16 @@ func DecodeState(b []byte) (State, error) {
 	return st, nil
 }
 
-// checkState compares a backup region with its primary's state: the same
-// log segments (sealed ones adopted to their end; the tail adopted at most
-// up to where the primary is, or not yet) and levels of the same shape.
+// checkState compares a backup region with its primary's state. It
+// accepts what the primary can repair by catching the backup up (sealed
+// segments adopted only in part, or missing after the last one the backup
+// holds: its buffer was lost while the primary went on) and refuses what
+// it cannot: levels of another shape, segments the primary no longer has,
+// a segment missing before one the backup holds.
 func checkState(r *engine.Region, segSize int64, st State) error {
-	mine := map[[2]uint64]engine.LogSegment{}
-	for _, l := range r.LogSegments() {
-		mine[[2]uint64{l.Primary, l.Seq}] = l
-	}
-	for _, p := range st.Logs {
-		l, ok := mine[[2]uint64{p.Segment, p.Seq}]
-		tail := p.End == 0 // the tail, or the next segment prepared for it
-		switch {
-		case !ok && !tail:
-			return fmt.Errorf("%w: the primary's log segment %d (seq %d) was never adopted", ErrOutOfSync, p.Segment, p.Seq)
-		case ok && !tail && l.End != p.End:
-			return fmt.Errorf("%w: log segment %d adopted up to %d, sealed at %d", ErrOutOfSync, p.Segment, l.End, p.End)
-		}
-		delete(mine, [2]uint64{p.Segment, p.Seq})
-	}
-	for _, l := range mine {
-		return fmt.Errorf("%w: log segment %d (seq %d) is no longer the primary's", ErrOutOfSync, l.Primary, l.Seq)
+	_, err := catchUp(st.Logs, backupLogs(r))
+	if err != nil {
+		return err
 	}
 	levels := r.Levels()
 	for len(levels) > 0 && levels[len(levels)-1].Root == 0 {
@@ -126,4 +115,44 @@ func checkState(r *engine.Region, segSize int64, st State) error {
 		}
 	}
 	return nil
+}
+
+// gap is a part of a sealed primary log segment a backup lacks.
+type gap struct {
+	Segment, Seq uint64
+	From, End    int64
+}
+
+// catchUp lists what a backup (its log in primary terms, oldest first)
+// lacks of the primary's sealed log segments, or ErrOutOfSync when the
+// backup cannot be repaired that way.
+func catchUp(primary, backup []engine.LogSegment) ([]gap, error) {
+	type id struct{ seg, seq uint64 }
+	have := map[id]int64{}
+	for _, b := range backup {
+		have[id{b.Segment, b.Seq}] = b.End
+	}
+	var gaps []gap
+	missing := false // a sealed segment the backup lacks came before
+	for _, p := range primary {
+		end, ok := have[id{p.Segment, p.Seq}]
+		delete(have, id{p.Segment, p.Seq})
+		switch {
+		case ok && missing:
+			return nil, fmt.Errorf("%w: the primary's log segment %d is missing before segment %d", ErrOutOfSync, gaps[0].Segment, p.Segment)
+		case p.End == 0: // the tail (or the segment prepared after it): the mirror re-sends it
+			continue
+		case ok && end > p.End:
+			return nil, fmt.Errorf("%w: log segment %d adopted up to %d, sealed at %d", ErrOutOfSync, p.Segment, end, p.End)
+		case ok && end < p.End:
+			gaps = append(gaps, gap{Segment: p.Segment, Seq: p.Seq, From: end, End: p.End})
+		case !ok:
+			missing = true
+			gaps = append(gaps, gap{Segment: p.Segment, Seq: p.Seq, From: engine.SegmentHeaderSize, End: p.End})
+		}
+	}
+	for l := range have {
+		return nil, fmt.Errorf("%w: log segment %d (seq %d) is no longer the primary's", ErrOutOfSync, l.seg, l.seq)
+	}
+	return gaps, nil
 }
