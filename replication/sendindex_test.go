@@ -576,3 +576,82 @@ func TestCheckState(t *testing.T) {
 		t.Fatalf("short state: %v", err)
 	}
 }
+
+// TestCompactionOfEmptyTail: after a restart the primary's tail is the
+// empty segment prepared before the stop, so its first L0 compaction's
+// recovery point is that segment's first byte. The backups still adopt
+// the segment, and the recovery point translates.
+func TestCompactionOfEmptyTail(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := replOpts(fs, 1000)
+	pv, err := engine.Open(opts("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := pv.CreateRegion(engine.RegionDesc{ID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Past half a segment the next one is prepared (in the metadata).
+	for i := range 250 {
+		if err := pr.Put(fmt.Appendf(nil, "k%06d", i), bytes.Repeat([]byte{'v'}, 200)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // the preparer runs in the background
+	if err := pv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	po := opts("p")
+	po.HoldBackground = true
+	if pv, err = engine.Open(po); err != nil {
+		t.Fatal(err)
+	}
+	defer pv.Close()
+	pr, _ = pv.Region(7)
+	tail, err := pr.LogTail()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tail.Offset != engine.SegmentHeaderSize {
+		t.Fatalf("the recovered tail is at %d, want an empty prepared segment", tail.Offset)
+	}
+	bv, err := engine.Open(opts("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bv.Close()
+	br, err := bv.CreateBackupRegion(engine.RegionDesc{ID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, ends, cq := connectBackups(t, rdma.NewLoopback(), func() string { loopAddrs++; return fmt.Sprintf("et%d", loopAddrs) }, 1)
+	rep, err := NewReplica(bv, br, SendIndex, 1, ends[0].buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMirror(mirrorSeg, tail.Segment, cq, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	sh, err := NewShipper(ShipperConfig{Region: pr, Epoch: 1, Mode: SendIndex, SegSize: mirrorSeg, Mirror: m,
+		Links: map[string]Link{bs[0].Name: &LocalLink{Replica: rep}}, Log: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	pr.Resume()
+	if err := pr.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := sh.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := sh.Dropped(); len(d) != 0 {
+		t.Fatalf("dropped: %v", d)
+	}
+	checkLevels(t, "backup", pr, br)
+}

@@ -201,13 +201,15 @@ func (s *Shipper) LogFlushed(e engine.LogFlush) {
 	if !cur {
 		return // sealed: its full flush is queued already
 	}
-	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
-	err := s.cfg.Mirror.Wait(ctx, Pos{gen: gen, end: e.End})
-	cancel()
-	if err != nil {
-		// No backup holds the bytes (none is left, or closing): no flush.
-		s.cfg.Log.Warn("waiting for the mirror before a flush failed", zap.Uint64("region", e.Region), zap.Error(err))
-		return
+	if e.End > engine.SegmentHeaderSize { // an empty tail (just switched, or recovered) has nothing to wait for
+		ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
+		err := s.cfg.Mirror.Wait(ctx, Pos{gen: gen, end: e.End})
+		cancel()
+		if err != nil {
+			// No backup holds the bytes (none is left, or closing): no flush.
+			s.cfg.Log.Warn("waiting for the mirror before a flush failed", zap.Uint64("region", e.Region), zap.Error(err))
+			return
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -341,7 +343,7 @@ func (s *Shipper) run(b *sender) {
 		if c.Kind == CmdIndexSegment {
 			b.indexQueue--
 		}
-		if c.Kind == CmdFlush && c.Sealed {
+		if c.Kind == CmdFlush && c.Sealed && len(c.Data) == 0 { // a mirrored segment (not a catch-up)
 			b.sealedDone++
 		}
 		if err == nil {
