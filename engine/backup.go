@@ -333,15 +333,18 @@ func (r *Region) LogSegments() []LogSegment {
 	return out
 }
 
-// ReadLog returns bytes [from, to) of a sealed segment of the region's
-// log (catching a backup up on what its buffer lost).
-func (r *Region) ReadLog(seg uint64, from, to int64) ([]byte, error) {
+// ReadLog returns bytes [from, to) of sealed segment seg (records sealed
+// with seq) of the region's log: catching a backup up on what its buffer
+// lost. The caller keeps the segment from being freed meanwhile (the
+// region's compactions and GC held, as when replication attaches).
+func (r *Region) ReadLog(seg, seq uint64, from, to int64) ([]byte, error) {
 	l := r.log
 	l.mu.Lock()
 	ls := l.bySeg[seg]
+	ok := ls != nil && !ls.dropped && ls.recordSeq() == seq && ls.end != 0 && from >= segHeaderSize && to <= ls.end && from <= to
 	l.mu.Unlock()
-	if ls == nil || ls.dropped || ls.end == 0 || from < segHeaderSize || to > ls.end || from > to {
-		return nil, fmt.Errorf("%w: log segment %d bytes %d..%d", ErrBadOptions, seg, from, to)
+	if !ok {
+		return nil, fmt.Errorf("%w: log segment %d (seq %d) bytes %d..%d", ErrBadOptions, seg, seq, from, to)
 	}
 	b := make([]byte, to-from)
 	if err := r.v.readAt(b, r.v.g.fileOff(seg)+from, IOLog); err != nil {

@@ -51,19 +51,20 @@ type Shipper struct {
 	shift uint
 	base  uint64 // the log index of mirror generation 0
 
-	mu       sync.Mutex
-	cond     *sync.Cond
-	gen      uint64 // the tail's mirror generation
-	tailSeg  uint64
-	tailSeq  uint64
-	rpSeg    uint64 // the last L0 flush point (the next L0 compaction's recovery point)
-	rpOff    int64
-	backups  []*sender
-	sent     uint64 // command bytes sent, summed over backups
-	closed   bool
-	stopCtx  context.Context
-	stopFunc context.CancelFunc
-	wg       sync.WaitGroup
+	mu        sync.Mutex
+	cond      *sync.Cond
+	gen       uint64 // the tail's mirror generation
+	tailSeg   uint64
+	tailSeq   uint64
+	rpSeg     uint64 // the last L0 flush point (the next L0 compaction's recovery point)
+	rpOff     int64
+	switching bool // LogSealed is between the mirror's switch and the sealed flush's enqueue
+	backups   []*sender
+	sent      uint64 // command bytes sent, summed over backups
+	closed    bool
+	stopCtx   context.Context
+	stopFunc  context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 // sender is one backup's ordered command queue.
@@ -77,8 +78,12 @@ type sender struct {
 }
 
 // NewShipper attaches replication to cfg.Region: it seeds the mirror with
-// the log tail written so far and installs itself as the region's listener
-// and replicator.
+// the log tail written so far, checks every Send-Index backup against the
+// region (and reads from the region's log what a backup must be caught up
+// on), and installs itself as the region's listener and replicator. The
+// region must be still meanwhile: no writes, compactions or GC (a region
+// server opens its volume with Options.HoldBackground and serves the
+// region only once attached).
 func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 	if cfg.Credits <= 0 {
 		cfg.Credits = 4
@@ -103,22 +108,47 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 			return nil, err
 		}
 	}
-	var first []*Command
+	cfg.Mirror.OnDrop(s.mirrorDropped)
+	var check *Command
 	if cfg.Mode == SendIndex {
-		// Checked before anything else: a backup that missed commands
-		// (it, or its primary, was down) refuses, and is dropped.
-		first = append(first, &Command{Kind: CmdCheck, Region: cfg.Region.Desc().ID, Epoch: cfg.Epoch, Data: EncodeState(PrimaryState(cfg.Region))})
+		check = &Command{Kind: CmdCheck, Region: cfg.Region.Desc().ID, Epoch: cfg.Epoch, Data: EncodeState(PrimaryState(cfg.Region))}
 	}
 	for name, l := range cfg.Links {
-		b := &sender{name: name, link: l, queue: append([]*Command(nil), first...)}
+		b := &sender{name: name, link: l}
 		s.backups = append(s.backups, b)
+		if check != nil {
+			// Checked before anything else, while the region is still
+			// (no writes, no compaction, no GC): a backup that only lost
+			// the end of the log is caught up from the primary's log
+			// first; one that missed more is dropped.
+			catch, err := s.checkBackup(l, check)
+			if err != nil {
+				b.dead = true
+				err = fmt.Errorf("replication: backup %s: %w", name, err)
+				cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", check.Region), zap.String("backup", name), zap.Error(err))
+				cfg.Mirror.Drop(name, err)
+				continue
+			}
+			b.queue = catch
+		}
 		s.wg.Add(1)
 		go s.run(b)
 	}
-	cfg.Mirror.OnDrop(s.mirrorDropped)
 	cfg.Region.SetListener(s)
 	cfg.Region.SetReplicator(s)
 	return s, nil
+}
+
+// checkBackup sends the stream's check and returns the catch-up the
+// backup needs.
+func (s *Shipper) checkBackup(l Link, check *Command) ([]*Command, error) {
+	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
+	defer cancel()
+	reply, err := l.Send(ctx, check)
+	if err != nil || len(reply) == 0 { // a Build-Index backup has no state to check
+		return nil, err
+	}
+	return s.catchUpCommands(check, reply)
 }
 
 // mirrorDropped stops commands to a backup whose mirror WRITEs failed:
@@ -177,6 +207,7 @@ func (s *Shipper) LogSealed(e engine.LogSeal) {
 	for !s.closed && !s.allLocked(func(b *sender) bool { return b.sealedDone >= s.gen }) {
 		s.cond.Wait()
 	}
+	s.switching = true
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
 	err := s.cfg.Mirror.Switch(ctx, e.Next)
@@ -189,6 +220,8 @@ func (s *Shipper) LogSealed(e engine.LogSeal) {
 	s.enqueueLocked(&Command{Kind: CmdFlush, Segment: e.Segment, Seq: e.Seq, End: e.End, Half: uint8(s.gen & 1), Sealed: true})
 	s.gen++
 	s.tailSeg, s.tailSeq = e.Next, e.NextSeq
+	s.switching = false
+	s.cond.Broadcast()
 }
 
 // LogFlushed queues a partial flush of the tail before an L0 compaction,
@@ -269,6 +302,13 @@ func (s *Shipper) LogFreed(f engine.LogFree) {
 	if s.cfg.Mode != SendIndex {
 		return
 	}
+	// Not in the middle of a switch: the mirror's tail and s.gen agree,
+	// and a segment sealed meanwhile has its flush queued already.
+	s.mu.Lock()
+	for s.switching && !s.closed {
+		s.cond.Wait()
+	}
+	s.mu.Unlock()
 	tail := s.cfg.Mirror.Tail()
 	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
 	err := s.cfg.Mirror.Wait(ctx, tail)
@@ -328,18 +368,14 @@ func (s *Shipper) run(b *sender) {
 			label = labelLog
 		}
 		setLabel(label)
-		reply, err := b.link.Send(ctx, c)
+		_, err := b.link.Send(ctx, c)
 		cancel()
-		var catch []*Command
-		if err == nil && c.Kind == CmdCheck && len(reply) > 0 { // a Build-Index backup has no state to check
-			catch, err = s.catchUpCommands(c, reply)
-		}
 		s.mu.Lock()
 		if b.dead { // dropped by the mirror meanwhile: the queue is gone
 			s.mu.Unlock()
 			return
 		}
-		b.queue = append(catch, b.queue[1:]...) // a catch-up goes before everything else
+		b.queue = b.queue[1:]
 		if c.Kind == CmdIndexSegment {
 			b.indexQueue--
 		}
@@ -381,7 +417,7 @@ func (s *Shipper) catchUpCommands(check *Command, reply []byte) ([]*Command, err
 	}
 	var out []*Command
 	for _, g := range gaps {
-		data, err := s.cfg.Region.ReadLog(g.Segment, g.From, g.End)
+		data, err := s.cfg.Region.ReadLog(g.Segment, g.Seq, g.From, g.End)
 		if err != nil {
 			return nil, fmt.Errorf("catching up log segment %d: %w", g.Segment, err)
 		}
