@@ -294,3 +294,49 @@ func TestE2EMutualBackupsOneWorker(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EBackupKilled: kill -9 a server while clients write. The regions
+// it backed up drop it (logged, reported by STATS) and keep acknowledging
+// writes with their other backup; every acknowledged write is readable.
+func TestE2EBackupKilled(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 4))
+	ss, m := replCluster(t, "send-index")
+	cl := open(t, regionmap.Static{M: m}, "shm")
+	waitReady(t, cl, "k000000", "k003200", "k006400")
+	c := ctx(t)
+	model := map[string][]byte{}
+	put := func(i int) {
+		k := fmt.Sprintf("k%06d", rng.IntN(6400)) // regions 1 and 2: primaries rs1, rs2
+		v := fmt.Appendf(nil, "v%d", i)
+		start := time.Now()
+		if err := cl.Put(c, []byte(k), v); err != nil {
+			t.Fatalf("put %d (%s): %v", i, k, err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Fatalf("put %d took %v", i, d)
+		}
+		model[k] = v
+	}
+	for i := range 1500 {
+		put(i)
+	}
+	ss[2].p.Kill() // a backup of regions 1 and 2 (and region 3's primary)
+	for i := 1500; i < 4000; i++ {
+		put(i)
+	}
+	for _, s := range ss[:2] {
+		b, err := cl.ServerStats(c, s.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(b, []byte(`rs3 (region`)) {
+			t.Fatalf("%s did not drop rs3: %s", s.name, b)
+		}
+	}
+	for k, v := range model {
+		got, err := cl.Get(c, []byte(k))
+		if err != nil || !bytes.Equal(got, v) {
+			t.Fatalf("%s: %q %v, want %q", k, got, err, v)
+		}
+	}
+}
