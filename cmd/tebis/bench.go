@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -81,14 +82,7 @@ func benchEngine(c *cli.Context) error {
 	}
 	res, err := bench.Run(c.Context, cfg)
 	if res != nil && len(res.Phases) > 0 {
-		if terr := res.WriteTable(os.Stdout); terr != nil {
-			log.Error("write table", zap.Error(terr))
-		}
-		if path := c.String("json"); path != "" {
-			if jerr := res.WriteJSONFile(path); jerr != nil {
-				log.Error("write json", zap.Error(jerr))
-			}
-		}
+		writeResult(c, log, res)
 	}
 	return err
 }
@@ -118,4 +112,23 @@ func benchSeed(c *cli.Context) uint64 {
 	}
 	fmt.Fprintf(os.Stderr, "seed %d (rerun with --seed %d)\n", seed, seed)
 	return seed
+}
+
+// benchResult is what every bench command prints and may save.
+type benchResult interface {
+	WriteTable(io.Writer) error
+	WriteJSONFile(path string) error
+}
+
+// writeResult prints the result's table and writes --json if asked;
+// errors are logged (the run's own error is what the command returns).
+func writeResult(c *cli.Context, log *zap.Logger, res benchResult) {
+	if err := res.WriteTable(os.Stdout); err != nil {
+		log.Error("write table", zap.Error(err))
+	}
+	if path := c.String("json"); path != "" {
+		if err := res.WriteJSONFile(path); err != nil {
+			log.Error("write json", zap.Error(err))
+		}
+	}
 }

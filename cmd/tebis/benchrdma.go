@@ -6,7 +6,6 @@ import (
 
 	"github.com/tebis-go/tebis/tools/rdmabench"
 	"github.com/urfave/cli/v2"
-	"go.uber.org/zap"
 )
 
 func benchRDMACommands() []*cli.Command {
@@ -56,14 +55,7 @@ func benchRDMA(c *cli.Context) error {
 		PeerArgv:    []string{exe, "bench", "rdma-peer"},
 	})
 	if res != nil {
-		if terr := res.WriteTable(os.Stdout); terr != nil {
-			log.Error("write table", zap.Error(terr))
-		}
-		if path := c.String("json"); path != "" {
-			if jerr := res.WriteJSONFile(path); jerr != nil {
-				log.Error("write json", zap.Error(jerr))
-			}
-		}
+		writeResult(c, log, res)
 	}
 	return err
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/tebis-go/tebis/tools/bench"
 	"github.com/tebis-go/tebis/tools/progress"
 	"github.com/urfave/cli/v2"
-	"go.uber.org/zap"
 )
 
 func benchReplicationCommand() *cli.Command {
@@ -78,14 +77,7 @@ func benchReplication(c *cli.Context) error {
 	}
 	res, err := bench.RunReplication(c.Context, cfg)
 	if res != nil && len(res.Runs) > 0 {
-		if terr := res.WriteTable(os.Stdout); terr != nil {
-			log.Error("write table", zap.Error(terr))
-		}
-		if path := c.String("json"); path != "" {
-			if jerr := res.WriteJSONFile(path); jerr != nil {
-				log.Error("write json", zap.Error(jerr))
-			}
-		}
+		writeResult(c, log, res)
 	}
 	return err
 }
