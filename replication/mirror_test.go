@@ -62,6 +62,19 @@ func connectBackups(t testing.TB, tr rdma.Transport, addr func() string, n int) 
 	return bs, ends, cq
 }
 
+// newTestMirror starts a mirror (tail in segment 1) over n connected
+// backups; it is closed when the test ends.
+func newTestMirror(t testing.TB, tr rdma.Transport, addr func() string, n int) (*Mirror, []*backupEnd) {
+	t.Helper()
+	bs, ends, cq := connectBackups(t, tr, addr, n)
+	m, err := NewMirror(mirrorSeg, 1, cq, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m, ends
+}
+
 var loopAddrs int
 
 func transports(t *testing.T) map[string]struct {
@@ -85,12 +98,7 @@ func transports(t *testing.T) map[string]struct {
 func TestMirrorImage(t *testing.T) {
 	for name, tc := range transports(t) {
 		t.Run(name, func(t *testing.T) {
-			bs, ends, cq := connectBackups(t, tc.tr, tc.addr, 2)
-			m, err := NewMirror(mirrorSeg, 1, cq, bs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
+			m, ends := newTestMirror(t, tc.tr, tc.addr, 2)
 			var logMu sync.Mutex // the engine's log lock
 			image := make([]byte, 2*mirrorSeg)
 			off, half := int64(4096), 0
@@ -138,12 +146,7 @@ func TestMirrorImage(t *testing.T) {
 func TestMirrorBackupDies(t *testing.T) {
 	for name, tc := range transports(t) {
 		t.Run(name, func(t *testing.T) {
-			bs, ends, cq := connectBackups(t, tc.tr, tc.addr, 2)
-			m, err := NewMirror(mirrorSeg, 1, cq, bs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
+			m, ends := newTestMirror(t, tc.tr, tc.addr, 2)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			rec := bytes.Repeat([]byte{7}, 100)
@@ -231,12 +234,7 @@ func TestMirrorWaitAcrossSwitch(t *testing.T) {
 func TestMirrorSwitchUnderLoad(t *testing.T) {
 	for name, tc := range transports(t) {
 		t.Run(name, func(t *testing.T) {
-			bs, _, cq := connectBackups(t, tc.tr, tc.addr, 2)
-			m, err := NewMirror(mirrorSeg, 1, cq, bs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
+			m, _ := newTestMirror(t, tc.tr, tc.addr, 2)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			var logMu sync.Mutex
