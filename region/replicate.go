@@ -231,7 +231,7 @@ func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region)
 	links := map[string]replication.Link{}
 	p := &primaryRepl{}
 	hello := replication.Hello{Region: r.ID, Epoch: r.Epoch, SegSize: s.vol.SegmentSize()}.Encode()
-	for _, name := range r.Backups {
+	for _, name := range r.Group() {
 		srv, _ := m.Server(name)
 		tr, addr, err := s.replTransport(srv)
 		if err != nil {

@@ -136,7 +136,7 @@ func (s *Server) install(m *regionmap.Map) error {
 	}
 	next := &routing{m: m, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}}
 	for _, r := range m.Regions {
-		for _, b := range r.Backups {
+		for _, b := range r.Group() {
 			if b == s.cfg.Name {
 				if _, err := s.openBackup(m, r); err != nil {
 					return err
@@ -149,7 +149,7 @@ func (s *Server) install(m *regionmap.Map) error {
 		s.replMu.Lock()
 		_, attached := s.primaries[r.ID]
 		s.replMu.Unlock()
-		if len(r.Backups) > 0 && !attached {
+		if len(r.Group()) > 0 && !attached {
 			next.attaching[r.ID] = true
 		}
 		desc := engine.RegionDesc{ID: r.ID, Epoch: r.Epoch}

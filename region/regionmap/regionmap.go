@@ -48,7 +48,17 @@ type Region struct {
 	End     string   `yaml:"end" json:"end"`
 	Primary string   `yaml:"primary" json:"primary"`
 	Backups []string `yaml:"backups,omitempty" json:"backups,omitempty"`
+	// Joining are backups being seeded: the primary replicates to them
+	// like to Backups, but they hold the region's data only once the
+	// primary reported them done (the master then moves them to Backups);
+	// a joining backup is never promoted.
+	Joining []string `yaml:"joining,omitempty" json:"joining,omitempty"`
 	Epoch   uint64   `yaml:"epoch" json:"epoch"`
+}
+
+// Group is the region's backups, joining ones included.
+func (r *Region) Group() []string {
+	return append(append([]string(nil), r.Backups...), r.Joining...)
 }
 
 // Contains reports whether key falls in the region.
@@ -64,6 +74,9 @@ type Map struct {
 	// Replication is the cluster's scheme for regions with backups:
 	// "send-index" (the default) or "build-index" (the baseline).
 	Replication string `yaml:"replication,omitempty" json:"replication,omitempty"`
+	// Replicas is the copies (primary included) the master keeps of each
+	// region; 0 leaves the groups as they are (a static map).
+	Replicas int `yaml:"replicas,omitempty" json:"replicas,omitempty"`
 }
 
 // Single is the map of one server holding one region over all keys.
@@ -95,6 +108,9 @@ func (m *Map) Validate() error {
 	if len(m.Regions) == 0 {
 		return bad("no regions")
 	}
+	if m.Replicas < 0 {
+		return bad("replicas %d", m.Replicas)
+	}
 	if m.Replication != "" && m.Replication != "send-index" && m.Replication != "build-index" {
 		return bad("replication %q (send-index or build-index)", m.Replication)
 	}
@@ -116,14 +132,29 @@ func (m *Map) Validate() error {
 		case i == len(m.Regions)-1 && r.End != "":
 			return bad("the last region ends at %q, not at the end of the key space", r.End)
 		}
-		for _, b := range r.Backups {
-			if !names[b] || b == r.Primary {
-				return bad("region %d: backup %q unknown or the primary", r.ID, b)
+		seen := map[string]bool{r.Primary: true}
+		for _, b := range r.Group() {
+			if !names[b] || seen[b] {
+				return bad("region %d: backup %q unknown, repeated or the primary", r.ID, b)
 			}
+			seen[b] = true
 		}
 		ids[r.ID] = true
 	}
 	return nil
+}
+
+// Clone returns a deep copy of m.
+func (m *Map) Clone() *Map {
+	c := *m
+	c.Servers = append([]Server(nil), m.Servers...)
+	c.Regions = make([]Region, len(m.Regions))
+	for i, r := range m.Regions {
+		r.Backups = append([]string(nil), r.Backups...)
+		r.Joining = append([]string(nil), r.Joining...)
+		c.Regions[i] = r
+	}
+	return &c
 }
 
 // Lookup returns the region holding key.

@@ -1,0 +1,187 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/zap"
+)
+
+// ErrNoSession: the session could not be established in time, or was
+// closed.
+var ErrNoSession = errors.New("coord: no zookeeper session")
+
+// Config configures a session.
+type Config struct {
+	// Servers is the ensemble: "host:port" entries, or one comma-separated
+	// string.
+	Servers []string
+	// Root is the cluster's znode ("/tebis" when empty).
+	Root string
+	// SessionTimeout is the ZooKeeper session timeout (the server clamps it
+	// to its own bounds); a region server or master that stays away longer
+	// is declared dead. Default 2 s.
+	SessionTimeout time.Duration
+	Log            *zap.Logger
+}
+
+// Session is one ZooKeeper session (re-established by the client library
+// after an expiry; Expired tells when).
+type Session struct {
+	conn *zk.Conn
+	root string
+	log  *zap.Logger
+
+	mu      sync.Mutex
+	events  []zk.Event // session events not yet consumed by the event loop
+	wake    chan struct{}
+	expired chan struct{} // closed at the next expiry, then replaced
+	gen     uint64        // session generation: +1 at each expiry
+	has     chan struct{} // closed once the first session is established
+	hasOnce sync.Once
+	done    chan struct{}
+}
+
+// Dial connects to the ensemble and waits (bounded by ctx) until a session
+// is established.
+func Dial(ctx context.Context, cfg Config) (*Session, error) {
+	var servers []string
+	for _, s := range cfg.Servers {
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				servers = append(servers, p)
+			}
+		}
+	}
+	if len(servers) == 0 {
+		return nil, fmt.Errorf("%w: no servers given", ErrNoSession)
+	}
+	if cfg.Root == "" {
+		cfg.Root = "/tebis"
+	}
+	if !strings.HasPrefix(cfg.Root, "/") || (len(cfg.Root) > 1 && strings.HasSuffix(cfg.Root, "/")) {
+		return nil, fmt.Errorf("coord: root %q: want an absolute znode path", cfg.Root)
+	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = 2 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	s := &Session{root: cfg.Root, log: cfg.Log, wake: make(chan struct{}, 1), expired: make(chan struct{}),
+		has: make(chan struct{}), done: make(chan struct{})}
+	conn, _, err := zk.Connect(servers, cfg.SessionTimeout, zk.WithEventCallback(s.onEvent),
+		zk.WithLogger(zkLogger{cfg.Log}), zk.WithLogInfo(false))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoSession, err)
+	}
+	s.conn = conn
+	go s.loop()
+	select {
+	case <-s.has:
+		return s, nil
+	case <-ctx.Done():
+		s.Close()
+		return nil, fmt.Errorf("%w: %v: %w", ErrNoSession, servers, ctx.Err())
+	}
+}
+
+// onEvent runs on the library's goroutines: it only queues.
+func (s *Session) onEvent(e zk.Event) {
+	if e.Type != zk.EventSession {
+		return // node events arrive on the watch channels
+	}
+	s.mu.Lock()
+	s.events = append(s.events, e)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop consumes session events in order.
+func (s *Session) loop() {
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.wake:
+		}
+		s.mu.Lock()
+		evs := s.events
+		s.events = nil
+		s.mu.Unlock()
+		for _, e := range evs {
+			switch e.State {
+			case zk.StateHasSession:
+				s.hasOnce.Do(func() { close(s.has) })
+				s.log.Debug("zookeeper session", zap.Int64("id", s.conn.SessionID()))
+			case zk.StateExpired:
+				s.log.Warn("zookeeper session expired")
+				s.mu.Lock()
+				close(s.expired)
+				s.expired = make(chan struct{})
+				s.gen++
+				s.mu.Unlock()
+			case zk.StateDisconnected:
+				s.log.Info("zookeeper disconnected", zap.String("server", e.Server))
+			}
+		}
+	}
+}
+
+// Expired returns a channel closed at the next session expiry.
+func (s *Session) Expired() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.expired
+}
+
+// Generation counts the session's expiries so far.
+func (s *Session) Generation() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
+}
+
+// Connected reports whether the session is currently connected.
+func (s *Session) Connected() bool { return s.conn.State() == zk.StateHasSession }
+
+// Root is the cluster's znode.
+func (s *Session) Root() string { return s.root }
+
+// Conn is the underlying connection (for the layout functions and tests).
+func (s *Session) Conn() *zk.Conn { return s.conn }
+
+func (s *Session) closed() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close ends the session: its ephemeral znodes go at once.
+func (s *Session) Close() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	close(s.done)
+	if s.conn != nil {
+		s.conn.Close()
+	}
+}
+
+// zkLogger sends the library's log lines to zap at debug level.
+type zkLogger struct{ l *zap.Logger }
+
+func (z zkLogger) Printf(f string, a ...any) { z.l.Sugar().Debugf("zk: "+f, a...) }

@@ -1,0 +1,186 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/region/regionmap"
+)
+
+// Config configures a master process.
+type Config struct {
+	Name    string         // this candidate's name (shown by `tebis cluster status`)
+	Session *coord.Session // owned by the caller
+	// Grace is how long a new leader waits for a server of the map it
+	// never saw live before treating it as failed (servers starting
+	// together with the cluster, or registering again). Default 10 s.
+	Grace time.Duration
+	// Recheck bounds the time between two decisions without events
+	// (Grace expiries are noticed by it). Default 500 ms.
+	Recheck time.Duration
+	Log     *zap.Logger
+	Now     func() time.Time // default time.Now
+}
+
+// Run campaigns and, while leading, keeps the region map true, until ctx
+// ends. It returns nil at ctx's end, or the first unrecoverable error.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Grace == 0 {
+		cfg.Grace = 10 * time.Second
+	}
+	if cfg.Recheck == 0 {
+		cfg.Recheck = 500 * time.Millisecond
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	for ctx.Err() == nil {
+		cfg.Log.Info("campaigning for master", zap.String("name", cfg.Name))
+		lead, err := cfg.Session.Campaign(ctx, cfg.Name)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		cfg.Log.Info("leading", zap.String("name", cfg.Name))
+		err = lead1(ctx, cfg, lead)
+		lead.Resign()
+		if ctx.Err() != nil {
+			return nil
+		}
+		cfg.Log.Warn("leadership lost", zap.Error(err))
+	}
+	return nil
+}
+
+// observed is what the watches collected; guarded by mu.
+type observed struct {
+	mu    sync.Mutex
+	live  map[string]regionmap.Server
+	seen  map[string]time.Time
+	joins map[Join]bool
+	ready bool // the first server list arrived
+}
+
+// lead1 is one term as leader: it returns when leadership is lost.
+func lead1(ctx context.Context, cfg Config, lead *coord.Leadership) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s := cfg.Session
+	kick := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	obs := &observed{seen: map[string]time.Time{}, joins: map[Join]bool{}}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		s.WatchServers(ctx, func(live map[string]coord.ServerInfo) {
+			obs.mu.Lock()
+			obs.live = map[string]regionmap.Server{}
+			for n, si := range live {
+				obs.live[n] = si.Server
+				obs.seen[n] = cfg.Now()
+			}
+			obs.ready = true
+			obs.mu.Unlock()
+			poke()
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		s.WatchJoined(ctx, func(js map[coord.Joined]bool) {
+			obs.mu.Lock()
+			obs.joins = map[Join]bool{}
+			for j := range js {
+				obs.joins[Join{Region: j.Region, Epoch: j.Epoch, Server: j.Server}] = true
+			}
+			obs.mu.Unlock()
+			poke()
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		s.WatchMap(ctx, func(*regionmap.Map) { poke() }, func(err error) {
+			cfg.Log.Error("the region map in zookeeper is invalid", zap.Error(err))
+		})
+	}()
+	since := cfg.Now()
+	tick := time.NewTicker(cfg.Recheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-lead.Lost():
+			return coord.ErrNotLeader
+		case <-kick:
+		case <-tick.C:
+		}
+		err := decide(ctx, cfg, lead, obs, since)
+		if errors.Is(err, coord.ErrNotLeader) {
+			return err
+		}
+		if err != nil && !errors.Is(err, coord.ErrNoMap) && !errors.Is(err, coord.ErrConflict) {
+			cfg.Log.Warn("decision not published", zap.Error(err))
+		}
+		if errors.Is(err, coord.ErrConflict) {
+			poke()
+		}
+	}
+}
+
+// decide reads the map, runs Next and publishes its result.
+func decide(ctx context.Context, cfg Config, lead *coord.Leadership, obs *observed, since time.Time) error {
+	m, ver, err := cfg.Session.ReadMap(ctx)
+	if err != nil {
+		return err
+	}
+	obs.mu.Lock()
+	if !obs.ready {
+		obs.mu.Unlock()
+		return nil
+	}
+	v := View{Map: m, Live: obs.live, Seen: obs.seen, Since: since, Now: cfg.Now(), Grace: cfg.Grace, Joins: obs.joins}
+	next := Next(v)
+	obs.mu.Unlock()
+	if next == nil {
+		return nil
+	}
+	if err := lead.WriteMap(ctx, next, ver); err != nil {
+		return err
+	}
+	logChanges(cfg.Log, m, next)
+	keep := map[uint64]uint64{}
+	for _, r := range next.Regions {
+		keep[r.ID] = r.Epoch
+	}
+	return cfg.Session.ForgetJoined(ctx, keep)
+}
+
+// logChanges logs what a new map changed per region.
+func logChanges(log *zap.Logger, old, next *regionmap.Map) {
+	log.Info("region map published", zap.Uint64("version", next.Version))
+	for _, r := range next.Regions {
+		o := old.Region(r.ID)
+		if o == nil || o.Epoch != r.Epoch || o.Primary != r.Primary || len(o.Joining) != len(r.Joining) || len(o.Backups) != len(r.Backups) {
+			log.Info("region group", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch), zap.String("primary", r.Primary),
+				zap.Strings("backups", r.Backups), zap.Strings("joining", r.Joining))
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package master
+
+import (
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/tebis-go/tebis/region/regionmap"
+)
+
+// Join names a joining backup whose seeding its primary reported done at
+// the region's epoch.
+type Join struct {
+	Region, Epoch uint64
+	Server        string
+}
+
+// View is what the master observes; Next decides from it alone.
+type View struct {
+	Map  *regionmap.Map
+	Live map[string]regionmap.Server // registered region servers by name
+	// Seen is when this master last saw each server live; a server never
+	// seen live counts as dead only once Grace has passed since Since.
+	Seen  map[string]time.Time
+	Since time.Time // when this master started leading
+	Now   time.Time
+	Grace time.Duration
+	Joins map[Join]bool // joins reported done
+	// Logs orders a region's backups by how complete their log is (higher
+	// first): Logs[region][server]. Missing entries count as zero.
+	Logs map[uint64]map[string]uint64
+}
+
+// dead reports whether the master treats server name as failed.
+func (v *View) dead(name string) bool {
+	if _, ok := v.Live[name]; ok {
+		return false
+	}
+	if _, seen := v.Seen[name]; seen {
+		return true
+	}
+	return v.Now.Sub(v.Since) >= v.Grace
+}
+
+// Next returns the map the master should publish after v.Map, or nil when
+// v.Map needs no change. Rules, per region (only when the map sets
+// Replicas, except the first):
+//   - servers' addresses follow their registrations;
+//   - a dead primary is replaced by its live backup with the most complete
+//     log (then the first in the map's order); the region's epoch grows;
+//     with no live backup the region waits for its primary;
+//   - dead backups and joining backups leave the group (epoch grows);
+//   - a joining backup reported done at the current epoch becomes a backup;
+//   - a group short of Replicas-1 gets live servers that hold the fewest
+//     regions (then by name) as joining backups (epoch grows).
+//
+// The version grows by one whenever anything changed.
+func Next(v View) *regionmap.Map {
+	m := v.Map.Clone()
+	changed := false
+	for name, srv := range v.Live {
+		i := slices.IndexFunc(m.Servers, func(s regionmap.Server) bool { return s.Name == name })
+		srv.Name = name
+		switch {
+		case i < 0 && m.Replicas > 0:
+			m.Servers = append(m.Servers, srv)
+			changed = true
+		case i >= 0 && m.Servers[i] != srv:
+			m.Servers[i] = srv
+			changed = true
+		}
+	}
+	sort.Slice(m.Servers, func(i, j int) bool { return m.Servers[i].Name < m.Servers[j].Name })
+	if m.Replicas > 0 {
+		for i := range m.Regions {
+			if heal(&v, &m.Regions[i]) {
+				changed = true
+			}
+		}
+		for i := range m.Regions {
+			if grow(&v, m, &m.Regions[i]) {
+				changed = true
+			}
+		}
+	}
+	if !changed {
+		return nil
+	}
+	m.Version = v.Map.Version + 1
+	return m
+}
+
+// heal handles failures and finished joins in one region.
+func heal(v *View, r *regionmap.Region) bool {
+	changed := false
+	alive := func(names []string) []string {
+		var out []string
+		for _, n := range names {
+			if !v.dead(n) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	if b, j := alive(r.Backups), alive(r.Joining); len(b) != len(r.Backups) || len(j) != len(r.Joining) {
+		r.Backups, r.Joining = b, j
+		r.Epoch++
+		changed = true
+	}
+	if v.dead(r.Primary) && len(r.Backups) > 0 {
+		logs := v.Logs[r.ID]
+		best := 0
+		for i, b := range r.Backups {
+			if logs[b] > logs[r.Backups[best]] {
+				best = i
+			}
+		}
+		r.Primary = r.Backups[best]
+		r.Backups = slices.Delete(slices.Clone(r.Backups), best, best+1)
+		if !changed {
+			r.Epoch++
+		}
+		changed = true
+	}
+	var still []string
+	for _, j := range r.Joining {
+		if v.Joins[Join{Region: r.ID, Epoch: r.Epoch, Server: j}] {
+			r.Backups = append(r.Backups, j)
+			changed = true
+		} else {
+			still = append(still, j)
+		}
+	}
+	r.Joining = still
+	return changed
+}
+
+// grow adds joining backups to a region short of replicas.
+func grow(v *View, m *regionmap.Map, r *regionmap.Region) bool {
+	want := m.Replicas - 1 - len(r.Backups) - len(r.Joining)
+	if want <= 0 || v.dead(r.Primary) {
+		return false
+	}
+	load := map[string]int{}
+	for _, o := range m.Regions {
+		load[o.Primary]++
+		for _, b := range o.Group() {
+			load[b]++
+		}
+	}
+	in := map[string]bool{r.Primary: true}
+	for _, b := range r.Group() {
+		in[b] = true
+	}
+	var cands []string
+	for name := range v.Live {
+		if !in[name] {
+			cands = append(cands, name)
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if load[cands[i]] != load[cands[j]] {
+			return load[cands[i]] < load[cands[j]]
+		}
+		return cands[i] < cands[j]
+	})
+	if len(cands) == 0 {
+		return false
+	}
+	if want > len(cands) {
+		want = len(cands)
+	}
+	r.Joining = append(r.Joining, cands[:want]...)
+	r.Epoch++
+	return true
+}

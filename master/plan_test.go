@@ -1,0 +1,169 @@
+package master
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tebis-go/tebis/region/regionmap"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func srv(n string) regionmap.Server { return regionmap.Server{Name: n, Shm: "/tmp/" + n} }
+
+func live(names ...string) map[string]regionmap.Server {
+	out := map[string]regionmap.Server{}
+	for _, n := range names {
+		out[n] = srv(n)
+	}
+	return out
+}
+
+func seen(names ...string) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, n := range names {
+		out[n] = t0
+	}
+	return out
+}
+
+// threeWay is 3 regions over rs1..rs4 with 3 replicas.
+func threeWay(t *testing.T) *regionmap.Map {
+	m, err := InitialMap([]regionmap.Server{srv("rs1"), srv("rs2"), srv("rs3"), srv("rs4")}, Layout{Regions: 3, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestNextNothingToDo(t *testing.T) {
+	m := threeWay(t)
+	v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Since: t0, Now: t0, Grace: time.Second}
+	if n := Next(v); n != nil {
+		t.Fatalf("a healthy cluster changed: %+v", n)
+	}
+}
+
+func TestNextPromotesBackup(t *testing.T) {
+	m := threeWay(t)
+	r := m.Regions[0]
+	v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Seen: seen("rs1", "rs2", "rs3", "rs4"), Since: t0, Now: t0, Grace: time.Hour}
+	delete(v.Live, r.Primary)
+	n := Next(v)
+	if n == nil {
+		t.Fatal("no change after the primary died")
+	}
+	nr := n.Region(r.ID)
+	if nr.Primary != r.Backups[0] || nr.Epoch <= r.Epoch || n.Version != m.Version+1 {
+		t.Fatalf("region %+v after %+v", nr, r)
+	}
+	if slices.Contains(nr.Group(), r.Primary) || len(nr.Backups)+len(nr.Joining) != 2 {
+		t.Fatalf("group %+v", nr)
+	}
+	// The replacement backup is joining, on the server outside the group.
+	if len(nr.Joining) != 1 || nr.Joining[0] == nr.Primary {
+		t.Fatalf("joining %v", nr.Joining)
+	}
+	if err := n.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// Same inputs, same decision.
+	if n2 := Next(v); n2.Region(r.ID).Primary != nr.Primary || !slices.Equal(n2.Region(r.ID).Joining, nr.Joining) {
+		t.Fatal("Next is not deterministic")
+	}
+	// The most complete log wins.
+	v.Logs = map[uint64]map[string]uint64{r.ID: {r.Backups[1]: 7}}
+	if p := Next(v).Region(r.ID).Primary; p != r.Backups[1] {
+		t.Fatalf("promoted %s, the most complete log is on %s", p, r.Backups[1])
+	}
+}
+
+func TestNextGraceForUnseenServers(t *testing.T) {
+	m := threeWay(t)
+	r := m.Regions[0]
+	all := []string{"rs1", "rs2", "rs3", "rs4"}
+	v := View{Map: m, Live: live(all...), Since: t0, Now: t0.Add(time.Second), Grace: 10 * time.Second}
+	delete(v.Live, r.Primary)
+	if n := Next(v); n != nil {
+		t.Fatalf("a server never seen was failed within the grace: %+v", n.Region(r.ID))
+	}
+	v.Now = t0.Add(10 * time.Second)
+	if n := Next(v); n == nil || n.Region(r.ID).Primary == r.Primary {
+		t.Fatal("a server absent past the grace was not failed")
+	}
+}
+
+func TestNextNoLiveBackupWaits(t *testing.T) {
+	m := threeWay(t)
+	r := m.Regions[0]
+	v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Seen: seen("rs1", "rs2", "rs3", "rs4"), Since: t0, Now: t0, Grace: time.Hour}
+	delete(v.Live, r.Primary)
+	for _, b := range r.Group() {
+		delete(v.Live, b)
+	}
+	n := Next(v)
+	if n == nil {
+		t.Fatal("dead backups were not removed")
+	}
+	nr := n.Region(r.ID)
+	if nr.Primary != r.Primary || len(nr.Backups) != 0 {
+		t.Fatalf("region %+v: with no live backup it must wait for its primary", nr)
+	}
+	if len(nr.Joining) != 0 {
+		t.Fatalf("a region without a live primary got joining backups %v", nr.Joining)
+	}
+}
+
+func TestNextJoinCompletes(t *testing.T) {
+	m := threeWay(t)
+	r := m.Regions[1]
+	v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Seen: seen("rs1", "rs2", "rs3", "rs4"), Since: t0, Now: t0, Grace: time.Hour}
+	dead := r.Backups[0]
+	delete(v.Live, dead)
+	n := Next(v)
+	nr := *n.Region(r.ID)
+	if len(nr.Joining) != 1 || nr.Primary != r.Primary || nr.Epoch == r.Epoch {
+		t.Fatalf("region %+v after backup %s died", nr, dead)
+	}
+	v.Map = n
+	if again := Next(v); again != nil {
+		t.Fatalf("a pending join changed again: %+v", again.Region(r.ID))
+	}
+	// A report at an older epoch does not count.
+	v.Joins = map[Join]bool{{Region: r.ID, Epoch: nr.Epoch - 1, Server: nr.Joining[0]}: true}
+	if again := Next(v); again != nil {
+		t.Fatal("a stale join report was taken")
+	}
+	v.Joins = map[Join]bool{{Region: r.ID, Epoch: nr.Epoch, Server: nr.Joining[0]}: true}
+	done := Next(v)
+	dr := done.Region(r.ID)
+	if len(dr.Joining) != 0 || !slices.Contains(dr.Backups, nr.Joining[0]) || dr.Epoch != nr.Epoch {
+		t.Fatalf("after the join %+v", dr)
+	}
+}
+
+func TestNextAddressesFollowRegistrations(t *testing.T) {
+	m := threeWay(t)
+	l := live("rs1", "rs2", "rs3", "rs4")
+	l["rs2"] = regionmap.Server{Name: "rs2", TCP: "127.0.0.1:9"}
+	n := Next(View{Map: m, Live: l, Since: t0, Now: t0, Grace: time.Hour})
+	if s, _ := n.Server("rs2"); s.TCP != "127.0.0.1:9" || s.Shm != "" {
+		t.Fatalf("rs2 is %+v", s)
+	}
+	// New servers join the map (and take joining roles when needed).
+	l["rs5"] = srv("rs5")
+	n = Next(View{Map: m, Live: l, Since: t0, Now: t0, Grace: time.Hour})
+	if _, ok := n.Server("rs5"); !ok {
+		t.Fatal("a new server was not added")
+	}
+}
+
+func TestNextStaticMapUntouched(t *testing.T) {
+	m := threeWay(t)
+	m.Replicas = 0
+	v := View{Map: m, Live: live("rs2"), Seen: seen("rs1", "rs2", "rs3", "rs4"), Since: t0, Now: t0, Grace: time.Hour}
+	if n := Next(v); n != nil && n.Region(1).Primary != m.Region(1).Primary {
+		t.Fatal("a static map (replicas 0) was healed")
+	}
+}
