@@ -28,9 +28,9 @@ import (
 
 // Errors of the layout operations.
 var (
-	ErrNoMap    = errors.New("coord: no region map in zookeeper (run tebis cluster init)")
-	ErrConflict = errors.New("coord: the region map changed meanwhile")
-	ErrExists   = errors.New("coord: already exists")
+	ErrNoMap     = errors.New("coord: no region map in zookeeper (run tebis cluster init)")
+	ErrConflict  = errors.New("coord: the region map changed meanwhile")
+	ErrExists    = errors.New("coord: already exists")
 	ErrNotLeader = errors.New("coord: not the leading master")
 )
 
