@@ -6,9 +6,17 @@ export PATH := $(PATH):/usr/local/go/bin
 
 .PHONY: build test bench bench-replication run deps vet fuzz
 
+# ZooKeeper (tests and the demo run a real one, see internal/zkserver) comes
+# from the Debian zookeeper package; apt-get update only if the install fails.
 deps:
 	@command -v $(GO) >/dev/null || { echo "go toolchain not found (install Go 1.26)"; exit 1; }
 	$(GO) mod download
+	@if ! test -f /usr/share/java/zookeeper.jar || ! command -v java >/dev/null; then \
+		SUDO=; if [ "$$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi; \
+		echo "installing the zookeeper package"; \
+		$$SUDO apt-get install -y zookeeper || { $$SUDO apt-get update && $$SUDO apt-get install -y zookeeper; } || \
+			{ echo "could not install zookeeper (apt-get install -y zookeeper)"; exit 1; }; \
+	fi
 
 build: deps
 	$(GO) build -o $(BIN) ./cmd/tebis

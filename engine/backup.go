@@ -51,6 +51,16 @@ func (v *Volume) CreateBackupRegion(desc RegionDesc) (*Region, error) {
 // IsBackup reports whether the region is a backup region.
 func (r *Region) IsBackup() bool { return r.backup }
 
+// roleErr is what a primary-only operation returns on a backup region:
+// ErrClosed once the handle is closed (the old handle of a promoted backup
+// included), ErrBackupRegion otherwise.
+func (r *Region) roleErr() error {
+	if r.isClosed() {
+		return ErrClosed
+	}
+	return fmt.Errorf("%w: region %d is a backup", ErrBackupRegion, r.desc.ID)
+}
+
 // recoverBackup builds a live backup region from its persisted state.
 func recoverBackup(r *Region, st *regionState) *Region {
 	l := r.log
@@ -74,16 +84,22 @@ func (r *Region) AdoptLog(primarySeg, primarySeq uint64, image []byte, end int64
 	if !r.backup {
 		return 0, ErrBackupRegion
 	}
-	g := r.v.g
-	if end < segHeaderSize || end >= g.segSize || int64(len(image)) < end {
+	if end < segHeaderSize || end >= r.v.g.segSize || int64(len(image)) < end {
 		return 0, fmt.Errorf("%w: adopt log segment %d up to %d (image %d bytes)", ErrBadOptions, primarySeg, end, len(image))
-	}
-	if r.isClosed() {
-		return 0, ErrClosed
 	}
 	l := r.log
 	l.logMetaMu.Lock()
 	defer l.logMetaMu.Unlock()
+	if r.isClosed() { // checked under logMetaMu: a promotion closes the handle holding it
+		return 0, ErrClosed
+	}
+	return r.adoptLocked(primarySeg, primarySeq, image, end)
+}
+
+// adoptLocked is AdoptLog on checked arguments. Called with logMetaMu held.
+func (r *Region) adoptLocked(primarySeg, primarySeq uint64, image []byte, end int64) (uint64, error) {
+	g := r.v.g
+	l := r.log
 	l.mu.Lock()
 	var ls *logSeg
 	for _, s := range l.segs {
@@ -167,6 +183,9 @@ func (r *Region) DropLog(primarySeg uint64) error {
 	if !r.backup {
 		return ErrBackupRegion
 	}
+	if r.isClosed() {
+		return ErrClosed
+	}
 	l := r.log
 	l.mu.Lock()
 	var dead []*logSeg
@@ -181,6 +200,9 @@ func (r *Region) DropLog(primarySeg uint64) error {
 	}
 	r.metaMu.Lock()
 	defer r.metaMu.Unlock()
+	if r.isClosed() { // checked under metaMu: a promotion closes the handle holding it
+		return ErrClosed
+	}
 	return r.freeLogSegsLocked(dead)
 }
 
@@ -201,6 +223,9 @@ func (r *Region) ApplyCompaction(c CompactionInfo, l *InstalledLevel, rp *LogPoi
 	if !r.backup {
 		return ErrBackupRegion
 	}
+	if r.isClosed() {
+		return ErrClosed
+	}
 	if c.Dst < 1 || c.Src < 0 || c.Src >= c.Dst || (c.Move && c.Src == 0) {
 		return fmt.Errorf("%w: compaction L%d -> L%d (move %v)", ErrBadOptions, c.Src, c.Dst, c.Move)
 	}
@@ -220,8 +245,11 @@ func (r *Region) ApplyCompaction(c CompactionInfo, l *InstalledLevel, rp *LogPoi
 	r.metaMu.Lock()
 	defer r.metaMu.Unlock()
 	r.mu.RLock()
-	ver := r.cur
+	ver, closed := r.cur, r.closed
 	r.mu.RUnlock()
+	if closed { // checked under metaMu: a promotion closes the handle holding it
+		return ErrClosed
+	}
 	var dst *levelDesc
 	switch {
 	case c.Move:
@@ -338,6 +366,9 @@ func (r *Region) LogSegments() []LogSegment {
 // lost. The caller keeps the segment from being freed meanwhile (the
 // region's compactions and GC held, as when replication attaches).
 func (r *Region) ReadLog(seg, seq uint64, from, to int64) ([]byte, error) {
+	if r.isClosed() {
+		return nil, ErrClosed
+	}
 	l := r.log
 	l.mu.Lock()
 	ls := l.bySeg[seg]

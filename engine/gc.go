@@ -44,7 +44,7 @@ func (r *Region) gcLoop() {
 // longer needed are freed after the index stops pointing into them.
 func (r *Region) GC() (GCStats, error) {
 	if r.backup {
-		return GCStats{}, fmt.Errorf("%w: region %d is a backup", ErrBackupRegion, r.desc.ID)
+		return GCStats{}, r.roleErr()
 	}
 	r.gcMu.Lock()
 	defer r.gcMu.Unlock()
@@ -123,7 +123,7 @@ func (r *Region) gcSegment(ls logSeg) (int64, error) {
 	}
 	var moved int64
 	for off := int64(segHeaderSize); off < ls.end; {
-		rec, ok := decodeRecord(data[off:], ls.seq)
+		rec, ok := decodeRecord(data[off:], ls.recordSeq())
 		if !ok {
 			return moved, errBadRecord(ls.seg, off, "fails its checksum during gc")
 		}

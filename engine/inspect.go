@@ -377,8 +377,12 @@ func (in *Inspector) Segment(n uint64) (SegmentDump, error) {
 		return d, nil
 	}
 	d.Kind = "log"
+	seed := h.Seq
+	if s, ok := in.recSeqs[n]; ok {
+		seed = s // an adopted segment: the primary's sequence
+	}
 	for off := int64(segHeaderSize); off < in.g.segSize; {
-		rec, ok := decodeRecord(data[off:], h.Seq)
+		rec, ok := decodeRecord(data[off:], seed)
 		if !ok {
 			break
 		}

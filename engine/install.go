@@ -119,6 +119,9 @@ func (r *Region) InstallLevel(n int, l InstalledLevel) error {
 	}
 	r.metaMu.Lock()
 	defer r.metaMu.Unlock()
+	if r.isClosed() {
+		return ErrClosed
+	}
 	b := r.v.meta.NewBatch()
 	if desc.root == 0 {
 		b.Delete(levelKey(r.desc.ID, n), nil)

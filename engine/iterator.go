@@ -114,7 +114,7 @@ func (it *Iterator) errOrNil() error {
 // no compaction left to do.
 func (r *Region) Compact() error {
 	if r.backup {
-		return fmt.Errorf("%w: region %d is a backup", ErrBackupRegion, r.desc.ID)
+		return r.roleErr()
 	}
 	r.mu.Lock()
 	if r.closed {
@@ -136,6 +136,9 @@ func (r *Region) Compact() error {
 // WaitIdle waits until no compaction is running or needed.
 func (r *Region) WaitIdle() error {
 	if r.backup {
+		if r.isClosed() {
+			return ErrClosed
+		}
 		return nil // a backup compacts only when its primary says so
 	}
 	r.mu.Lock()

@@ -6,11 +6,23 @@ import (
 	"io"
 )
 
-// recoverRegion builds a live Region from its persisted state: levels from
+// recoverRegion builds a live Region from its persisted state (see
+// rebuildRegion) and starts its background work unless
+// Options.HoldBackground.
+func recoverRegion(v *Volume, st *regionState) (*Region, error) {
+	r, err := rebuildRegion(v, st)
+	if err == nil && !v.opts.HoldBackground {
+		r.Resume()
+	}
+	return r, err
+}
+
+// rebuildRegion builds a Region from its persisted state: levels from
 // metadata, L0 by replaying the log from the recovery point, and the log
 // tail's in-memory image. A torn record at the end of the tail segment ends
-// the replay; a bad record inside a sealed segment is corruption.
-func recoverRegion(v *Volume, st *regionState) (*Region, error) {
+// the replay; a bad record inside a sealed segment is corruption. The
+// region's background work is not started.
+func rebuildRegion(v *Volume, st *regionState) (*Region, error) {
 	r := &Region{v: v, desc: st.desc}
 	r.newEmptyState()
 	l := &vlog{r: r, v: v, g: v.g, segs: st.logs, bySeg: map[uint64]*logSeg{},
@@ -62,9 +74,6 @@ func recoverRegion(v *Volume, st *regionState) (*Region, error) {
 	}
 	if r.memFull() {
 		r.freezeLocked()
-	}
-	if !v.opts.HoldBackground {
-		r.Resume()
 	}
 	return r, nil
 }

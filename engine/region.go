@@ -43,6 +43,10 @@ type Region struct {
 	flusherStop chan struct{}
 	flusherDone sync.WaitGroup
 	resumed     sync.Once
+
+	// successor is the region a promoted backup became: its frees wait
+	// for this (closed) handle's readers (see handOver).
+	successor atomic.Pointer[Region]
 }
 
 // CreateRegion creates an empty region with its first log segment.
@@ -193,7 +197,7 @@ func (r *Region) write(kind uint8, key, value []byte, cond func() bool, sync boo
 		return false, err
 	}
 	if r.backup {
-		return false, fmt.Errorf("%w: region %d is a backup", ErrBackupRegion, r.desc.ID)
+		return false, r.roleErr()
 	}
 	k := append([]byte(nil), key...) // L0's copy, made outside the lock
 	r.mu.Lock()

@@ -49,7 +49,26 @@ func (st *regionState) writeAll(b *pebble.Batch) {
 
 // loadRegionStates reads every region's metadata.
 func (v *Volume) loadRegionStates() (map[uint64]*regionState, error) {
-	it, err := v.meta.NewIter(&pebble.IterOptions{LowerBound: []byte("r/"), UpperBound: []byte("r0")})
+	return v.loadStatesIn([]byte("r/"), []byte("r0"))
+}
+
+// loadRegionState reads one region's metadata.
+func (v *Volume) loadRegionState(id uint64) (*regionState, error) {
+	states, err := v.loadStatesIn(regionKey(id, ""), append(regionPrefix(id), '/'+1))
+	if err != nil {
+		return nil, err
+	}
+	st, ok := states[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: region %d has no metadata", ErrCorrupt, id)
+	}
+	return st, nil
+}
+
+// loadStatesIn reads the metadata of the regions whose keys lie in
+// [lower, upper).
+func (v *Volume) loadStatesIn(lower, upper []byte) (map[uint64]*regionState, error) {
+	it, err := v.meta.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, fmt.Errorf("engine: read metadata: %w", err)
 	}

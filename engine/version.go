@@ -95,11 +95,14 @@ func (r *Region) installLocked(nv *version, free func()) {
 
 func (r *Region) sweep() {
 	r.freeMu.Lock()
-	defer r.freeMu.Unlock()
 	for len(r.pending) > 0 && r.pending[0].v.refs.Load() == 0 {
 		if f := r.pending[0].free; f != nil {
 			f()
 		}
 		r.pending = r.pending[1:]
+	}
+	r.freeMu.Unlock()
+	if n := r.successor.Load(); n != nil {
+		n.sweep() // a reader of a promoted backup's old handle may have gated it
 	}
 }

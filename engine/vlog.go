@@ -62,7 +62,7 @@ type LogTail struct {
 // before writes start seeds its backups' buffers with it.
 func (r *Region) LogTail() (LogTail, error) {
 	if r.backup {
-		return LogTail{}, ErrBackupRegion
+		return LogTail{}, r.roleErr()
 	}
 	l := r.log
 	l.mu.Lock()

@@ -117,6 +117,21 @@ func (m *MR) Len() int { return len(m.buf) }
 // Remote is the descriptor peers use to WRITE into the region.
 func (m *MR) Remote() RemoteMR { return RemoteMR{Addr: m.addr, Key: m.key, Len: uint64(len(m.buf))} }
 
+// Revoke fences the region off: every later WRITE fails with ErrAccess,
+// and a WRITE that a peer saw complete successfully landed before Revoke
+// returned (shm writers check the key again after their copy; the other
+// transports' copies in progress are waited for). The memory stays
+// readable until Deregister. A backup revokes its log buffer before it
+// reads it to take over from a primary that may still be running.
+func (m *MR) Revoke() {
+	if m.dead.Load() {
+		return
+	}
+	ctlKey(m.mapping).Store(0)
+	m.pins.Lock()
+	m.pins.Unlock() //nolint:staticcheck // waits out copies that pinned the region before the store
+}
+
 // Deregister revokes the key (later WRITEs fail with ErrAccess) and
 // unmaps the region. Peers that mapped it (shm) keep their mapping, so a
 // WRITE racing with Deregister lands in memory nobody reads.

@@ -311,6 +311,13 @@ func (q *shmQP) PostWrite(wr WriteWR) error {
 		return nil
 	}
 	publish(dst, src)
+	if ctlKey(m).Load() != wr.Remote.Key {
+		// Revoked during the copy: the owner may have read its memory
+		// already, so this WRITE must not count as done.
+		q.mu.RUnlock()
+		q.cq.push(Completion{Op: OpWrite, WRID: wr.ID, Err: ErrAccess, QP: q})
+		return nil
+	}
 	ring := wr.Solicited && armedWord(q.peerCtl).CompareAndSwap(1, 0)
 	q.mu.RUnlock()
 	if ring {

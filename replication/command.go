@@ -50,6 +50,11 @@ const (
 	// state (EncodeState). A backup whose adopted log or levels differ
 	// refuses it (ErrOutOfSync): it missed commands and needs reseeding.
 	CmdCheck
+	// CmdRebase: sent by a promoted primary before its first check; Data
+	// (EncodeRebase) maps each log segment it adopted from the old
+	// primary to its own number. The backup renumbers its log map
+	// accordingly and drops what the new primary no longer has.
+	CmdRebase
 )
 
 func (k CmdKind) String() string {
@@ -66,6 +71,8 @@ func (k CmdKind) String() string {
 		return "log-free"
 	case CmdCheck:
 		return "check"
+	case CmdRebase:
+		return "rebase"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(k))
 }
@@ -163,7 +170,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 		End: int64(le.Uint64(b[48:])), Root: le.Uint64(b[56:]), Height: le.Uint32(b[64:]),
 		Pairs: int64(le.Uint64(b[72:])), KVBytes: int64(le.Uint64(b[80:])), Nodes: int64(le.Uint64(b[88:])),
 		RPSeg: le.Uint64(b[96:]), RPOff: int64(le.Uint64(b[104:]))}
-	if c.Kind < CmdFlush || c.Kind > CmdCheck || b[5]&^3 != 0 || c.Half > 1 {
+	if c.Kind < CmdFlush || c.Kind > CmdRebase || b[5]&^3 != 0 || c.Half > 1 {
 		return nil, fmt.Errorf("%w: kind %d flags %#x half %d", ErrMalformed, b[4], b[5], c.Half)
 	}
 	n := int(le.Uint32(b[68:]))
@@ -177,7 +184,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 		}
 	}
 	if rest := b[cmdFixed+8*n:]; len(rest) > 0 {
-		if c.Kind != CmdIndexSegment && c.Kind != CmdCheck && c.Kind != CmdFlush {
+		if c.Kind != CmdIndexSegment && c.Kind != CmdCheck && c.Kind != CmdFlush && c.Kind != CmdRebase {
 			return nil, fmt.Errorf("%w: %s with %d data bytes", ErrMalformed, c.Kind, len(rest))
 		}
 		c.Data = rest

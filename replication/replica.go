@@ -159,6 +159,12 @@ func (r *Replica) Handle(c *Command) error {
 		return r.install(c)
 	case CmdLogFree:
 		return r.logFree(c)
+	case CmdRebase:
+		pairs, err := DecodeRebase(c.Data)
+		if err != nil {
+			return err
+		}
+		return rebase(r.region, pairs)
 	case CmdCheck:
 		st, err := DecodeState(c.Data)
 		if err != nil {

@@ -35,7 +35,11 @@ type ShipperConfig struct {
 	// Timeout bounds one command (default 30 s); a backup that does not
 	// answer in time is dropped.
 	Timeout time.Duration
-	Log     *zap.Logger
+	// Rebase, for a region promoted from a backup (PromotedPairs), is sent
+	// to every Send-Index backup before the check: their log maps still
+	// name the old primary's segments.
+	Rebase []RebasePair
+	Log    *zap.Logger
 }
 
 // Shipper is the primary side of one region's replication: it is the
@@ -103,6 +107,10 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 	}
 	s.cond = sync.NewCond(&s.mu)
 	s.stopCtx, s.stopFunc = context.WithCancel(context.Background())
+	id := cfg.Region.Desc().ID
+	if _, err := cfg.Mirror.Append(0, Marker{Region: id, Segment: tail.Segment, Seq: tail.Seq}.encode()); err != nil {
+		return nil, err
+	}
 	if tail.Offset > engine.SegmentHeaderSize {
 		if _, err := cfg.Mirror.Append(engine.SegmentHeaderSize, tail.Image[engine.SegmentHeaderSize:]); err != nil {
 			return nil, err
@@ -144,6 +152,12 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 func (s *Shipper) checkBackup(l Link, check *Command) ([]*Command, error) {
 	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
 	defer cancel()
+	if len(s.cfg.Rebase) > 0 {
+		rb := &Command{Kind: CmdRebase, Region: check.Region, Epoch: check.Epoch, Data: EncodeRebase(s.cfg.Rebase)}
+		if _, err := l.Send(ctx, rb); err != nil {
+			return nil, err
+		}
+	}
 	reply, err := l.Send(ctx, check)
 	if err != nil || len(reply) == 0 { // a Build-Index backup has no state to check
 		return nil, err
@@ -214,6 +228,9 @@ func (s *Shipper) LogSealed(e engine.LogSeal) {
 	cancel()
 	if err != nil {
 		s.cfg.Log.Error("switching the log mirror failed", zap.Uint64("region", e.Region), zap.Error(err))
+	}
+	if _, err := s.cfg.Mirror.Append(0, Marker{Region: e.Region, Segment: e.Next, Seq: e.NextSeq}.encode()); err != nil {
+		s.cfg.Log.Error("marking the mirrored tail failed", zap.Uint64("region", e.Region), zap.Error(err))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,0 +1,322 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"math/rand"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// TestPromoteBackup mirrors a primary into a backup region (adopted log,
+// shipped levels), promotes the backup with the primary's unflushed tail
+// as its buffer holds it, and checks the new primary: every key as the
+// primary had it, writes, compaction and GC, the old handle closed, the
+// role and epoch after a reopen, a clean inspector check.
+func TestPromoteBackup(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewSource(seed))
+	bfs := vfs.NewMem()
+	p := newMirrorPair(t, bfs)
+	defer p.pv.Close()
+	p.write(t, p.pr, rng, 8000)
+	p.settle(t)
+	p.shortTail(t, rng)
+	p.settle(t)
+	if p.m.switches < 3 || len(p.br.Levels()) == 0 {
+		t.Fatalf("workload too small: %d tail switches, levels %v", p.m.switches, p.br.Levels())
+	}
+	tail := p.m.tail()
+	lt, err := p.pr.LogTail()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tail.Segment != lt.Segment || tail.End != lt.Offset || !bytes.Equal(tail.Image[segHeaderSize:tail.End], lt.Image[segHeaderSize:]) {
+		t.Fatalf("buffered tail: segment %d end %d, the primary's %d end %d", tail.Segment, tail.End, lt.Segment, lt.Offset)
+	}
+	if lastNonZero(tail.Image[tail.End:]) == 0 {
+		t.Fatalf("the tail's buffer half holds no older segment's bytes past %d", tail.End)
+	}
+	p.pr.SetListener(nil) // the primary "fails"
+	old := p.br
+	if n := replaySegments(old); n < 2 {
+		t.Fatalf("the backup's log holds %d segments from the recovery point, want a replay across several", n)
+	}
+	compactions := p.bv.Stats().Compactions
+
+	nr, err := p.bv.PromoteBackup(1, 2, tail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nr.IsBackup() || nr.Desc().Epoch != 2 || nr == old {
+		t.Fatalf("promoted: backup %v epoch %d", nr.IsBackup(), nr.Desc().Epoch)
+	}
+	if r, ok := p.bv.Region(1); !ok || r != nr {
+		t.Fatalf("the volume serves %p, want the promoted region %p", r, nr)
+	}
+	checkModel(t, nr, p.model, "promoted")
+	checkOldHandle(t, old, tail)
+	if _, err := p.bv.PromoteBackup(1, 3, nil); !errors.Is(err, ErrBackupRegion) {
+		t.Fatalf("promotion of a primary: %v", err)
+	}
+
+	// It serves: writes, deletes, a compaction forced by filling L0, GC of
+	// the adopted segments after overwrites.
+	p.write(t, nr, rng, 3000)
+	for i := range p.bo.L0Pairs + 10 {
+		k := key(mirrorKeys + i)
+		if err := nr.Put(k, k); err != nil {
+			t.Fatal(err)
+		}
+		p.model[string(k)] = k
+	}
+	if err := nr.WaitIdle(); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.bv.Stats().Compactions; got <= compactions {
+		t.Fatalf("no compaction after promotion (%d before, %d after)", compactions, got)
+	}
+	checkModel(t, nr, p.model, "after writes")
+	for i := range mirrorKeys {
+		k := key(i)
+		if err := nr.Put(k, k); err != nil {
+			t.Fatal(err)
+		}
+		p.model[string(k)] = k
+	}
+	if err := nr.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	gc, err := nr.GC()
+	if err != nil {
+		t.Fatalf("gc of the promoted region: %v", err)
+	}
+	t.Logf("gc after promotion: %+v", gc)
+	if gc.Segments == 0 {
+		t.Fatalf("gc found no candidate after overwriting every key")
+	}
+	checkModel(t, nr, p.model, "after gc")
+
+	if err := p.bv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sum := checkVolume(t, bfs, "backup", "promoted volume")
+	if len(sum.Regions) != 1 || sum.Regions[0].Role != "primary" || sum.Regions[0].Epoch != 2 {
+		t.Fatalf("summary after promotion: %+v", sum.Regions)
+	}
+	bv := mustOpen(t, p.bo)
+	defer bv.Close()
+	r, ok := bv.Region(1)
+	if !ok || r.IsBackup() || r.Desc().Epoch != 2 {
+		t.Fatalf("after reopen: region %v, backup %v", ok, ok && r.IsBackup())
+	}
+	checkModel(t, r, p.model, "reopened")
+}
+
+// checkOldHandle: every call on a promoted backup's old handle fails with
+// ErrClosed.
+func checkOldHandle(t *testing.T, old *Region, tail *PromoteTail) {
+	t.Helper()
+	k := key(1)
+	calls := map[string]func() error{
+		"get":     func() error { _, err := old.Get(k); return err },
+		"put":     func() error { return old.Put(k, k) },
+		"delete":  func() error { return old.Delete(k) },
+		"sync":    old.Sync,
+		"compact": old.Compact,
+		"wait":    old.WaitIdle,
+		"gc":      func() error { _, err := old.GC(); return err },
+		"tail":    func() error { _, err := old.LogTail(); return err },
+		"adopt":   func() error { _, err := old.AdoptLog(tail.Segment, tail.Seq, tail.Image, tail.End); return err },
+		"drop":    func() error { return old.DropLog(tail.Segment) },
+		"apply":   func() error { return old.ApplyCompaction(CompactionInfo{Src: 1, Dst: 2, Move: true}, nil, nil) },
+		"install": func() error { return old.InstallLevel(1, InstalledLevel{}) },
+		"rebase":  func() error { return old.RebaseLog(map[uint64]uint64{}) },
+		"read":    func() error { _, err := old.ReadLog(1, 1, segHeaderSize, segHeaderSize); return err },
+		"scan": func() error {
+			it := old.Scan(nil, nil)
+			it.Next()
+			return it.Err()
+		},
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, ErrClosed) {
+			t.Errorf("old handle %s: %v, want ErrClosed", name, err)
+		}
+	}
+}
+
+// TestPromoteBackupNilTail promotes a backup that holds everything (the
+// primary compacted its whole L0), after a restart of the backup with
+// background work held; and an empty backup.
+func TestPromoteBackupNilTail(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewSource(seed))
+	bfs := vfs.NewMem()
+	p := newMirrorPair(t, bfs)
+	defer p.pv.Close()
+	p.write(t, p.pr, rng, 3000)
+	if err := p.pr.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	p.settle(t)
+	p.pr.SetListener(nil)
+	if err := p.bv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	bo := p.bo
+	bo.HoldBackground = true
+	bv := mustOpen(t, bo)
+	defer bv.Close()
+	if _, err := bv.CreateBackupRegion(RegionDesc{ID: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{1, 2} {
+		r, err := bv.PromoteBackup(id, 7, nil)
+		if err != nil {
+			t.Fatalf("region %d: %v", id, err)
+		}
+		r.log.mu.Lock()
+		up := r.log.flusherUp
+		r.log.mu.Unlock()
+		if up {
+			t.Fatalf("region %d: background work started under HoldBackground", id)
+		}
+		r.Resume()
+	}
+	r1, _ := bv.Region(1)
+	checkModel(t, r1, p.model, "promoted without a tail")
+	r2, _ := bv.Region(2)
+	checkModel(t, r2, nil, "promoted empty backup")
+	model2 := map[string][]byte{}
+	for i := range 500 {
+		k := key(i)
+		if err := r2.Put(k, k); err != nil {
+			t.Fatal(err)
+		}
+		model2[string(k)] = k
+	}
+	if err := r2.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if err := bv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkVolume(t, bfs, "backup", "promoted volume")
+	bv = mustOpen(t, p.bo)
+	r1, _ = bv.Region(1)
+	r2, _ = bv.Region(2)
+	if r1.IsBackup() || r2.IsBackup() || r2.Desc().Epoch != 7 {
+		t.Fatalf("after reopen: backups %v %v, epoch %d", r1.IsBackup(), r2.IsBackup(), r2.Desc().Epoch)
+	}
+	checkModel(t, r1, p.model, "reopened region 1")
+	checkModel(t, r2, model2, "reopened region 2")
+}
+
+// TestPromoteBackupRefused: refusals change nothing; the backup goes on
+// adopting and promotes afterwards.
+func TestPromoteBackupRefused(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewSource(seed))
+	p := newMirrorPair(t, vfs.NewMem())
+	defer p.pv.Close()
+	defer p.bv.Close()
+	p.write(t, p.pr, rng, 1500)
+	p.settle(t)
+	good := p.m.tail()
+	seg := p.bv.SegmentSize()
+	bad := map[string]*PromoteTail{
+		"end in header":  {Segment: good.Segment, Seq: good.Seq, Image: good.Image, End: segHeaderSize - 1},
+		"end at segment": {Segment: good.Segment, Seq: good.Seq, Image: make([]byte, seg+1), End: seg},
+		"short image":    {Segment: good.Segment, Seq: good.Seq, Image: good.Image[:good.End-1], End: good.End},
+		"no seed":        {Segment: good.Segment, Image: good.Image, End: good.End},
+		"no segment":     {Seq: good.Seq, Image: good.Image, End: good.End},
+	}
+	for name, tl := range bad {
+		if _, err := p.bv.PromoteBackup(1, 2, tl); !errors.Is(err, ErrBadOptions) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := p.bv.PromoteBackup(1, 1, good); !errors.Is(err, ErrBadOptions) {
+		t.Errorf("epoch not newer: %v", err)
+	}
+	if _, err := p.bv.PromoteBackup(9, 2, good); !errors.Is(err, ErrBadOptions) {
+		t.Errorf("unknown region: %v", err)
+	}
+	if _, err := p.pv.PromoteBackup(1, 2, good); !errors.Is(err, ErrBackupRegion) {
+		t.Errorf("promotion of a primary: %v", err)
+	}
+	if r, _ := p.bv.Region(1); r != p.br || !r.IsBackup() {
+		t.Fatalf("a refused promotion replaced the backup")
+	}
+	p.write(t, p.pr, rng, 1500) // the backup still adopts and installs
+	p.settle(t)
+	nr, err := p.bv.PromoteBackup(1, 2, p.m.tail())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkModel(t, nr, p.model, "promoted after refusals")
+}
+
+// TestTailEnd: the valid end of a reused buffer half whose bytes past the
+// tail's records are an older segment's records, aligned or not, or a
+// torn record.
+func TestTailEnd(t *testing.T) {
+	const oldSeq, newSeq = 11, 12
+	image := make([]byte, 64<<10)
+	fill := func(seq uint64, n, vlen int) int64 {
+		off := int64(segHeaderSize)
+		for i := range n {
+			v := bytes.Repeat([]byte{byte(seq)}, vlen)
+			size := int64(recordSize(len(key(i)), vlen))
+			encodeRecord(image[off:off+size], seq, recPut, key(i), v)
+			off += size
+		}
+		return off
+	}
+	oldEnd := fill(oldSeq, 200, 100)
+	if got := TailEnd(image, oldSeq); got != oldEnd {
+		t.Fatalf("older segment's records end at %d, TailEnd %d", oldEnd, got)
+	}
+	newEnd := fill(newSeq, 50, 100) // same sizes: the old records that follow are aligned
+	if got := TailEnd(image, newSeq); got != newEnd {
+		t.Fatalf("aligned garbage: TailEnd %d, want %d", got, newEnd)
+	}
+	if got := TailEnd(image, oldSeq); got != segHeaderSize {
+		t.Fatalf("with the other seed: TailEnd %d, want the header size", got)
+	}
+	shifted := fill(newSeq, 30, 117) // ends in the middle of an old record
+	if got := TailEnd(image, newSeq); got != shifted {
+		t.Fatalf("unaligned garbage: TailEnd %d, want %d", got, shifted)
+	}
+	torn := make([]byte, recordSize(len(key(30)), 117))
+	encodeRecord(torn, newSeq, recPut, key(30), bytes.Repeat([]byte{1}, 117))
+	copy(image[shifted:], torn[:len(torn)/2])
+	if got := TailEnd(image, newSeq); got != shifted {
+		t.Fatalf("torn record: TailEnd %d, want %d", got, shifted)
+	}
+	if got := TailEnd(image[:shifted], newSeq); got != shifted {
+		t.Fatalf("image ending at the last record: TailEnd %d, want %d", got, shifted)
+	}
+	if got := TailEnd(make([]byte, 100), newSeq); got != segHeaderSize {
+		t.Fatalf("short image: TailEnd %d", got)
+	}
+}
+
+// replaySegments counts a backup's adopted segments from its recovery
+// point on: what a promotion replays (before the tail).
+func replaySegments(r *Region) int {
+	r.mu.RLock()
+	rpIdx := r.rp >> r.v.g.shift
+	r.mu.RUnlock()
+	r.log.mu.Lock()
+	defer r.log.mu.Unlock()
+	n := 0
+	for _, s := range r.log.segs {
+		if s.idx >= rpIdx {
+			n++
+		}
+	}
+	return n
+}

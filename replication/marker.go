@@ -1,0 +1,41 @@
+package replication
+
+import (
+	"encoding/binary"
+
+	"github.com/tebis-go/tebis/engine"
+)
+
+// A tail marker names the primary log segment a buffer half mirrors. The
+// primary's Shipper writes it at offset 0 of the half (the segment header's
+// place, which records never use) before the segment's first record, so a
+// backup promoted after its primary died knows which half holds the tail
+// and with which seed its records verify.
+//
+//	0 "TBMT"  4 u32 zero  8 u64 region  16 u64 segment  24 u64 seq
+const markerSize = 32
+
+var markerMagic = [4]byte{'T', 'B', 'M', 'T'}
+
+// Marker is a decoded tail marker.
+type Marker struct {
+	Region, Segment, Seq uint64
+}
+
+func (m Marker) encode() []byte {
+	b := make([]byte, markerSize)
+	copy(b, markerMagic[:])
+	binary.LittleEndian.PutUint64(b[8:], m.Region)
+	binary.LittleEndian.PutUint64(b[16:], m.Segment)
+	binary.LittleEndian.PutUint64(b[24:], m.Seq)
+	return b
+}
+
+// decodeMarker reads the marker of a buffer half (ok false: none).
+func decodeMarker(half []byte) (Marker, bool) {
+	if len(half) < engine.SegmentHeaderSize || [4]byte(half[:4]) != markerMagic || binary.LittleEndian.Uint32(half[4:]) != 0 {
+		return Marker{}, false
+	}
+	m := Marker{Region: binary.LittleEndian.Uint64(half[8:]), Segment: binary.LittleEndian.Uint64(half[16:]), Seq: binary.LittleEndian.Uint64(half[24:])}
+	return m, m.Segment != 0
+}

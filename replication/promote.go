@@ -1,0 +1,104 @@
+package replication
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/tebis-go/tebis/engine"
+)
+
+// Promote turns the backup's region into the primary at epoch (the old
+// primary failed, paper §3.5): the buffer's halves are persisted as the
+// log segments their tail markers name (the older one first: a sealed
+// segment whose flush never came), then the engine seals the log, appends
+// a fresh tail and rebuilds L0 by replaying the log from the recovery
+// point. The caller must have revoked the buffer first (rdma.MR.Revoke):
+// no WRITE of the old primary may land while it is read. The replica is
+// closed afterwards; the returned region is held (engine.Options.
+// HoldBackground) until the caller resumes it. A Build-Index backup's
+// region is already a primary's: only its buffered records are applied.
+func (r *Replica) Promote(epoch uint64) (*engine.Region, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if epoch < r.epoch {
+		return nil, fmt.Errorf("%w: promotion at epoch %d, region %d is at %d", ErrStaleEpoch, epoch, r.region.Desc().ID, r.epoch)
+	}
+	r.abortLocked()
+	id := r.region.Desc().ID
+	type half struct {
+		m   Marker
+		img []byte
+		end int64
+	}
+	var halves []half
+	for h := range 2 {
+		img := r.buf[int64(h)*r.segSize : int64(h+1)*r.segSize]
+		m, ok := decodeMarker(img)
+		if !ok || m.Region != id {
+			continue
+		}
+		halves = append(halves, half{m: m, img: img, end: engine.TailEnd(img, m.Seq)})
+	}
+	sort.Slice(halves, func(i, j int) bool { return halves[i].m.Seq < halves[j].m.Seq })
+	if r.mode == BuildIndex {
+		for _, h := range halves {
+			if err := r.applyHalf(h.m, h.img, h.end); err != nil {
+				return nil, err
+			}
+		}
+		return r.region, nil
+	}
+	var tail *engine.PromoteTail
+	for i, h := range halves {
+		if h.end <= engine.SegmentHeaderSize {
+			continue
+		}
+		if i < len(halves)-1 {
+			if _, err := r.region.AdoptLog(h.m.Segment, h.m.Seq, h.img, h.end); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		tail = &engine.PromoteTail{Segment: h.m.Segment, Seq: h.m.Seq, Image: h.img, End: h.end}
+	}
+	region, err := r.vol.PromoteBackup(id, epoch, tail)
+	if err != nil {
+		return nil, err
+	}
+	r.epoch = epoch
+	r.region = region
+	return region, nil
+}
+
+// applyHalf applies a Build-Index backup's buffered records of one
+// segment that were never flushed to it.
+func (r *Replica) applyHalf(m Marker, img []byte, end int64) error {
+	if r.applier == nil || r.applySeg != m.Segment {
+		if r.applier == nil {
+			r.applier = NewApplier(r.region, m.Seq, engine.SegmentHeaderSize)
+		} else {
+			r.applier.Next(m.Seq, engine.SegmentHeaderSize)
+		}
+		r.applySeg, r.appliedTo = m.Segment, engine.SegmentHeaderSize
+	}
+	if end <= r.appliedTo {
+		return nil
+	}
+	if _, err := r.applier.Apply(img, end); err != nil {
+		return err
+	}
+	r.appliedTo = end
+	return nil
+}
+
+// SetBuffer replaces the buffer the primary's mirror writes into (a new
+// primary gets a fresh registered buffer; the old one was revoked).
+func (r *Replica) SetBuffer(buf []byte) error {
+	if int64(len(buf)) < 2*r.segSize {
+		return fmt.Errorf("replication: replica buffer of %d bytes, want %d", len(buf), 2*r.segSize)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.buf = buf
+	return nil
+}
