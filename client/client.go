@@ -84,6 +84,9 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, conns: map[string]*ring.Client{}}
 	c.m.Store(m)
+	if z, ok := cfg.Map.(*ZooKeeper); ok {
+		z.subscribe(c.adopt)
+	}
 	return c, nil
 }
 
@@ -182,6 +185,15 @@ func (c *Client) refresh(ctx context.Context, want uint64) error {
 		c.m.Store(m)
 	}
 	return nil
+}
+
+// adopt routes by m from now on if it is newer than the current map.
+func (c *Client) adopt(m *regionmap.Map) {
+	c.refreshMu.Lock()
+	defer c.refreshMu.Unlock()
+	if m.Version > c.m.Load().Version {
+		c.m.Store(m)
+	}
 }
 
 // request is one routed operation.

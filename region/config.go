@@ -27,6 +27,14 @@ type Config struct {
 	// MapFile is the standalone region map; "" serves one region over all
 	// keys (id 1, this server primary).
 	MapFile string `yaml:"map_file"`
+	// Zookeeper is the ensemble ("host:port,host:port") of a managed
+	// cluster: the server registers there and serves the master's region
+	// map (MapFile must be empty).
+	Zookeeper string `yaml:"zookeeper"`
+	// ZKRoot is the cluster's znode.
+	ZKRoot string `yaml:"zk_root"`
+	// ZKSessionTimeout: a server silent for longer is declared failed.
+	ZKSessionTimeout Duration `yaml:"zk_session_timeout"`
 
 	SyncMode     string   `yaml:"sync_mode"` // sync (durable before the reply) or async
 	SegmentSize  ByteSize `yaml:"segment_size"`
@@ -71,6 +79,9 @@ func DefaultConfig() Config {
 		Workers:      16,
 		SpinTime:     Duration(ring.DefaultSpin),
 		MaxInflight:  256,
+
+		ZKRoot:           "/tebis",
+		ZKSessionTimeout: Duration(2 * time.Second),
 
 		ReplicationConnect: Duration(30 * time.Second),
 		ReplicationCredits: 4,
@@ -131,6 +142,12 @@ func (c *Config) Validate() error {
 		return bad("replication_transport %q: want shm, tcp or empty", c.ReplicationTransport)
 	case c.ReplicationConnect <= 0:
 		return bad("replication_connect %v: want more than 0", c.ReplicationConnect)
+	case c.Zookeeper != "" && c.MapFile != "":
+		return bad("zookeeper and map_file are both set: a server takes its map from one")
+	case c.Zookeeper != "" && (c.ZKRoot == "" || c.ZKRoot[0] != '/'):
+		return bad("zk_root %q: want an absolute znode path", c.ZKRoot)
+	case c.Zookeeper != "" && (c.ZKSessionTimeout < Duration(100*time.Millisecond) || c.ZKSessionTimeout > Duration(time.Minute)):
+		return bad("zk_session_timeout %v: want 100ms to 1m", c.ZKSessionTimeout)
 	case c.ReplicationCredits < 1:
 		return bad("replication_credits %d: want at least 1", c.ReplicationCredits)
 	}

@@ -28,6 +28,21 @@ import (
 type backupRegion struct {
 	rep *replication.Replica
 	buf *rdma.MR
+	// epoch of the primary connections in qps; a hello at a newer epoch
+	// (a new primary) fences them off first. Under Server.replMu.
+	epoch uint64
+	qps   []rdma.QP
+}
+
+// fence cuts the primary connections of the backup's current epoch: the
+// buffer is revoked (a WRITE still in flight fails rather than complete
+// unseen) and their QPs closed. Called with replMu held.
+func (b *backupRegion) fence() {
+	b.buf.Revoke()
+	for _, qp := range b.qps {
+		qp.Close()
+	}
+	b.qps = nil
 }
 
 // primaryRepl is the replication attached to a hosted region.
@@ -127,14 +142,46 @@ func (s *Server) acceptReplication(req rdma.ConnRequest) error {
 		req.Reject()
 		return err
 	}
-	qp, err := req.Accept(rdma.ConnConfig{CQ: s.replCQ, Expose: []*rdma.MR{b.buf}})
+	s.replMu.Lock()
+	if h.Epoch > b.epoch && len(b.qps) > 0 {
+		// A new primary: the old one (perhaps paused, not dead) must not
+		// get another WRITE acknowledged. Its buffer is revoked and
+		// replaced.
+		if err := s.rebuffer(b); err != nil {
+			s.replMu.Unlock()
+			req.Reject()
+			return err
+		}
+		s.log.Info("fenced the region's previous primary", zap.Uint64("region", h.Region), zap.Uint64("epoch", b.epoch), zap.Uint64("new_epoch", h.Epoch))
+	}
+	b.epoch = max(b.epoch, h.Epoch)
+	buf := b.buf
+	s.replMu.Unlock()
+	qp, err := req.Accept(rdma.ConnConfig{CQ: s.replCQ, Expose: []*rdma.MR{buf}})
 	if err != nil {
 		return err
 	}
 	s.replMu.Lock()
-	s.replQPs = append(s.replQPs, qp)
+	b.qps = append(b.qps, qp)
 	s.replMu.Unlock()
 	s.log.Info("primary connected for replication", zap.Uint64("region", h.Region), zap.Uint64("epoch", h.Epoch))
+	return nil
+}
+
+// rebuffer fences b and gives its replica a fresh buffer. Called with
+// replMu held.
+func (s *Server) rebuffer(b *backupRegion) error {
+	b.fence()
+	buf, err := rdma.Register(int(2 * s.vol.SegmentSize()))
+	if err != nil {
+		return err
+	}
+	if err := b.rep.SetBuffer(buf.Bytes()); err != nil {
+		buf.Deregister()
+		return err
+	}
+	b.buf.Deregister()
+	b.buf = buf
 	return nil
 }
 
@@ -273,7 +320,8 @@ func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region)
 		return nil, err
 	}
 	p.shipper, err = replication.NewShipper(replication.ShipperConfig{Region: er, Epoch: r.Epoch, Mode: s.replMode(m),
-		SegSize: s.vol.SegmentSize(), Mirror: p.mirror, Links: links, Credits: s.cfg.ReplicationCredits, Log: s.log.Named("replication")})
+		SegSize: s.vol.SegmentSize(), Mirror: p.mirror, Links: links, Credits: s.cfg.ReplicationCredits, Log: s.log.Named("replication"),
+		Rebase: s.takeRebase(r.ID, er)})
 	if err != nil {
 		p.mirror.Close()
 		return nil, err
@@ -318,10 +366,10 @@ func (s *Server) closeReplication() {
 	for _, c := range s.peers {
 		c.Close()
 	}
-	for _, qp := range s.replQPs {
-		qp.Close()
-	}
 	for _, b := range s.backups {
+		for _, qp := range b.qps {
+			qp.Close()
+		}
 		b.rep.Close()
 		b.buf.Deregister()
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,10 +34,12 @@ type Server struct {
 	backups   map[uint64]*backupRegion // regions this server backs up
 	primaries map[uint64]*primaryRepl  // replication of hosted regions with backups
 	peers     map[string]*ring.Client  // command rings to backup servers, by address
-	replQPs   []rdma.QP                // primaries' mirror connections to this server
 	replCQ    *rdma.CQ
 	replStop  context.CancelFunc
 	replRing  *ring.Server // serves replication commands (their own workers)
+	promoted  map[uint64]bool // regions promoted in this process whose backups have not rebased yet
+
+	cluster *clusterLink // nil: standalone
 }
 
 // routing is an immutable snapshot: the map and the regions hosted under it.
@@ -80,15 +83,26 @@ func Start(cfg Config, log *zap.Logger) (*Server, error) {
 	var ctx context.Context
 	ctx, s.replStop = context.WithCancel(context.Background())
 	go s.drainReplCQ(ctx)
-	m, err := s.loadMap()
-	if err == nil {
-		err = s.install(m)
-	}
-	if err == nil {
+	var m *regionmap.Map
+	if cfg.Zookeeper != "" {
+		// Managed: nothing is served until the master's map arrives.
+		m = &regionmap.Map{}
+		s.state.Store(&routing{m: m, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}})
 		err = s.listen()
-	}
-	if err == nil {
-		err = s.attachAll()
+		if err == nil {
+			err = s.joinCluster()
+		}
+	} else {
+		m, err = s.loadMap()
+		if err == nil {
+			err = s.install(m)
+		}
+		if err == nil {
+			err = s.listen()
+		}
+		if err == nil {
+			err = s.attachAll()
+		}
 	}
 	if err != nil {
 		s.Close()
@@ -125,47 +139,85 @@ func (s *Server) Reload() error {
 }
 
 // install opens the regions m assigns to this server and switches routing
-// to m. Regions no longer assigned stay open in the volume but are no
-// longer served.
+// to m. A region this server backed up and m names it primary of is
+// promoted (fenced from the old primary, its buffer persisted, L0
+// rebuilt). Regions no longer assigned stay in the volume but are no
+// longer served, and stop replicating. In a managed cluster a region that
+// cannot be opened is logged and left out (the master sees it unserved);
+// a standalone map must open whole.
 func (s *Server) install(m *regionmap.Map) error {
 	s.mapMu.Lock()
 	defer s.mapMu.Unlock()
 	old := s.state.Load()
-	if old != nil && m.Version <= old.m.Version {
+	if (old != nil && m.Version <= old.m.Version) || s.closed.Load() {
 		return nil
 	}
 	next := &routing{m: m, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}}
+	var errs []error
 	for _, r := range m.Regions {
-		for _, b := range r.Group() {
-			if b == s.cfg.Name {
-				if _, err := s.openBackup(m, r); err != nil {
-					return err
-				}
+		if err := s.installRegion(m, r, old, next); err != nil {
+			err = fmt.Errorf("region %d: %w", r.ID, err)
+			if s.cfg.Zookeeper == "" {
+				return err
 			}
-		}
-		if r.Primary != s.cfg.Name {
-			continue
-		}
-		s.replMu.Lock()
-		_, attached := s.primaries[r.ID]
-		s.replMu.Unlock()
-		if len(r.Group()) > 0 && !attached {
-			next.attaching[r.ID] = true
-		}
-		desc := engine.RegionDesc{ID: r.ID, Epoch: r.Epoch}
-		er, _, err := s.vol.OpenRegion(desc)
-		if err != nil {
-			return fmt.Errorf("region: open region %d: %w", r.ID, err)
-		}
-		next.hosted[r.ID] = er
-		if !next.attaching[r.ID] {
-			er.Resume()
+			s.log.Error("region not installed", zap.Uint64("region", r.ID), zap.Error(err))
+			errs = append(errs, err)
 		}
 	}
+	s.stopDeposed(next)
 	s.state.Store(next)
 	s.log.Info("region map installed", zap.Uint64("version", m.Version), zap.Int("hosted", len(next.hosted)))
 	if len(s.rings) > 0 { // listening: backups can be reached (Start attaches after listen)
-		return s.attachLocked()
+		errs = append(errs, s.attachLocked())
+	}
+	return errors.Join(errs...)
+}
+
+// installRegion opens one region of m into next.
+func (s *Server) installRegion(m *regionmap.Map, r regionmap.Region, old, next *routing) error {
+	if slices.Contains(r.Group(), s.cfg.Name) {
+		_, err := s.openBackup(m, r)
+		return err
+	}
+	if r.Primary != s.cfg.Name {
+		return nil
+	}
+	s.replMu.Lock()
+	_, attached := s.primaries[r.ID]
+	b := s.backups[r.ID]
+	s.replMu.Unlock()
+	var er *engine.Region
+	switch {
+	case b != nil:
+		var err error
+		if er, err = s.promote(r, b); err != nil {
+			return err
+		}
+	case old != nil && old.hosted[r.ID] != nil:
+		// Still its primary: a group change under a new epoch needs
+		// nothing here (dead backups were dropped by the shipper already;
+		// the commands' epoch stays the stream's).
+		er = old.hosted[r.ID]
+	default:
+		var err error
+		er, _, err = s.vol.OpenRegion(engine.RegionDesc{ID: r.ID, Epoch: r.Epoch})
+		if err == nil && er.IsBackup() {
+			// Named primary while it was down: its buffer is gone, its
+			// adopted log is what it has.
+			s.log.Warn("promoting a backup region without its buffer", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch))
+			er, err = s.vol.PromoteBackup(r.ID, r.Epoch, nil)
+			s.markPromoted(r.ID)
+		}
+		if err != nil {
+			return fmt.Errorf("open: %w", err)
+		}
+	}
+	if len(r.Group()) > 0 && !attached {
+		next.attaching[r.ID] = true
+	}
+	next.hosted[r.ID] = er
+	if !next.attaching[r.ID] {
+		er.Resume()
 	}
 	return nil
 }
@@ -194,6 +246,7 @@ func (s *Server) attachLocked() error {
 		s.primaries[id] = p
 		s.replMu.Unlock()
 		st.hosted[id].Resume()
+		s.reportJoins(*r, p)
 	}
 	next := *st
 	next.attaching = map[uint64]bool{}
@@ -265,6 +318,7 @@ func (s *Server) Close() error {
 		rs.Close()
 	}
 	s.flushPrimaries()
+	s.leaveCluster()
 	s.replRing.Close()
 	s.closeReplication()
 	if s.replStop != nil {

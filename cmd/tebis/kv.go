@@ -18,6 +18,8 @@ func kvCommand() *cli.Command {
 		Usage: "put, get, delete and scan keys through the client",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "map", Usage: "region map file (YAML)"},
+			&cli.StringFlag{Name: "zookeeper", Usage: "a managed cluster's ZooKeeper ensemble host:port[,...] (the master's map)"},
+			&cli.StringFlag{Name: "zk-root", Value: "/tebis", Usage: "the cluster's znode"},
 			&cli.StringFlag{Name: "server", Value: "127.0.0.1:7070", Usage: "without --map: one standalone server's address"},
 			&cli.StringFlag{Name: "transport", Value: "tcp", Usage: "tcp or shm (with --server, the address is a socket path for shm)"},
 		},
@@ -61,7 +63,14 @@ func kvAction(nargs int, fn func(*cli.Context, *client.Client) (any, error)) cli
 			return fmt.Errorf("want %d arguments, got %d", nargs, c.NArg())
 		}
 		var src regionmap.Source
-		if path := c.String("map"); path != "" {
+		if zk := c.String("zookeeper"); zk != "" {
+			z, err := client.DialZooKeeper(c.Context, zk, c.String("zk-root"), nil)
+			if err != nil {
+				return err
+			}
+			defer z.Close()
+			src = z
+		} else if path := c.String("map"); path != "" {
 			src = regionmap.File(path)
 		} else {
 			srv := regionmap.Server{Name: "rs1"}

@@ -24,6 +24,9 @@ func serverFlags() []cli.Flag {
 		&cli.StringFlag{Name: "shm", Value: d.Shm, Usage: "unix socket path for the shm transport (empty: off)"},
 		&cli.StringFlag{Name: "tcp", Value: d.TCP, Usage: "host:port for the tcp transport (empty: off)"},
 		&cli.StringFlag{Name: "map-file", Usage: "standalone region map (YAML); empty: one region over all keys"},
+		&cli.StringFlag{Name: "zookeeper", Usage: "ZooKeeper ensemble host:port[,host:port] of a managed cluster (instead of --map-file)"},
+		&cli.StringFlag{Name: "zk-root", Value: d.ZKRoot, Usage: "the cluster's znode"},
+		&cli.DurationFlag{Name: "zk-session-timeout", Value: time.Duration(d.ZKSessionTimeout), Usage: "ZooKeeper session timeout: a server silent longer is failed over"},
 		&cli.StringFlag{Name: "sync-mode", Value: d.SyncMode, Usage: "sync (durable before the reply) or async"},
 		&cli.StringFlag{Name: "segment-size", Value: d.SegmentSize.String(), Usage: "segment size, with unit"},
 		&cli.IntFlag{Name: "l0-pairs", Value: d.L0Pairs, Usage: "L0 capacity in pairs"},
@@ -51,7 +54,7 @@ func serverConfig(c *cli.Context) (region.Config, error) {
 			return cfg, err
 		}
 	}
-	str := map[string]*string{"name": &cfg.Name, "data-dir": &cfg.DataDir, "shm": &cfg.Shm, "tcp": &cfg.TCP, "map-file": &cfg.MapFile, "sync-mode": &cfg.SyncMode, "replication-transport": &cfg.ReplicationTransport}
+	str := map[string]*string{"name": &cfg.Name, "data-dir": &cfg.DataDir, "shm": &cfg.Shm, "tcp": &cfg.TCP, "map-file": &cfg.MapFile, "zookeeper": &cfg.Zookeeper, "zk-root": &cfg.ZKRoot, "sync-mode": &cfg.SyncMode, "replication-transport": &cfg.ReplicationTransport}
 	for name, p := range str {
 		if c.IsSet(name) || c.String("config") == "" {
 			*p = c.String(name)
@@ -73,6 +76,9 @@ func serverConfig(c *cli.Context) (region.Config, error) {
 	}
 	if c.IsSet("spin-time") || c.String("config") == "" {
 		cfg.SpinTime = region.Duration(c.Duration("spin-time"))
+	}
+	if c.IsSet("zk-session-timeout") || c.String("config") == "" {
+		cfg.ZKSessionTimeout = region.Duration(c.Duration("zk-session-timeout"))
 	}
 	if c.IsSet("replication-connect") || c.String("config") == "" {
 		cfg.ReplicationConnect = region.Duration(c.Duration("replication-connect"))

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+
+	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/master"
+	"github.com/tebis-go/tebis/region/regionmap"
+)
+
+func zkFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "zookeeper", Value: "127.0.0.1:2181", Usage: "ZooKeeper ensemble host:port[,host:port]"},
+		&cli.StringFlag{Name: "zk-root", Value: "/tebis", Usage: "the cluster's znode"},
+		&cli.DurationFlag{Name: "zk-session-timeout", Value: 2 * time.Second, Usage: "ZooKeeper session timeout"},
+	}
+}
+
+func dialZK(c *cli.Context, log *zap.Logger) (*coord.Session, error) {
+	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	defer cancel()
+	return coord.Dial(ctx, coord.Config{Servers: []string{c.String("zookeeper")}, Root: c.String("zk-root"),
+		SessionTimeout: c.Duration("zk-session-timeout"), Log: log.Named("zk")})
+}
+
+func masterCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "master",
+		Usage: "run a master: campaigns in ZooKeeper; the leader keeps the region map and fails servers over (docs/failover.md)",
+		Flags: append(zkFlags(),
+			&cli.StringFlag{Name: "name", Value: hostName(), Usage: "this master's name"},
+			&cli.DurationFlag{Name: "grace", Value: 10 * time.Second, Usage: "a new leader's wait for servers of the map it never saw live"},
+		),
+		Action: func(c *cli.Context) error {
+			log, err := newLogger(c)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			sess, err := dialZK(c, log)
+			if err != nil {
+				return err
+			}
+			defer sess.Close()
+			return master.Run(c.Context, master.Config{Name: c.String("name"), Session: sess, Grace: c.Duration("grace"), Log: log.Named("master")})
+		},
+	}
+}
+
+func hostName() string {
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", h, os.Getpid())
+}
+
+func clusterCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "cluster",
+		Usage: "a managed cluster's region map in ZooKeeper",
+		Subcommands: []*cli.Command{{
+			Name:  "init",
+			Usage: "create the region map over the registered servers (waits for --servers of them)",
+			Flags: append(zkFlags(),
+				&cli.IntFlag{Name: "servers", Value: 3, Usage: "registered region servers to wait for"},
+				&cli.DurationFlag{Name: "wait", Value: time.Minute, Usage: "how long to wait for them"},
+				&cli.IntFlag{Name: "regions", Value: 3, Usage: "regions, split evenly over --prefix + decimal digits"},
+				&cli.StringFlag{Name: "prefix", Value: "user", Usage: "common key prefix of the even split (YCSB: user)"},
+				&cli.StringFlag{Name: "splits", Usage: "comma-separated keys where regions start (instead of --regions)"},
+				&cli.IntFlag{Name: "replicas", Value: 3, Usage: "copies of each region, primary included"},
+				&cli.StringFlag{Name: "replication", Value: "send-index", Usage: "send-index or build-index"},
+			),
+			Action: clusterInit,
+		}, {
+			Name:   "status",
+			Usage:  "print the leading master, the live servers and the region map",
+			Flags:  append(zkFlags(), &cli.BoolFlag{Name: "json", Usage: "JSON output"}),
+			Action: clusterStatus,
+		}},
+	}
+}
+
+func clusterInit(c *cli.Context) error {
+	log, err := newLogger(c)
+	if err != nil {
+		return err
+	}
+	sess, err := dialZK(c, log)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("wait"))
+	defer cancel()
+	var live map[string]coord.ServerInfo
+	for {
+		if live, err = sess.Servers(ctx); err != nil {
+			return err
+		}
+		if len(live) >= c.Int("servers") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d region servers registered after %v", len(live), c.Int("servers"), c.Duration("wait"))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	var srvs []regionmap.Server
+	for _, si := range live {
+		srvs = append(srvs, si.Server)
+	}
+	l := master.Layout{Regions: c.Int("regions"), Prefix: c.String("prefix"), Replicas: c.Int("replicas"), Replication: c.String("replication")}
+	if s := c.String("splits"); s != "" {
+		l.Splits = strings.Split(s, ",")
+	}
+	m, err := master.InitialMap(srvs, l)
+	if err != nil {
+		return err
+	}
+	if err := sess.CreateMap(ctx, m); err != nil {
+		return err
+	}
+	fmt.Printf("region map created: %d regions, %d replicas, servers %s\n", len(m.Regions), m.Replicas, names(m.Servers))
+	return nil
+}
+
+func names(ss []regionmap.Server) string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, s.Name)
+	}
+	return strings.Join(out, ",")
+}
+
+func clusterStatus(c *cli.Context) error {
+	log, err := newLogger(c)
+	if err != nil {
+		return err
+	}
+	sess, err := dialZK(c, log)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	leader, err := sess.Leader(c.Context)
+	if err != nil {
+		return err
+	}
+	live, err := sess.Servers(c.Context)
+	if err != nil {
+		return err
+	}
+	m, _, err := sess.ReadMap(c.Context)
+	if err != nil {
+		return err
+	}
+	var lv []string
+	for n := range live {
+		lv = append(lv, n)
+	}
+	sort.Strings(lv)
+	if c.Bool("json") {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"master": leader, "live": lv, "map": m})
+	}
+	fmt.Printf("master: %s\nlive servers: %s\nmap version %d, %d replicas, %s\n", leader, strings.Join(lv, ","), m.Version, m.Replicas, m.Replication)
+	for _, r := range m.Regions {
+		fmt.Printf("  region %d [%q, %q) epoch %d: primary %s backups %v joining %v\n", r.ID, r.Start, r.End, r.Epoch, r.Primary, r.Backups, r.Joining)
+	}
+	return nil
+}

@@ -1,0 +1,126 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/region/regionmap"
+)
+
+// clusterLink is a managed server's side of ZooKeeper: its registration
+// (an ephemeral znode; the master fails the server over when it goes) and
+// the region map it serves, installed as the master publishes it.
+type clusterLink struct {
+	sess   *coord.Session
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	latest *regionmap.Map
+}
+
+// joinCluster registers the server and starts following the map. Called
+// from Start once the server listens (its addresses are known).
+func (s *Server) joinCluster() error {
+	cfg := s.cfg
+	timeout := time.Duration(cfg.ZKSessionTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*timeout+20*time.Second)
+	defer cancel()
+	sess, err := coord.Dial(ctx, coord.Config{Servers: []string{cfg.Zookeeper}, Root: cfg.ZKRoot, SessionTimeout: timeout, Log: s.log.Named("zk")})
+	if err != nil {
+		return err
+	}
+	c := &clusterLink{sess: sess}
+	if err := s.register(ctx, c); err != nil {
+		sess.Close()
+		return err
+	}
+	wctx, wcancel := context.WithCancel(context.Background())
+	c.cancel = wcancel
+	s.cluster = c
+	c.wg.Add(2)
+	go func() {
+		defer c.wg.Done()
+		sess.WatchMap(wctx, func(m *regionmap.Map) {
+			c.mu.Lock()
+			c.latest = m
+			c.mu.Unlock()
+			if err := s.install(m); err != nil {
+				s.log.Error("region map installed in part", zap.Uint64("version", m.Version), zap.Error(err))
+			}
+		}, func(err error) { s.log.Error("the region map in zookeeper is invalid; ignored", zap.Error(err)) })
+	}()
+	go func() {
+		defer c.wg.Done()
+		s.watchExpiry(wctx, c)
+	}()
+	return nil
+}
+
+// register publishes this server as live.
+func (s *Server) register(ctx context.Context, c *clusterLink) error {
+	addrs := s.Addrs()
+	info := coord.ServerInfo{Server: regionmap.Server{Name: s.cfg.Name, Shm: addrs["shm"], TCP: addrs["tcp"]}, Started: time.Now().UnixNano()}
+	if err := c.sess.Register(ctx, info); err != nil {
+		return fmt.Errorf("region: register in zookeeper: %w", err)
+	}
+	s.log.Info("registered in zookeeper", zap.String("root", c.sess.Root()))
+	return nil
+}
+
+// watchExpiry fences the server when its session expires: the master
+// has declared it failed, so it stops serving and replicating as primary
+// at once; then it registers again and serves the latest map.
+func (s *Server) watchExpiry(ctx context.Context, c *clusterLink) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.sess.Expired():
+		}
+		s.log.Warn("zookeeper session expired: no longer serving as primary until the map says so again")
+		s.fence()
+		for ctx.Err() == nil {
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := s.register(rctx, c)
+			cancel()
+			if err == nil {
+				break
+			}
+			s.log.Warn("registering again failed", zap.Error(err))
+		}
+		c.mu.Lock()
+		m := c.latest
+		c.mu.Unlock()
+		if m != nil {
+			if err := s.install(m); err != nil {
+				s.log.Error("region map installed in part", zap.Uint64("version", m.Version), zap.Error(err))
+			}
+		}
+	}
+}
+
+// fence stops serving every region as primary (requests get WRONG_REGION)
+// and stops their replication; the next install starts from nothing.
+func (s *Server) fence() {
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	next := &routing{m: &regionmap.Map{}, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}}
+	s.stopDeposed(next)
+	s.state.Store(next)
+}
+
+// leaveCluster ends the session (the registration goes at once).
+func (s *Server) leaveCluster() {
+	if c := s.cluster; c != nil {
+		c.cancel()
+		c.sess.Close()
+		c.wg.Wait()
+	}
+}

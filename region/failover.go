@@ -1,0 +1,95 @@
+package region
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/replication"
+)
+
+// Failover on the region server (docs/failover.md). The master decides;
+// the server acts on the map: named primary of a region it backs up, it
+// fences the old primary off, promotes its copy and, at its first attach,
+// has its backups rebase their log maps onto its segments.
+
+// promote turns backup b into the primary of r. Called with mapMu held.
+func (s *Server) promote(r regionmap.Region, b *backupRegion) (*engine.Region, error) {
+	start := time.Now()
+	s.replMu.Lock()
+	b.fence() // from here no WRITE of the old primary completes
+	s.replMu.Unlock()
+	er, err := b.rep.Promote(r.Epoch)
+	if err != nil {
+		return nil, err
+	}
+	s.replMu.Lock()
+	delete(s.backups, r.ID)
+	s.replMu.Unlock()
+	b.rep.Close()
+	b.buf.Deregister()
+	s.markPromoted(r.ID)
+	s.log.Info("promoted to primary", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch), zap.Duration("took", time.Since(start)))
+	return er, nil
+}
+
+// markPromoted remembers that region id's backups must rebase at its next
+// attach (once: a rebase applied twice would drop the backups' log).
+func (s *Server) markPromoted(id uint64) {
+	s.replMu.Lock()
+	defer s.replMu.Unlock()
+	if s.promoted == nil {
+		s.promoted = map[uint64]bool{}
+	}
+	s.promoted[id] = true
+}
+
+// takeRebase returns the rebase pairs a promoted region's first attach
+// sends, and forgets the promotion.
+func (s *Server) takeRebase(id uint64, er *engine.Region) []replication.RebasePair {
+	s.replMu.Lock()
+	defer s.replMu.Unlock()
+	if !s.promoted[id] {
+		return nil
+	}
+	delete(s.promoted, id)
+	return replication.PromotedPairs(er)
+}
+
+// stopDeposed stops replicating the regions next no longer hosts (the
+// master moved them away). Called with mapMu held.
+func (s *Server) stopDeposed(next *routing) {
+	s.replMu.Lock()
+	defer s.replMu.Unlock()
+	for id, p := range s.primaries {
+		if next.hosted[id] == nil {
+			p.close()
+			delete(s.primaries, id)
+			s.log.Info("no longer primary: replication stopped", zap.Uint64("region", id))
+		}
+	}
+}
+
+// reportJoins tells the master which joining backups of r the attach
+// brought in sync.
+func (s *Server) reportJoins(r regionmap.Region, p *primaryRepl) {
+	c := s.cluster
+	if c == nil || len(r.Joining) == 0 {
+		return
+	}
+	for _, name := range r.Joining {
+		if p.mirror.IsDropped(name) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := c.sess.ReportJoined(ctx, coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: name})
+		cancel()
+		if err != nil {
+			s.log.Warn("reporting a joined backup failed", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))
+		}
+	}
+}

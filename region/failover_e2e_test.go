@@ -1,0 +1,200 @@
+package region_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tebis-go/tebis/client"
+	"github.com/tebis-go/tebis/internal/proctest"
+	"github.com/tebis-go/tebis/internal/zkserver"
+	"github.com/tebis-go/tebis/region/regionmap"
+)
+
+// managed is a cluster run by a master through a real ZooKeeper.
+type managed struct {
+	zk      *zkserver.Server
+	masters []*proctest.Proc
+	servers map[string]*server
+	zs      *client.ZooKeeper
+	cl      *client.Client
+}
+
+const zkSession = "1s"
+
+// startManaged starts ZooKeeper, a master, n servers (3-way replication,
+// regions split at k003200 and k006400) and a client.
+func startManaged(t *testing.T, n int) *managed {
+	t.Helper()
+	c := &managed{zk: zkserver.ForTest(t), servers: map[string]*server{}}
+	c.startMaster(t)
+	for i := range n {
+		name := fmt.Sprintf("rs%d", i+1)
+		s := newServer(t, name, "--segment-size", "64KiB", "--l0-pairs", "100", "--growth-factor", "2",
+			"--zookeeper", c.zk.Addr(), "--zk-session-timeout", zkSession, "--replication-connect", "3s")
+		s.start(t)
+		c.servers[name] = s
+	}
+	out, err := exec.Command(proctest.Binary(t), "--log-level", "warn", "cluster", "init", "--zookeeper", c.zk.Addr(),
+		"--servers", fmt.Sprint(n), "--replicas", "3", "--splits", "k003200,k006400").CombinedOutput()
+	if err != nil {
+		t.Fatalf("cluster init: %v\n%s", err, out)
+	}
+	c.zs, err = client.DialZooKeeper(ctx(t), c.zk.Addr(), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.zs.Close() })
+	c.cl = open(t, c.zs, "shm")
+	waitReady(t, c.cl, "k000001", "k004000", "k008000")
+	return c
+}
+
+func (c *managed) startMaster(t *testing.T) {
+	c.masters = append(c.masters, proctest.Start(t, "--log-level", "info", "master", "--zookeeper", c.zk.Addr(),
+		"--zk-session-timeout", zkSession, "--grace", "5s", "--name", fmt.Sprintf("m%d", len(c.masters)+1)))
+}
+
+// ackedWriter puts key k<w>... values in sequence, retrying an
+// unacknowledged put until it is acknowledged; it records the last
+// acknowledged value per key and the longest write outage.
+type ackedWriter struct {
+	mu      sync.Mutex
+	acked   map[string]string
+	pending map[string]string // put in flight when the writer stopped
+	outage  time.Duration
+	wg      sync.WaitGroup
+}
+
+func runWriters(t *testing.T, cl *client.Client, stop <-chan struct{}, keys []string) *ackedWriter {
+	w := &ackedWriter{acked: map[string]string{}, pending: map[string]string{}}
+	wg := &w.wg
+	for i, k := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := 0; ; seq++ {
+				v := fmt.Sprintf("w%d.%d", i, seq)
+				var failedAt time.Time
+				for {
+					select {
+					case <-stop:
+						w.mu.Lock()
+						w.pending[k] = v
+						w.mu.Unlock()
+						return
+					default:
+					}
+					c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					err := cl.Put(c, []byte(k), []byte(v))
+					cancel()
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, client.ErrUnavailable) && !errors.Is(err, client.ErrWrongRegion) && !errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("put %s: %v", k, err)
+						return
+					}
+					if failedAt.IsZero() {
+						failedAt = time.Now()
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				w.mu.Lock()
+				w.acked[k] = v
+				if !failedAt.IsZero() {
+					w.outage = max(w.outage, time.Since(failedAt))
+				}
+				w.mu.Unlock()
+			}
+		}()
+	}
+	t.Cleanup(wg.Wait)
+	return w
+}
+
+// verify reads every key: its value is the last acknowledged one, or the
+// put that was in flight when the writers stopped.
+func (w *ackedWriter) verify(t *testing.T, cl *client.Client) {
+	t.Helper()
+	w.wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, want := range w.acked {
+		got, err := cl.Get(ctx(t), []byte(k))
+		if err != nil || (string(got) != want && string(got) != w.pending[k]) {
+			t.Fatalf("key %s: %q, %v; last acknowledged %q (in flight %q)", k, got, err, want, w.pending[k])
+		}
+	}
+}
+
+// waitMap waits until the published map satisfies ok.
+func (c *managed) waitMap(t *testing.T, what string, ok func(*regionmap.Map) bool) *regionmap.Map {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		m, err := c.zs.Load(ctx(t))
+		if err == nil && ok(m) {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for the map: %s (last %+v, %v)", what, m, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestE2EFailoverPrimaryKilled: 3 servers, 3 regions, 3-way Send-Index
+// replication, a master. Clients write to every region while the primary
+// of region 1 is killed (SIGKILL), then the new primary too (the last
+// server then holds every region alone): each time a backup is promoted
+// under a new epoch, writes resume, and every acknowledged write is
+// readable afterwards.
+func TestE2EFailoverPrimaryKilled(t *testing.T) {
+	c := startManaged(t, 3)
+	var keys []string
+	for i := range 12 {
+		keys = append(keys, fmt.Sprintf("k%06d", i*800+1))
+	}
+	stop := make(chan struct{})
+	w := runWriters(t, c.cl, stop, keys)
+	time.Sleep(time.Second)
+	var took []time.Duration
+	for round := range 2 {
+		m := c.cl.Map()
+		r := *m.Region(1)
+		victim := c.servers[r.Primary]
+		t.Logf("round %d: killing %s, primary of region 1 at epoch %d", round, r.Primary, r.Epoch)
+		killed := time.Now()
+		victim.p.Kill()
+		delete(c.servers, r.Primary)
+		nm := c.waitMap(t, "region 1 promoted", func(m *regionmap.Map) bool {
+			nr := m.Region(1)
+			return nr.Primary != r.Primary && nr.Epoch > r.Epoch
+		})
+		for {
+			cc, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			err := c.cl.Put(cc, []byte("k000000"), []byte(fmt.Sprint(round)))
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Since(killed) > 60*time.Second {
+				t.Fatalf("region 1 not serving 60 s after its primary died: %v", err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		took = append(took, time.Since(killed))
+		t.Logf("round %d: region 1 primary %s at epoch %d, serving again %v after the kill", round, nm.Region(1).Primary, nm.Region(1).Epoch, took[round])
+		time.Sleep(time.Second)
+	}
+	close(stop)
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	w.verify(t, c.cl)
+	t.Logf("%d keys verified; longest write outage %v; region 1 serving again after %v", len(w.acked), w.outage, took)
+}
