@@ -234,7 +234,7 @@ type mirrorPair struct {
 func mirrorOpts(fs vfs.FS, dir string) Options {
 	o := smallOpts(fs)
 	o.Dir = dir
-	o.L0Pairs = 400
+	o.L0Pairs = 600
 	return o
 }
 
@@ -343,4 +343,29 @@ func checkVolume(t testing.TB, fs vfs.FS, dir, what string) VolumeInfo {
 		t.Fatalf("%s: check: %+v", what, rep.Problems)
 	}
 	return in.Summary()
+}
+
+// junkFree leaves n free segments of the backup volume full of random
+// bytes, as reused segments are: the tail a promotion allocates is one.
+func (p *mirrorPair) junkFree(t testing.TB, rng *rand.Rand, n int) {
+	t.Helper()
+	var segs []uint64
+	for range n {
+		seg, _, err := p.bv.AllocSegment()
+		if err != nil {
+			t.Fatal(err)
+		}
+		junk := make([]byte, p.bv.SegmentSize())
+		rng.Read(junk)
+		if err := p.bv.writeAt(junk, p.bv.g.fileOff(seg), IOLog); err != nil {
+			t.Fatal(err)
+		}
+		segs = append(segs, seg)
+	}
+	if err := p.bv.syncData(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range segs {
+		p.bv.FreeSegment(s)
+	}
 }

@@ -1,8 +1,6 @@
 package engine
 
-import (
-	"fmt"
-)
+import "fmt"
 
 // Promotion (paper §3.5): when a primary fails, one of its Send-Index
 // backups becomes the region's primary. The backup already holds the
@@ -18,6 +16,8 @@ import (
 // of its records' checksums (the primary segment's sequence), the
 // segment-sized image (records start at SegmentHeaderSize, at the same
 // offsets as on the primary) and where its valid records end (TailEnd).
+// PromoteBackup reads Image during the call only (it may be the
+// replication buffer itself).
 type PromoteTail struct {
 	Segment, Seq uint64
 	Image        []byte
@@ -32,8 +32,11 @@ type PromoteTail struct {
 // sequence and do not verify. An image shorter than SegmentHeaderSize
 // holds no record: the result is SegmentHeaderSize. TailEnd only reads
 // image.
-func TailEnd(image []byte, seq uint64) int64 {
-	off := int64(segHeaderSize)
+func TailEnd(image []byte, seq uint64) int64 { return recordsEnd(image, segHeaderSize, seq) }
+
+// recordsEnd decodes records sealed with seq back to back from off and
+// returns the offset after the last that verifies.
+func recordsEnd(image []byte, off int64, seq uint64) int64 {
 	for off < int64(len(image)) {
 		rec, ok := decodeRecord(image[off:], seq)
 		if !ok {
@@ -47,13 +50,14 @@ func TailEnd(image []byte, seq uint64) int64 {
 // PromoteBackup turns backup region id into a primary at epoch (newer than
 // the region's epoch), and returns its new handle.
 //
-// It adopts tail (nil: none) like AdoptLog (a primary segment adopted in
-// part gets only the rest), allocates a fresh tail segment after the
-// adopted ones (every adopted segment stays sealed at its adopted end),
-// and then commits, in one metadata batch, the removal of the backup role,
-// the new tail's descriptor and the region descriptor at the new epoch. A
-// crash or an error before that commit leaves a backup (with the tail
-// adopted or not; an unused segment is never leaked), after it a primary.
+// It adopts tail (nil: none) like AdoptLog: tail must be the primary
+// segment that follows every adopted one, or one adopted in part (then
+// only the rest is written). It then writes a fresh tail segment after
+// the adopted ones, which all stay sealed at their adopted ends, and
+// commits, in one metadata batch, the removal of the backup role, the new
+// tail's descriptor and the region descriptor at the new epoch. A crash or
+// an error before that commit leaves a backup (with the tail adopted or
+// not; no segment is leaked), after it a primary.
 //
 // On success the old *Region handle is closed: every call on it returns
 // ErrClosed (reads already in progress finish, and the segments they read
@@ -64,12 +68,14 @@ func TailEnd(image []byte, seq uint64) int64 {
 // Resume); it has no listener or replicator until the caller sets them.
 //
 // Refusals change nothing: ErrBackupRegion for a region that is not a
-// backup, ErrBadOptions for an unknown region, an epoch that is not newer
-// or a malformed tail. If the commit fails, or the rebuild after it (the
-// region is a primary on the device), the old handle is closed and the
-// region serves nothing until the volume is reopened. PromoteBackup waits
-// for the backup's metadata operations in progress (AdoptLog,
-// ApplyCompaction, DropLog, RebaseLog); it is safe for concurrent use.
+// backup; ErrBadOptions for an unknown region, an epoch that is not newer,
+// or a malformed tail (End outside the segment's record area, a short
+// image, records that do not verify up to End: see TailEnd). If the commit
+// fails, or the rebuild after it (the region is a primary on the device),
+// the old handle is closed and the region serves nothing until the volume
+// is reopened. PromoteBackup waits for the backup's metadata operations in
+// progress (AdoptLog, ApplyCompaction, DropLog, RebaseLog); it is safe for
+// concurrent use.
 func (v *Volume) PromoteBackup(id uint64, epoch uint64, tail *PromoteTail) (*Region, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -98,6 +104,11 @@ func (v *Volume) PromoteBackup(id uint64, epoch uint64, tail *PromoteTail) (*Reg
 		return nil, ErrClosed
 	}
 	if tail != nil && tail.End > segHeaderSize {
+		// The adopted tail is replayed as a sealed segment: every record
+		// up to End must verify, or the region could not be recovered.
+		if from := old.adoptedEnd(tail.Segment, tail.Seq); from < tail.End && recordsEnd(tail.Image[:tail.End], from, tail.Seq) != tail.End {
+			return nil, fmt.Errorf("%w: promotion tail: the records of primary segment %d from %d do not verify up to %d", ErrBadOptions, tail.Segment, from, tail.End)
+		}
 		if _, err := old.adoptLocked(tail.Segment, tail.Seq, tail.Image, tail.End); err != nil {
 			return nil, err
 		}
@@ -133,6 +144,20 @@ func (v *Volume) PromoteBackup(id uint64, epoch uint64, tail *PromoteTail) (*Reg
 		nr.Resume()
 	}
 	return nr, nil
+}
+
+// adoptedEnd returns how far a backup region adopted primary segment seg
+// (records sealed with seq): SegmentHeaderSize if not at all.
+func (r *Region) adoptedEnd(seg, seq uint64) int64 {
+	l := r.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.segs {
+		if s.primary == seg && s.recSeq == seq {
+			return s.end
+		}
+	}
+	return segHeaderSize
 }
 
 // checkTail validates a promotion's tail.

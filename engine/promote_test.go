@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -22,8 +23,18 @@ func TestPromoteBackup(t *testing.T) {
 	defer p.pv.Close()
 	p.write(t, p.pr, rng, 8000)
 	p.settle(t)
-	p.shortTail(t, rng)
-	p.settle(t)
+	// End shortly after a tail switch, with L0 spanning a whole adopted
+	// segment or more.
+	for try := 0; ; try++ {
+		p.shortTail(t, rng)
+		p.settle(t)
+		if replaySegments(p.br, p.m.tail()) >= 3 {
+			break
+		}
+		if try == 100 {
+			t.Fatalf("L0 never spans three log segments")
+		}
+	}
 	if p.m.switches < 3 || len(p.br.Levels()) == 0 {
 		t.Fatalf("workload too small: %d tail switches, levels %v", p.m.switches, p.br.Levels())
 	}
@@ -39,10 +50,8 @@ func TestPromoteBackup(t *testing.T) {
 		t.Fatalf("the tail's buffer half holds no older segment's bytes past %d", tail.End)
 	}
 	p.pr.SetListener(nil) // the primary "fails"
+	p.junkFree(t, rng, 3)
 	old := p.br
-	if n := replaySegments(old); n < 2 {
-		t.Fatalf("the backup's log holds %d segments from the recovery point, want a replay across several", n)
-	}
 	compactions := p.bv.Stats().Compactions
 
 	nr, err := p.bv.PromoteBackup(1, 2, tail)
@@ -232,6 +241,8 @@ func TestPromoteBackupRefused(t *testing.T) {
 		"short image":    {Segment: good.Segment, Seq: good.Seq, Image: good.Image[:good.End-1], End: good.End},
 		"no seed":        {Segment: good.Segment, Image: good.Image, End: good.End},
 		"no segment":     {Seq: good.Seq, Image: good.Image, End: good.End},
+		"past records":   {Segment: good.Segment, Seq: good.Seq, Image: good.Image, End: good.End + 100},
+		"other seed":     {Segment: good.Segment, Seq: good.Seq + 1, Image: good.Image, End: good.End},
 	}
 	for name, tl := range bad {
 		if _, err := p.bv.PromoteBackup(1, 2, tl); !errors.Is(err, ErrBadOptions) {
@@ -304,19 +315,168 @@ func TestTailEnd(t *testing.T) {
 	}
 }
 
-// replaySegments counts a backup's adopted segments from its recovery
-// point on: what a promotion replays (before the tail).
-func replaySegments(r *Region) int {
+// replaySegments counts the log segments a promotion of backup r with
+// tail replays: those adopted from the recovery point on, and the tail.
+func replaySegments(r *Region, tail *PromoteTail) int {
 	r.mu.RLock()
 	rpIdx := r.rp >> r.v.g.shift
 	r.mu.RUnlock()
 	r.log.mu.Lock()
 	defer r.log.mu.Unlock()
-	n := 0
+	n := 1
 	for _, s := range r.log.segs {
+		if s.primary == tail.Segment {
+			n--
+		}
 		if s.idx >= rpIdx {
 			n++
 		}
 	}
 	return n
+}
+
+// TestRebaseLog renames a backup's log map to a new primary's segment
+// numbers: atomically (an incomplete or conflicting map changes nothing),
+// persistently, keeping the records' seeds, so that the backup adopts in
+// the new numbers, checks clean, and promotes.
+func TestRebaseLog(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewSource(seed))
+	bfs := vfs.NewMem()
+	p := newMirrorPair(t, bfs)
+	defer p.pv.Close()
+	p.write(t, p.pr, rng, 4000)
+	if err := p.pr.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	p.settle(t)
+	p.pr.SetListener(nil)
+	before := p.br.LogSegments()
+	if len(before) < 2 {
+		t.Fatalf("backup log of %d segments", len(before))
+	}
+	full := map[uint64]uint64{}
+	for _, l := range before {
+		full[l.Primary] = l.Primary + 1000
+	}
+	full[99999] = 5 // a segment the backup does not hold: ignored
+	incomplete := map[uint64]uint64{}
+	for _, l := range before[1:] {
+		incomplete[l.Primary] = l.Primary + 1000
+	}
+	twice := map[uint64]uint64{}
+	for k, v := range full {
+		twice[k] = v
+	}
+	twice[before[0].Primary] = before[1].Primary + 1000
+	zero := map[uint64]uint64{}
+	for k, v := range full {
+		zero[k] = v
+	}
+	zero[before[0].Primary] = 0
+	for name, m := range map[string]map[uint64]uint64{"incomplete": incomplete, "duplicate target": twice, "target 0": zero} {
+		if err := p.br.RebaseLog(m); !errors.Is(err, ErrBadOptions) {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := p.br.LogSegments(); !slices.Equal(got, before) {
+			t.Fatalf("%s: log changed to %v", name, got)
+		}
+	}
+	if err := p.pr.RebaseLog(full); !errors.Is(err, ErrBackupRegion) {
+		t.Fatalf("rebase of a primary: %v", err)
+	}
+	if err := p.br.RebaseLog(full); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]LogSegment, len(before))
+	for i, l := range before {
+		want[i] = l
+		want[i].Primary = l.Primary + 1000
+	}
+	if got := p.br.LogSegments(); !slices.Equal(got, want) {
+		t.Fatalf("after rebase: %v, want %v", got, want)
+	}
+	lm := p.br.LogMap()
+	for _, l := range want {
+		if lm[l.Primary] != l.Segment {
+			t.Fatalf("log map %v lacks %d -> %d", lm, l.Primary, l.Segment)
+		}
+	}
+	last := want[len(want)-1]
+	img := make([]byte, p.bv.SegmentSize())
+	if seg, err := p.br.AdoptLog(last.Primary, last.Seq, img, last.End); err != nil || seg != last.Segment {
+		t.Fatalf("adopt by the new number: segment %d (want %d), %v", seg, last.Segment, err)
+	}
+	if err := p.bv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkVolume(t, bfs, "backup", "rebased backup")
+	bv := mustOpen(t, p.bo)
+	defer bv.Close()
+	br, _ := bv.Region(1)
+	if got := br.LogSegments(); !br.IsBackup() || !slices.Equal(got, want) {
+		t.Fatalf("after reopen: %v, want %v", got, want)
+	}
+	nr, err := bv.PromoteBackup(1, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkModel(t, nr, p.model, "promoted after rebase")
+}
+
+// TestPromoteBackupReaders: reads of the old handle in progress at the
+// promotion (here an open scan) keep their segments: the promoted region
+// compacts and collects garbage meanwhile, but frees nothing until the
+// scan is closed.
+func TestPromoteBackupReaders(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewSource(seed))
+	p := newMirrorPair(t, vfs.NewMem())
+	defer p.pv.Close()
+	defer p.bv.Close()
+	p.write(t, p.pr, rng, 6000)
+	p.settle(t)
+	p.pr.SetListener(nil)
+	old := p.br
+	var want []Pair // a backup reads its levels
+	it := old.Scan(nil, nil)
+	for it.Next() {
+		want = append(want, Pair{Key: bytes.Clone(it.Key()), Value: bytes.Clone(it.Value())})
+	}
+	if err := it.Close(); err != nil || len(want) == 0 {
+		t.Fatalf("backup scan: %d pairs, %v", len(want), err)
+	}
+	it = old.Scan(nil, nil)
+	nr, err := p.bv.PromoteBackup(1, 2, p.m.tail())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		for i := range mirrorKeys {
+			if err := nr.Put(key(i), key(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := nr.Compact(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nr.GC(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := p.bv.Stats().SegmentsFree
+	for i := 0; it.Next(); i++ {
+		if i >= len(want) || !bytes.Equal(it.Key(), want[i].Key) || !bytes.Equal(it.Value(), want[i].Value) {
+			t.Fatalf("old scan at pair %d: key %q differs from before the promotion", i, it.Key())
+		}
+	}
+	if err := it.Close(); err != nil {
+		t.Fatalf("old scan: %v", err)
+	}
+	if freed := p.bv.Stats().SegmentsFree; freed <= held {
+		t.Fatalf("closing the old scan freed nothing (%d free before, %d after)", held, freed)
+	}
+	if _, err := old.Get(key(1)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("old handle get: %v", err)
+	}
 }

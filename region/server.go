@@ -36,7 +36,7 @@ type Server struct {
 	peers     map[string]*ring.Client  // command rings to backup servers, by address
 	replCQ    *rdma.CQ
 	replStop  context.CancelFunc
-	replRing  *ring.Server // serves replication commands (their own workers)
+	replRing  *ring.Server    // serves replication commands (their own workers)
 	promoted  map[uint64]bool // regions promoted in this process whose backups have not rebased yet
 
 	cluster *clusterLink // nil: standalone
