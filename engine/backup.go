@@ -17,7 +17,7 @@ import (
 // levels index.
 //
 // The region's role is persisted: a reopened volume opens it as a backup
-// again. Adopted log segments keep the primary's segment number and
+// again, until Volume.PromoteBackup makes it a primary (promote.go). Adopted log segments keep the primary's segment number and
 // sequence in their descriptors (the records' checksums are seeded with
 // the primary's sequence), so LogMap survives restarts.
 

@@ -411,6 +411,16 @@ func TestRebaseLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkVolume(t, bfs, "backup", "rebased backup")
+	in, err := OpenInspector(bfs, "backup", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range want { // adopted records verify with the primary's seed
+		if d, err := in.Segment(l.Segment); err != nil || d.Bytes != l.End-segHeaderSize {
+			t.Fatalf("inspect segment %d: %d bytes of records, adopted up to %d: %v", l.Segment, d.Bytes, l.End, err)
+		}
+	}
+	in.Close()
 	bv := mustOpen(t, p.bo)
 	defer bv.Close()
 	br, _ := bv.Region(1)
