@@ -20,9 +20,6 @@ type clusterLink struct {
 	sess   *coord.Session
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-
-	mu     sync.Mutex
-	latest *regionmap.Map
 }
 
 // joinCluster registers the server and starts following the map. Called
@@ -48,9 +45,6 @@ func (s *Server) joinCluster() error {
 	go func() {
 		defer c.wg.Done()
 		sess.WatchMap(wctx, func(m *regionmap.Map) {
-			c.mu.Lock()
-			c.latest = m
-			c.mu.Unlock()
 			if err := s.install(m); err != nil {
 				s.log.Error("region map installed in part", zap.Uint64("version", m.Version), zap.Error(err))
 			}
@@ -95,9 +89,14 @@ func (s *Server) watchExpiry(ctx context.Context, c *clusterLink) {
 			}
 			s.log.Warn("registering again failed", zap.Error(err))
 		}
-		c.mu.Lock()
-		m := c.latest
-		c.mu.Unlock()
+		// A fresh read: the watch's last map may predate the failover.
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		m, _, err := c.sess.ReadMap(rctx)
+		cancel()
+		if err != nil {
+			s.log.Warn("reading the region map after the session expiry failed; waiting for the watch", zap.Error(err))
+			continue
+		}
 		if m != nil {
 			if err := s.install(m); err != nil {
 				s.log.Error("region map installed in part", zap.Uint64("version", m.Version), zap.Error(err))

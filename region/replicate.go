@@ -312,6 +312,11 @@ func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region)
 		backups = append(backups, replication.Backup{Name: name, QP: qp, Buffer: qp.PeerRegions()[0]})
 		links[name] = &ringLink{c: rc, region: r.ID, epoch: r.Epoch}
 	}
+	if len(backups) == 0 && len(r.Group()) > 0 {
+		// Acknowledging writes no backup of the map holds would lose them
+		// in a failover: wait until one answers (or the map changes).
+		return nil, fmt.Errorf("%w: none of the region's %d backups is reachable", replication.ErrNoBackups, len(r.Group()))
+	}
 	tail, err := er.LogTail()
 	if err != nil {
 		return nil, err

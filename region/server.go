@@ -101,8 +101,14 @@ func Start(cfg Config, log *zap.Logger) (*Server, error) {
 			err = s.listen()
 		}
 		if err == nil {
-			err = s.attachAll()
+			if aerr := s.attachAll(); aerr != nil {
+				// Served once their backups answer (reattach).
+				log.Warn("regions not attached to their backups yet", zap.Error(aerr))
+			}
 		}
+	}
+	if err == nil {
+		go s.reattach(ctx)
 	}
 	if err != nil {
 		s.Close()
@@ -236,11 +242,15 @@ func (s *Server) attachLocked() error {
 	if len(st.attaching) == 0 {
 		return nil
 	}
+	still := map[uint64]bool{}
+	var errs []error
 	for id := range st.attaching {
 		r := st.m.Region(id)
 		p, err := s.attach(st.m, *r, st.hosted[id])
 		if err != nil {
-			return fmt.Errorf("region: attach replication of region %d: %w", id, err)
+			still[id] = true
+			errs = append(errs, fmt.Errorf("region: attach replication of region %d: %w", id, err))
+			continue
 		}
 		s.replMu.Lock()
 		s.primaries[id] = p
@@ -249,9 +259,31 @@ func (s *Server) attachLocked() error {
 		s.reportJoins(*r, p)
 	}
 	next := *st
-	next.attaching = map[uint64]bool{}
+	next.attaching = still
 	s.state.Store(&next)
-	return nil
+	return errors.Join(errs...)
+}
+
+// reattach retries, every second, the regions whose replication could not
+// attach (they stay unavailable meanwhile), until the server closes.
+func (s *Server) reattach(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if len(s.state.Load().attaching) == 0 {
+			continue
+		}
+		s.mapMu.Lock()
+		if err := s.attachLocked(); err != nil {
+			s.log.Warn("regions still waiting for their backups", zap.Error(err))
+		}
+		s.mapMu.Unlock()
+	}
 }
 
 // drainReplCQ logs the disconnects of primaries' mirror connections.
