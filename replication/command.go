@@ -55,6 +55,10 @@ const (
 	// primary to its own number. The backup renumbers its log map
 	// accordingly and drops what the new primary no longer has.
 	CmdRebase
+	// CmdReset: the first command of a seed: the backup empties its copy
+	// of the region (levels and log); the primary then sends its sealed
+	// log (flushes with data) and every level (as compactions from L0).
+	CmdReset
 )
 
 func (k CmdKind) String() string {
@@ -73,6 +77,8 @@ func (k CmdKind) String() string {
 		return "check"
 	case CmdRebase:
 		return "rebase"
+	case CmdReset:
+		return "reset"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(k))
 }
@@ -170,7 +176,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 		End: int64(le.Uint64(b[48:])), Root: le.Uint64(b[56:]), Height: le.Uint32(b[64:]),
 		Pairs: int64(le.Uint64(b[72:])), KVBytes: int64(le.Uint64(b[80:])), Nodes: int64(le.Uint64(b[88:])),
 		RPSeg: le.Uint64(b[96:]), RPOff: int64(le.Uint64(b[104:]))}
-	if c.Kind < CmdFlush || c.Kind > CmdRebase || b[5]&^3 != 0 || c.Half > 1 {
+	if c.Kind < CmdFlush || c.Kind > CmdReset || b[5]&^3 != 0 || c.Half > 1 {
 		return nil, fmt.Errorf("%w: kind %d flags %#x half %d", ErrMalformed, b[4], b[5], c.Half)
 	}
 	n := int(le.Uint32(b[68:]))

@@ -1,9 +1,9 @@
 package replication
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tebis-go/tebis/engine"
@@ -106,20 +106,21 @@ func TestPromoteBackup(t *testing.T) {
 
 // TestPromoteDivergedBackup: the primary dies with compactions shipped to
 // one backup and not the other. After the promotion the other backup's
-// levels differ from the new primary's: the stream check refuses it (it
-// needs reseeding) and the new primary goes on without it.
+// levels differ from the new primary's: the stream check refuses it, the
+// new primary seeds it (reset, its sealed log, every level) and it then
+// follows the new primary like any backup.
 func TestPromoteDivergedBackup(t *testing.T) {
 	rng := rand.New(rand.NewPCG(testseed.Seed(t), 12))
-	stop := false
+	var stop atomic.Bool
 	g := newReplGroup(t, 64, []Mode{SendIndex, SendIndex}, map[int]func(*Command) error{1: func(c *Command) error {
-		if stop && c.Kind != CmdFlush {
+		if stop.Load() && c.Kind != CmdFlush {
 			return fmt.Errorf("backup 1 unreachable")
 		}
 		return nil
 	}})
 	model := g.write(rng, 4, 600, 2400)
 	g.settle()
-	stop = true
+	stop.Store(true)
 	for k, v := range g.write(rng, 4, 600, 2400) {
 		model[k] = v
 	}
@@ -139,9 +140,37 @@ func TestPromoteDivergedBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkContent(t, "promoted", np, model)
-	bs, ends, cq := connectBackups(t, rdma.NewLoopback(), func() string { loopAddrs++; return fmt.Sprintf("pd%d", loopAddrs) }, 1)
-	if err := g.reps[1].SetBuffer(ends[0].buf.Bytes()); err != nil {
+	stop.Store(false)
+	g.follow(np, 4, g.reps[1:], PromotedPairs(np))
+	if d := g.shipper.Dropped(); len(d) != 0 {
+		t.Fatalf("the diverged backup was dropped instead of seeded: %v", d)
+	}
+	checkLevels(t, "seeded backup", np, g.reps[0].Region())
+	for k, v := range g.write(rng, 4, 800, 2400) {
+		model[k] = v
+	}
+	if err := np.Compact(); err != nil {
 		t.Fatal(err)
+	}
+	g.settle()
+	if d := g.shipper.Dropped(); len(d) != 0 {
+		t.Fatalf("backups dropped: %v", d)
+	}
+	checkLevels(t, "seeded backup", np, g.reps[0].Region())
+	checkContent(t, "seeded backup", g.reps[0].Region(), model)
+}
+
+// follow makes region np (epoch) the group's primary, replicating to reps
+// over fresh buffers, with a rebase when given.
+func (g *replGroup) follow(np *engine.Region, epoch uint64, reps []*Replica, rebase []RebasePair) {
+	t := g.t
+	bs, ends, cq := connectBackups(t, rdma.NewLoopback(), func() string { loopAddrs++; return fmt.Sprintf("fo%d", loopAddrs) }, len(reps))
+	links := map[string]Link{}
+	for i, rep := range reps {
+		if err := rep.SetBuffer(ends[i].buf.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		links[bs[i].Name] = &LocalLink{Replica: rep}
 	}
 	tail, err := np.LogTail()
 	if err != nil {
@@ -152,16 +181,74 @@ func TestPromoteDivergedBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	sh, err := NewShipper(ShipperConfig{Region: np, Epoch: 4, Mode: SendIndex, SegSize: mirrorSeg, Mirror: m,
-		Links: map[string]Link{bs[0].Name: &LocalLink{Replica: g.reps[1]}}, Credits: 2, Rebase: PromotedPairs(np), Log: zaptest.NewLogger(t)})
+	sh, err := NewShipper(ShipperConfig{Region: np, Epoch: epoch, Mode: SendIndex, SegSize: mirrorSeg, Mirror: m,
+		Links: links, Credits: 2, Rebase: rebase, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(sh.Close)
-	if d := sh.Dropped(); len(d) != 1 {
-		t.Fatalf("a backup that missed compactions passed the check: dropped %v", d)
+	g.pr, g.mirror, g.shipper, g.reps, g.ends = np, m, sh, reps, ends
+}
+
+// TestSeedNewBackup: a primary with levels and a long log gets a new,
+// empty backup: the check fails, the backup is seeded, and it then holds
+// the primary's levels and content, through more writes and compactions.
+func TestSeedNewBackup(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 13))
+	g := newReplGroup(t, 64, []Mode{SendIndex}, nil)
+	model := g.write(rng, 4, 1500, 2400)
+	g.settle()
+	for k, v := range g.write(rng, 2, 20, 2400) { // some in L0 and the tail only
+		model[k] = v
 	}
-	if err := np.Put([]byte("after"), []byte("v")); !errors.Is(err, ErrNoBackups) {
-		t.Fatalf("a put with every backup dropped: %v, want ErrNoBackups", err)
+	if err := g.pr.WaitIdle(); err != nil {
+		t.Fatal(err)
+	}
+	g.shipper.Close()
+	g.mirror.Close()
+	nv, err := engine.Open(g.opts("new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nv.Close() })
+	br, err := nv.CreateBackupRegion(engine.RegionDesc{ID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := rdma.Register(2 * mirrorSeg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { buf.Deregister() })
+	rep, err := NewReplica(nv, br, SendIndex, 3, buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.follow(g.pr, 3, []*Replica{g.reps[0], rep}, nil)
+	if d := g.shipper.Dropped(); len(d) != 0 {
+		t.Fatalf("dropped: %v", d)
+	}
+	checkLevels(t, "new backup", g.pr, rep.Region())
+	for k, v := range g.write(rng, 4, 800, 2400) {
+		model[k] = v
+	}
+	if err := g.pr.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	g.settle()
+	if d := g.shipper.Dropped(); len(d) != 0 {
+		t.Fatalf("dropped: %v", d)
+	}
+	for i, r := range g.reps {
+		checkLevels(t, fmt.Sprintf("backup %d", i), g.pr, r.Region())
+		checkContent(t, fmt.Sprintf("backup %d", i), r.Region(), model)
+	}
+	in, err := engine.OpenInspector(g.fs, "new", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if rep := in.Check(); len(rep.Problems) != 0 {
+		t.Fatalf("seeded volume: %d problems, first %+v", len(rep.Problems), rep.Problems[0])
 	}
 }

@@ -159,6 +159,10 @@ func (r *Replica) Handle(c *Command) error {
 		return r.install(c)
 	case CmdLogFree:
 		return r.logFree(c)
+	case CmdReset:
+		r.abortLocked()
+		r.retired = NewSegMap()
+		return r.region.ResetBackup()
 	case CmdRebase:
 		pairs, err := DecodeRebase(c.Data)
 		if err != nil {

@@ -128,8 +128,16 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 			// Checked before anything else, while the region is still
 			// (no writes, no compaction, no GC): a backup that only lost
 			// the end of the log is caught up from the primary's log
-			// first; one that missed more is dropped.
-			catch, err := s.checkBackup(l, check)
+			// first; one that missed more (or a new one) is seeded; one
+			// that cannot be reached or seeded is dropped.
+			catch, err := s.checkBackup(l, check, true)
+			if err != nil {
+				cfg.Log.Info("backup out of sync: seeding it", zap.Uint64("region", check.Region), zap.String("backup", name), zap.Error(err))
+				catch = nil
+				if err = s.seed(l, check.Region, check.Epoch); err == nil {
+					_, err = s.checkBackup(l, check, false) // a seeded backup passes the check
+				}
+			}
 			if err != nil {
 				b.dead = true
 				err = fmt.Errorf("replication: backup %s: %w", name, err)
@@ -149,10 +157,10 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 
 // checkBackup sends the stream's check and returns the catch-up the
 // backup needs.
-func (s *Shipper) checkBackup(l Link, check *Command) ([]*Command, error) {
+func (s *Shipper) checkBackup(l Link, check *Command, rebase bool) ([]*Command, error) {
 	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
 	defer cancel()
-	if len(s.cfg.Rebase) > 0 {
+	if rebase && len(s.cfg.Rebase) > 0 {
 		rb := &Command{Kind: CmdRebase, Region: check.Region, Epoch: check.Epoch, Data: EncodeRebase(s.cfg.Rebase)}
 		if _, err := l.Send(ctx, rb); err != nil {
 			return nil, err
