@@ -14,11 +14,16 @@ import (
 
 // Config configures a master process.
 type Config struct {
-	Name    string         // this candidate's name (shown by `tebis cluster status`)
-	Session *coord.Session // owned by the caller
+	Name string // this candidate's name (shown by `tebis cluster status`)
+	// Coord is the cluster's coordination service (ZK(session) for
+	// ZooKeeper). When nil, Session is used.
+	Coord Coordinator
+	// Session is shorthand for Coord: ZK(Session); owned by the caller.
+	Session *coord.Session
 	// Grace is how long a new leader waits for a server of the map it
-	// never saw live before treating it as failed (servers starting
-	// together with the cluster, or registering again). Default 10 s.
+	// never saw live (in this Run, any term) before treating it as failed
+	// (servers starting together with the cluster, or registering again).
+	// Default 10 s.
 	Grace time.Duration
 	// Recheck bounds the time between two decisions without events
 	// (Grace expiries are noticed by it). Default 500 ms.
@@ -42,9 +47,19 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Coord == nil {
+		if cfg.Session == nil {
+			return errors.New("master: no Coord nor Session configured")
+		}
+		cfg.Coord = ZK(cfg.Session)
+	}
+	// When this master last saw each server live, kept across terms: a
+	// server it saw that is gone now has failed, and waiting Grace for it
+	// again after a leadership blip would only delay its failover.
+	seen := map[string]time.Time{}
 	for ctx.Err() == nil {
 		cfg.Log.Info("campaigning for master", zap.String("name", cfg.Name))
-		lead, err := cfg.Session.Campaign(ctx, cfg.Name)
+		lead, err := cfg.Coord.Campaign(ctx, cfg.Name)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -52,7 +67,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		cfg.Log.Info("leading", zap.String("name", cfg.Name))
-		err = lead1(ctx, cfg, lead)
+		err = lead1(ctx, cfg, lead, seen)
 		lead.Resign()
 		if ctx.Err() != nil {
 			return nil
@@ -71,11 +86,12 @@ type observed struct {
 	ready bool // the first server list arrived
 }
 
-// lead1 is one term as leader: it returns when leadership is lost.
-func lead1(ctx context.Context, cfg Config, lead *coord.Leadership) error {
+// lead1 is one term as leader: it returns when leadership is lost. It
+// updates seen (under its obs.mu; no other term runs meanwhile).
+func lead1(ctx context.Context, cfg Config, lead Leadership, seen map[string]time.Time) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s := cfg.Session
+	s := cfg.Coord
 	kick := make(chan struct{}, 1)
 	poke := func() {
 		select {
@@ -83,7 +99,7 @@ func lead1(ctx context.Context, cfg Config, lead *coord.Leadership) error {
 		default:
 		}
 	}
-	obs := &observed{seen: map[string]time.Time{}, joins: map[Join]bool{}}
+	obs := &observed{seen: seen, joins: map[Join]bool{}}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -146,8 +162,8 @@ func lead1(ctx context.Context, cfg Config, lead *coord.Leadership) error {
 }
 
 // decide reads the map, runs Next and publishes its result.
-func decide(ctx context.Context, cfg Config, lead *coord.Leadership, obs *observed, since time.Time) error {
-	m, ver, err := cfg.Session.ReadMap(ctx)
+func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, since time.Time) error {
+	m, ver, err := cfg.Coord.ReadMap(ctx)
 	if err != nil {
 		return err
 	}
@@ -170,7 +186,11 @@ func decide(ctx context.Context, cfg Config, lead *coord.Leadership, obs *observ
 	for _, r := range next.Regions {
 		keep[r.ID] = r.Epoch
 	}
-	return cfg.Session.ForgetJoined(ctx, keep)
+	if err := cfg.Coord.ForgetJoined(ctx, keep); err != nil && ctx.Err() == nil {
+		// Published all the same; stale reports go after the next map.
+		cfg.Log.Warn("old join reports not deleted", zap.Error(err))
+	}
+	return nil
 }
 
 // logChanges logs what a new map changed per region.

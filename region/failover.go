@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.uber.org/zap"
@@ -92,4 +93,23 @@ func (s *Server) reportJoins(r regionmap.Region, p *primaryRepl) {
 			s.log.Warn("reporting a joined backup failed", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))
 		}
 	}
+}
+
+// retire ends a serving region's replication stream before a re-attach:
+// the backups still up persist the tail, then the stream closes. Called
+// with mapMu held and the region quiesced.
+func (s *Server) retire(id uint64) {
+	s.replMu.Lock()
+	p := s.primaries[id]
+	delete(s.primaries, id)
+	s.replMu.Unlock()
+	if p == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := p.shipper.Flush(ctx); err != nil && !errors.Is(err, replication.ErrNoBackups) {
+		s.log.Warn("flushing the old replication stream failed", zap.Uint64("region", id), zap.Error(err))
+	}
+	cancel()
+	p.close()
 }

@@ -50,6 +50,7 @@ type primaryRepl struct {
 	shipper *replication.Shipper
 	mirror  *replication.Mirror
 	qps     []rdma.QP
+	group   []string // the map's backups (joining included) it was attached for
 }
 
 func (p *primaryRepl) close() {
@@ -276,7 +277,7 @@ func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region)
 	cq := rdma.NewCQ()
 	var backups []replication.Backup
 	links := map[string]replication.Link{}
-	p := &primaryRepl{}
+	p := &primaryRepl{group: r.Group()}
 	hello := replication.Hello{Region: r.ID, Epoch: r.Epoch, SegSize: s.vol.SegmentSize()}.Encode()
 	for _, name := range r.Group() {
 		srv, _ := m.Server(name)

@@ -38,6 +38,7 @@ type Server struct {
 	replStop  context.CancelFunc
 	replRing  *ring.Server    // serves replication commands (their own workers)
 	promoted  map[uint64]bool // regions promoted in this process whose backups have not rebased yet
+	resumed   map[uint64]bool // hosted regions whose background work runs; under mapMu
 
 	cluster *clusterLink // nil: standalone
 }
@@ -76,7 +77,7 @@ func Start(cfg Config, log *zap.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, vol: vol, backups: map[uint64]*backupRegion{}, primaries: map[uint64]*primaryRepl{},
+	s := &Server{cfg: cfg, log: log, vol: vol, backups: map[uint64]*backupRegion{}, primaries: map[uint64]*primaryRepl{}, resumed: map[uint64]bool{},
 		peers: map[string]*ring.Client{}, replCQ: rdma.NewCQ()}
 	s.replRing = ring.NewServer(ring.ServerConfig{Handlers: map[uint16]ring.HandlerFunc{wire.TypeReplicate: s.handleReplicate},
 		Spinners: 1, Workers: 4, SpinTime: time.Duration(cfg.SpinTime), Log: log.Named("replication-ring")})
@@ -189,7 +190,7 @@ func (s *Server) installRegion(m *regionmap.Map, r regionmap.Region, old, next *
 		return nil
 	}
 	s.replMu.Lock()
-	_, attached := s.primaries[r.ID]
+	p, attached := s.primaries[r.ID]
 	b := s.backups[r.ID]
 	s.replMu.Unlock()
 	var er *engine.Region
@@ -199,11 +200,17 @@ func (s *Server) installRegion(m *regionmap.Map, r regionmap.Region, old, next *
 		if er, err = s.promote(r, b); err != nil {
 			return err
 		}
+		delete(s.resumed, r.ID) // a new handle, held until attached
 	case old != nil && old.hosted[r.ID] != nil:
 		// Still its primary: a group change under a new epoch needs
 		// nothing here (dead backups were dropped by the shipper already;
 		// the commands' epoch stays the stream's).
 		er = old.hosted[r.ID]
+		if attached && !sameSet(p.group, r.Group()) {
+			// Backups joined or left: re-attach (attachLocked quiesces the
+			// region, retires the old stream, seeds the joining ones).
+			attached = false
+		}
 	default:
 		var err error
 		er, _, err = s.vol.OpenRegion(engine.RegionDesc{ID: r.ID, Epoch: r.Epoch})
@@ -213,6 +220,7 @@ func (s *Server) installRegion(m *regionmap.Map, r regionmap.Region, old, next *
 			s.log.Warn("promoting a backup region without its buffer", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch))
 			er, err = s.vol.PromoteBackup(r.ID, r.Epoch, nil)
 			s.markPromoted(r.ID)
+			delete(s.resumed, r.ID)
 		}
 		if err != nil {
 			return fmt.Errorf("open: %w", err)
@@ -224,8 +232,22 @@ func (s *Server) installRegion(m *regionmap.Map, r regionmap.Region, old, next *
 	next.hosted[r.ID] = er
 	if !next.attaching[r.ID] {
 		er.Resume()
+		s.resumed[r.ID] = true
 	}
 	return nil
+}
+
+// sameSet reports whether a and b hold the same names.
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
 
 // attachAll attaches replication to the hosted regions that wait for it.
@@ -246,7 +268,23 @@ func (s *Server) attachLocked() error {
 	var errs []error
 	for id := range st.attaching {
 		r := st.m.Region(id)
-		p, err := s.attach(st.m, *r, st.hosted[id])
+		er := st.hosted[id]
+		var release func()
+		if s.resumed[id] {
+			// A serving region (its group changed, or its attach is retried):
+			// make it still, and let the old stream finish what it carried.
+			var err error
+			if release, err = er.Quiesce(); err != nil {
+				still[id] = true
+				errs = append(errs, fmt.Errorf("region: quiesce region %d: %w", id, err))
+				continue
+			}
+			s.retire(id)
+		}
+		p, err := s.attach(st.m, *r, er)
+		if release != nil {
+			release()
+		}
 		if err != nil {
 			still[id] = true
 			errs = append(errs, fmt.Errorf("region: attach replication of region %d: %w", id, err))
@@ -255,7 +293,8 @@ func (s *Server) attachLocked() error {
 		s.replMu.Lock()
 		s.primaries[id] = p
 		s.replMu.Unlock()
-		st.hosted[id].Resume()
+		er.Resume()
+		s.resumed[id] = true
 		s.reportJoins(*r, p)
 	}
 	next := *st

@@ -10,5 +10,7 @@
 // session expiry is reported on Session.Expired: ephemeral znodes of the
 // old session are gone, and whoever owned one (a region server's
 // registration, a master's candidacy) must stop acting on it and register
-// again.
+// again. Operations retry while the connection (not the session) is lost,
+// bounded by their context; on a closed Session they fail at once with
+// ErrNoSession.
 package coord

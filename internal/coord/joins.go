@@ -38,7 +38,7 @@ func (s *Session) ReportJoined(ctx context.Context, j Joined) error {
 	if err := s.ensure(ctx, dir); err != nil {
 		return err
 	}
-	return retry(ctx, func() error {
+	return s.retry(ctx, func() error {
 		_, err := s.conn.Create(dir+"/"+j.name(), nil, 0, zk.WorldACL(zk.PermAll))
 		if errors.Is(err, zk.ErrNodeExists) {
 			return nil
@@ -64,7 +64,11 @@ func (s *Session) WatchJoined(ctx context.Context, fn func(map[Joined]bool)) {
 // ForgetJoined deletes reports of regions' older epochs (keep gives each
 // region's current epoch); the master calls it after publishing a map.
 func (s *Session) ForgetJoined(ctx context.Context, keep map[uint64]uint64) error {
-	kids, _, err := s.conn.Children(s.path("done"))
+	var kids []string
+	err := s.retry(ctx, func() (err error) {
+		kids, _, err = s.conn.Children(s.path("done"))
+		return err
+	})
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil
 	}
@@ -73,7 +77,8 @@ func (s *Session) ForgetJoined(ctx context.Context, keep map[uint64]uint64) erro
 	}
 	for _, k := range kids {
 		if j, ok := parseJoined(k); ok && j.Epoch < keep[j.Region] {
-			if err := s.conn.Delete(s.path("done", k), -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			err := s.retry(ctx, func() error { return s.conn.Delete(s.path("done", k), -1) })
+			if err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return err
 			}
 		}

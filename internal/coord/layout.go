@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"go.uber.org/zap"
 
 	"github.com/tebis-go/tebis/region/regionmap"
 )
@@ -46,7 +47,7 @@ func (s *Session) ensure(ctx context.Context, p string) error {
 	if err := s.ensure(ctx, path.Dir(p)); err != nil {
 		return err
 	}
-	return retry(ctx, func() error {
+	return s.retry(ctx, func() error {
 		_, err := s.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
 		if errors.Is(err, zk.ErrNodeExists) {
 			return nil
@@ -76,7 +77,7 @@ func (s *Session) Register(ctx context.Context, srv ServerInfo) error {
 	}
 	p := s.path("servers", srv.Name)
 	for {
-		err := retry(ctx, func() error {
+		err := s.retry(ctx, func() error {
 			_, err := s.conn.Create(p, data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
 			if errors.Is(err, zk.ErrNodeExists) {
 				_, st, gerr := s.conn.Get(p)
@@ -97,10 +98,11 @@ func (s *Session) Register(ctx context.Context, srv ServerInfo) error {
 	}
 }
 
-// Servers returns the live region servers by name.
+// Servers returns the live region servers by name (malformed server
+// znodes are logged and skipped).
 func (s *Session) Servers(ctx context.Context) (map[string]ServerInfo, error) {
 	var kids []string
-	err := retry(ctx, func() (err error) {
+	err := s.retry(ctx, func() (err error) {
 		kids, _, err = s.conn.Children(s.path("servers"))
 		return err
 	})
@@ -117,7 +119,7 @@ func (s *Session) readServers(ctx context.Context, kids []string) (map[string]Se
 	out := map[string]ServerInfo{}
 	for _, k := range kids {
 		var data []byte
-		err := retry(ctx, func() (err error) {
+		err := s.retry(ctx, func() (err error) {
 			data, _, err = s.conn.Get(s.path("servers", k))
 			return err
 		})
@@ -129,7 +131,10 @@ func (s *Session) readServers(ctx context.Context, kids []string) (map[string]Se
 		}
 		var si ServerInfo
 		if err := json.Unmarshal(data, &si); err != nil || si.Name != k {
-			return nil, fmt.Errorf("coord: server znode %s: malformed (%v)", k, err)
+			// Skipped, not fatal: one bad znode must not hide the others.
+			s.log.Warn("malformed region server znode ignored", zap.String("znode", s.path("servers", k)),
+				zap.ByteString("data", data), zap.NamedError("decode", err))
+			continue
 		}
 		out[k] = si
 	}
@@ -154,7 +159,7 @@ func (s *Session) WatchServers(ctx context.Context, fn func(map[string]ServerInf
 func (s *Session) ReadMap(ctx context.Context) (*regionmap.Map, int32, error) {
 	var data []byte
 	var st *zk.Stat
-	err := retry(ctx, func() (err error) {
+	err := s.retry(ctx, func() (err error) {
 		data, st, err = s.conn.Get(s.path("map"))
 		return err
 	})
@@ -195,7 +200,7 @@ func (s *Session) CreateMap(ctx context.Context, m *regionmap.Map) error {
 	if err := s.ensure(ctx, s.root); err != nil {
 		return err
 	}
-	err = retry(ctx, func() error {
+	err = s.retry(ctx, func() error {
 		_, err := s.conn.Create(s.path("map"), data, 0, zk.WorldACL(zk.PermAll))
 		return err
 	})

@@ -33,9 +33,10 @@ type Config struct {
 // Session is one ZooKeeper session (re-established by the client library
 // after an expiry; Expired tells when).
 type Session struct {
-	conn *zk.Conn
-	root string
-	log  *zap.Logger
+	conn    *zk.Conn
+	root    string
+	log     *zap.Logger
+	timeout time.Duration // the session timeout asked for
 
 	mu      sync.Mutex
 	events  []zk.Event // session events not yet consumed by the event loop
@@ -73,8 +74,8 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	s := &Session{root: cfg.Root, log: cfg.Log, wake: make(chan struct{}, 1), expired: make(chan struct{}),
-		has: make(chan struct{}), done: make(chan struct{})}
+	s := &Session{root: cfg.Root, log: cfg.Log, timeout: cfg.SessionTimeout, wake: make(chan struct{}, 1),
+		expired: make(chan struct{}), has: make(chan struct{}), done: make(chan struct{})}
 	conn, _, err := zk.Connect(servers, cfg.SessionTimeout, zk.WithEventCallback(s.onEvent),
 		zk.WithLogger(zkLogger{cfg.Log}), zk.WithLogInfo(false))
 	if err != nil {

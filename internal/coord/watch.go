@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -83,16 +84,24 @@ func (s *Session) WatchChildren(ctx context.Context, path string, fn func(childr
 }
 
 // retry runs op until it succeeds, fails with an error other than a lost
-// connection, or ctx ends.
-func retry(ctx context.Context, op func() error) error {
+// connection, or ctx ends. Once the session is closed it fails at once
+// with ErrNoSession (a closed connection would look transient forever).
+func (s *Session) retry(ctx context.Context, op func() error) error {
 	for {
 		err := op()
-		if err == nil || !transient(err) {
+		if err == nil {
+			return nil
+		}
+		if s.closed() {
+			return fmt.Errorf("%w: the session is closed (%w)", ErrNoSession, err)
+		}
+		if !transient(err) {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())
+		case <-s.done:
 		case <-time.After(retryPause):
 		}
 	}

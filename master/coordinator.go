@@ -1,0 +1,49 @@
+package master
+
+import (
+	"context"
+
+	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/region/regionmap"
+)
+
+// Coordinator is what Run needs from ZooKeeper; ZK adapts a
+// *coord.Session to it, whose documentation gives the contracts (watches
+// call back now and after every change, until ctx ends; map writes are
+// fenced compare-and-sets).
+type Coordinator interface {
+	// Campaign blocks until this candidate leads, or ctx ends.
+	Campaign(ctx context.Context, name string) (Leadership, error)
+	WatchServers(ctx context.Context, fn func(map[string]coord.ServerInfo))
+	WatchJoined(ctx context.Context, fn func(map[coord.Joined]bool))
+	WatchMap(ctx context.Context, fn func(*regionmap.Map), bad func(error))
+	// ReadMap returns the map and the version WriteMap compares with;
+	// coord.ErrNoMap if there is none.
+	ReadMap(ctx context.Context) (*regionmap.Map, int32, error)
+	ForgetJoined(ctx context.Context, keep map[uint64]uint64) error
+}
+
+// Leadership is a won election (see coord.Leadership).
+type Leadership interface {
+	// Lost is closed when the leadership ends.
+	Lost() <-chan struct{}
+	Resign()
+	// WriteMap replaces the map if it is still at version and this
+	// leadership holds: coord.ErrConflict, coord.ErrNotLeader otherwise.
+	WriteMap(ctx context.Context, m *regionmap.Map, version int32) error
+}
+
+// ZK is the Coordinator of a ZooKeeper session.
+func ZK(s *coord.Session) Coordinator { return zkCoord{s} }
+
+type zkCoord struct{ *coord.Session }
+
+func (z zkCoord) Campaign(ctx context.Context, name string) (Leadership, error) {
+	l, err := z.Session.Campaign(ctx, name)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return l, nil
+}
+
+var _ Leadership = (*coord.Leadership)(nil)

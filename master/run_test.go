@@ -1,0 +1,258 @@
+package master
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/region/regionmap"
+)
+
+// runFake runs Run on f with a fake clock at t0 until the test ends.
+func runFake(t *testing.T, f *fakeZK, grace time.Duration) *clock {
+	t.Helper()
+	clk := &clock{t: t0}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{Name: "m", Coord: f, Grace: grace, Recheck: 2 * time.Millisecond,
+			Log: zaptest.NewLogger(t), Now: clk.Now})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run = %v at the context's end, want nil", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return 10s after its context ended")
+		}
+	})
+	return clk
+}
+
+// wait polls cond until it holds, failing the test after 10 s.
+func wait(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// settle waits until Run made two more decisions: the second began after
+// the first ended, hence after everything the test did before settle
+// (watches deliver synchronously) and the first's write, if any.
+func settle(t *testing.T, f *fakeZK) {
+	t.Helper()
+	n := f.Counters().reads
+	wait(t, "two decisions", func() bool { return f.Counters().reads >= n+2 })
+}
+
+func leading(f *fakeZK, terms int) func() bool {
+	return func() bool { c := f.Counters(); return c.terms == terms && c.waiting == 0 }
+}
+
+func campaigning(f *fakeZK, campaigns int) func() bool {
+	return func() bool { c := f.Counters(); return c.campaigns == campaigns && c.waiting == 1 }
+}
+
+func atVersion(f *fakeZK, ver int32) func() bool {
+	return func() bool { _, v := f.Map(); return v == ver }
+}
+
+var all4 = []string{"rs1", "rs2", "rs3", "rs4"}
+
+// promoted checks that region r of m lost its primary dead to a backup.
+func promoted(t *testing.T, m *regionmap.Map, r regionmap.Region) {
+	t.Helper()
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	nr := m.Region(r.ID)
+	if nr.Primary != r.Backups[0] || nr.Epoch <= r.Epoch || slices.Contains(nr.Group(), r.Primary) {
+		t.Fatalf("region %+v after its primary %s died: %+v", r, r.Primary, nr)
+	}
+}
+
+func TestRunPromotesBackup(t *testing.T) {
+	m := threeWay(t)
+	f := newFake(m, all4...)
+	runFake(t, f, time.Hour)
+	wait(t, "leading", leading(f, 1))
+	settle(t, f)
+	if _, v := f.Map(); v != 0 {
+		t.Fatalf("a healthy cluster's map was rewritten (znode version %d)", v)
+	}
+
+	r := m.Regions[0]
+	f.RemoveServer(r.Primary)
+	wait(t, "a new map", atVersion(f, 1))
+	got, _ := f.Map()
+	if got.Version != m.Version+1 {
+		t.Fatalf("map version %d, want %d", got.Version, m.Version+1)
+	}
+	promoted(t, got, r)
+	settle(t, f)
+	if _, v := f.Map(); v != 1 {
+		t.Fatalf("the map changed again without a cause (znode version %d)", v)
+	}
+	if c := f.Counters(); c.rejected+c.conflicts != 0 || c.forgets != 1 {
+		t.Fatalf("counters %+v", c)
+	}
+}
+
+func TestRunGraceForUnseenServers(t *testing.T) {
+	m := threeWay(t)
+	r := m.Regions[0] // rs1 is its primary: never live here
+	f := newFake(m, "rs2", "rs3", "rs4")
+	clk := runFake(t, f, 10*time.Second)
+	wait(t, "leading", leading(f, 1))
+	settle(t, f)
+	clk.Advance(9 * time.Second)
+	settle(t, f)
+	if _, v := f.Map(); v != 0 {
+		t.Fatalf("a server never seen live was failed within the grace (znode version %d)", v)
+	}
+	clk.Advance(time.Second)
+	wait(t, "a new map after the grace", atVersion(f, 1))
+	got, _ := f.Map()
+	promoted(t, got, r)
+}
+
+func TestRunCampaignsAgainAfterLoss(t *testing.T) {
+	m := threeWay(t)
+	f := newFake(m, all4...)
+	runFake(t, f, time.Hour)
+	wait(t, "leading", leading(f, 1))
+	settle(t, f)
+
+	// Deposed while idle: Run notices Lost and campaigns again; while
+	// another leads it decides nothing.
+	f.Depose()
+	wait(t, "campaigning again", campaigning(f, 2))
+	reads := f.Counters().reads
+	r := m.Regions[0]
+	f.RemoveServer(r.Primary)
+	time.Sleep(20 * time.Millisecond) // 10 Rechecks
+	if c := f.Counters(); c.reads != reads || c.writes != 0 {
+		t.Fatalf("a deposed master went on deciding: %+v", c)
+	}
+	f.Yield()
+	wait(t, "leading again", leading(f, 2))
+	wait(t, "the promotion", atVersion(f, 1))
+	got, _ := f.Map()
+	promoted(t, got, r)
+
+	// Deposed between reading the map and writing it: the write is
+	// refused, the map stays, and Run campaigns again.
+	f.SetBeforeWrite(func() {
+		f.SetBeforeWrite(nil)
+		f.Depose()
+	})
+	r2 := *got.Region(2)
+	f.RemoveServer(r2.Primary)
+	wait(t, "campaigning again", campaigning(f, 3))
+	if _, v := f.Map(); v != 1 {
+		t.Fatalf("a deposed master's write went through (znode version %d)", v)
+	}
+	if c := f.Counters(); c.rejected != 1 {
+		t.Fatalf("counters %+v: want one write refused", c)
+	}
+	f.Yield()
+	wait(t, "the second promotion", atVersion(f, 2))
+	got, _ = f.Map()
+	promoted(t, got, r2)
+	if c := f.Counters(); c.terms != 3 {
+		t.Fatalf("counters %+v: want 3 terms", c)
+	}
+}
+
+func TestRunJoinCompletes(t *testing.T) {
+	m := threeWay(t)
+	f := newFake(m, all4...)
+	runFake(t, f, time.Hour)
+	wait(t, "leading", leading(f, 1))
+	r := m.Regions[1]
+	f.RemoveServer(r.Backups[0])
+	wait(t, "a new map", atVersion(f, 1))
+	got, _ := f.Map()
+	nr := *got.Region(r.ID)
+	if nr.Primary != r.Primary || len(nr.Joining) != 1 || nr.Epoch <= r.Epoch {
+		t.Fatalf("region %+v after backup %s left: %+v", r, r.Backups[0], nr)
+	}
+	joiner := nr.Joining[0]
+	// A report of an older epoch does not count; the current one does.
+	stale := coord.Joined{Region: r.ID, Epoch: nr.Epoch - 1, Server: joiner}
+	f.ReportJoined(stale)
+	settle(t, f)
+	if _, v := f.Map(); v != 1 {
+		t.Fatal("a stale join report was taken")
+	}
+	cur := coord.Joined{Region: r.ID, Epoch: nr.Epoch, Server: joiner}
+	f.ReportJoined(cur)
+	wait(t, "the join", atVersion(f, 2))
+	got, _ = f.Map()
+	dr := got.Region(r.ID)
+	if len(dr.Joining) != 0 || !slices.Contains(dr.Backups, joiner) || dr.Epoch != nr.Epoch {
+		t.Fatalf("region after the join: %+v", dr)
+	}
+	if js := f.Joins(); js[stale] || !js[cur] {
+		t.Fatalf("join reports kept: %v; want the stale one forgotten", js)
+	}
+}
+
+func TestRunRetriesConflict(t *testing.T) {
+	m := threeWay(t)
+	f := newFake(m, all4...)
+	runFake(t, f, time.Hour)
+	wait(t, "leading", leading(f, 1))
+	settle(t, f)
+	// Another writer changes the map under the first write.
+	f.SetBeforeWrite(func() {
+		f.SetBeforeWrite(nil)
+		other, _ := f.Map()
+		other.Version++
+		f.PutMap(other)
+	})
+	r := m.Regions[2]
+	f.RemoveServer(r.Primary)
+	wait(t, "the retried write", atVersion(f, 2))
+	got, _ := f.Map()
+	promoted(t, got, r)
+	if got.Version != m.Version+2 {
+		t.Fatalf("map version %d, want %d (after the other writer's)", got.Version, m.Version+2)
+	}
+	if c := f.Counters(); c.conflicts != 1 || c.terms != 1 {
+		t.Fatalf("counters %+v: want one conflict in one term", c)
+	}
+}
+
+func TestRunWithoutMap(t *testing.T) {
+	f := newFake(nil, all4...)
+	runFake(t, f, time.Hour)
+	wait(t, "leading", leading(f, 1))
+	settle(t, f)
+	if c := f.Counters(); c.writes != 0 {
+		t.Fatalf("wrote without a map: %+v", c)
+	}
+	// The map appears (tebis cluster init): Run takes it up.
+	m := threeWay(t)
+	f.PutMap(m)
+	f.RemoveServer(m.Regions[0].Primary)
+	wait(t, "a new map", atVersion(f, 2))
+}
+
+func TestRunNeedsCoordinator(t *testing.T) {
+	if err := Run(context.Background(), Config{Name: "m"}); err == nil {
+		t.Fatal("Run without a coordinator succeeded")
+	}
+}
