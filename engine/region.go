@@ -28,6 +28,8 @@ type Region struct {
 	compacting bool
 	closed     bool
 	backup     bool // a Send-Index backup: no log tail, L0 or background work
+	held       int  // Quiesce calls not yet released: client writes wait
+	writers    atomic.Int64
 
 	freeMu  sync.Mutex
 	pending []pendingFree
@@ -201,10 +203,15 @@ func (r *Region) write(kind uint8, key, value []byte, cond func() bool, sync boo
 	}
 	k := append([]byte(nil), key...) // L0's copy, made outside the lock
 	r.mu.Lock()
+	for r.held > 0 && cond == nil && !r.closed { // Quiesce: client writes wait; GC's finish its pass
+		r.memCond.Wait()
+	}
 	if err := r.waitRoomLocked(); err != nil {
 		r.mu.Unlock()
 		return false, err
 	}
+	r.writers.Add(1)
+	defer r.writers.Add(-1)
 	if cond != nil && !cond() {
 		r.mu.Unlock()
 		return false, nil
