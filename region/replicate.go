@@ -81,6 +81,12 @@ func (s *Server) openBackup(m *regionmap.Map, r regionmap.Region) (*backupRegion
 	er, ok := s.vol.Region(r.ID)
 	var err error
 	switch {
+	case ok && mode == replication.SendIndex && !er.IsBackup():
+		// Its primary once, failed over while away: what it holds is
+		// stale. It becomes an empty backup, which the primary seeds.
+		s.log.Warn("demoting a region this server was primary of to an empty backup", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch))
+		delete(s.resumed, r.ID)
+		er, err = s.vol.DemoteRegion(r.ID, r.Epoch)
 	case ok:
 	case mode == replication.SendIndex:
 		er, err = s.vol.CreateBackupRegion(desc)

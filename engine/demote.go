@@ -1,0 +1,66 @@
+package engine
+
+import (
+	"fmt"
+)
+
+// DemoteRegion turns primary region id into an empty Send-Index backup
+// region at epoch (the server was failed over while it was away, and the
+// region's new primary will seed it): in one metadata commit its log and
+// levels leave the region, the backup role is set, the recovery point
+// returns to the start and the descriptor takes the epoch. The old handle
+// is closed first (its background work stops; every later call returns
+// ErrClosed); its segments are freed after the commit. The volume then
+// holds the new backup *Region, which is returned. Refusals change
+// nothing: ErrBadOptions for an unknown region or an epoch not newer than
+// the region's, ErrBackupRegion for a backup.
+func (v *Volume) DemoteRegion(id uint64, epoch uint64) (*Region, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed.Load() {
+		return nil, ErrClosed
+	}
+	old, ok := v.regions[id]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%w: no region %d", ErrBadOptions, id)
+	case old.backup:
+		return nil, fmt.Errorf("%w: region %d is a backup already", ErrBackupRegion, id)
+	case epoch <= old.desc.Epoch:
+		return nil, fmt.Errorf("%w: demotion of region %d to epoch %d, not newer than its epoch %d", ErrBadOptions, id, epoch, old.desc.Epoch)
+	}
+	if err := old.close(); err != nil {
+		v.log.Warn("closing the demoted region's log failed (its data is dropped anyway)")
+	}
+	old.metaMu.Lock()
+	defer old.metaMu.Unlock()
+	st, err := v.loadRegionState(id)
+	if err != nil {
+		return nil, err
+	}
+	b := v.meta.NewBatch()
+	for _, ls := range st.logs {
+		b.Delete(logKey(id, ls.idx), nil)
+	}
+	for n := range st.levels {
+		b.Delete(levelKey(id, n), nil)
+	}
+	desc := old.desc
+	desc.Epoch = epoch
+	ns := &regionState{desc: desc, rp: segHeaderSize, backup: true}
+	ns.writeAll(b)
+	if err := v.commit(b); err != nil {
+		return nil, fmt.Errorf("engine: demote region %d: %w", id, err)
+	}
+	var free []uint64
+	for _, s := range st.usedSegments() {
+		free = append(free, s.seg)
+	}
+	v.alloc.release(free...)
+	nr, err := recoverRegion(v, ns)
+	if err != nil {
+		return nil, err
+	}
+	v.regions[id] = nr
+	return nr, nil
+}
