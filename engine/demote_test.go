@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"errors"
+	"math/rand"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// TestDemoteRegion: a primary with levels, a multi-segment log and L0
+// content is demoted: the old handle is closed, the region is an empty
+// backup at the new epoch (also after a reopen), its segments went back to
+// the allocator (a new region reuses them), other regions are untouched,
+// and the volume checks clean. Refusals change nothing.
+func TestDemoteRegion(t *testing.T) {
+	rng := rand.New(rand.NewSource(testSeed(t)))
+	fs := vfs.NewMem()
+	o := smallOpts(fs)
+	v := mustOpen(t, o)
+	r := mustRegion(t, v, 1)
+	other := mustRegion(t, v, 2)
+	for i := range 3000 {
+		if err := r.Put(key(rng.Intn(1500)), make([]byte, 10+rng.Intn(80))); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 0 {
+			if err := other.Put(key(i), []byte("o")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := r.WaitIdle(); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Levels()) == 0 || len(r.LogSegments()) < 3 {
+		t.Fatalf("setup: %d levels, %d log segments", len(r.Levels()), len(r.LogSegments()))
+	}
+	usedBefore, _ := v.alloc.usage()
+	if _, err := v.DemoteRegion(1, 0); !errors.Is(err, ErrBadOptions) {
+		t.Fatalf("demotion to an epoch not newer: %v", err)
+	}
+	if _, err := v.DemoteRegion(9, 5); !errors.Is(err, ErrBadOptions) {
+		t.Fatalf("demotion of an unknown region: %v", err)
+	}
+	b, err := v.DemoteRegion(1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.DemoteRegion(1, 6); !errors.Is(err, ErrBackupRegion) {
+		t.Fatalf("demotion of a backup: %v", err)
+	}
+	if err := r.Put(key(1), []byte("x")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("put on the demoted handle: %v", err)
+	}
+	check := func(b *Region) {
+		t.Helper()
+		if !b.IsBackup() || b.Desc().Epoch != 5 || len(b.LogSegments()) != 0 {
+			t.Fatalf("demoted: backup %v epoch %d log %v", b.IsBackup(), b.Desc().Epoch, b.LogSegments())
+		}
+		for _, l := range b.Levels() {
+			if l.Root != 0 {
+				t.Fatalf("demoted region has level %+v", l)
+			}
+		}
+		if _, err := b.Get(key(1)); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("get on the demoted region: %v", err)
+		}
+	}
+	check(b)
+	if after, _ := v.alloc.usage(); after >= usedBefore {
+		t.Fatalf("segments in use: %d before, %d after the demotion", usedBefore, after)
+	}
+	if got, err := other.Get(key(0)); err != nil || string(got) != "o" {
+		t.Fatalf("other region: %q, %v", got, err)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v = mustOpen(t, o)
+	defer v.Close()
+	b, ok := v.Region(1)
+	if !ok {
+		t.Fatal("demoted region missing after reopen")
+	}
+	check(b)
+	v.Close()
+	in, err := OpenInspector(fs, o.Dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if rep := in.Check(); len(rep.Problems) != 0 {
+		t.Fatalf("%d problems, first %+v", len(rep.Problems), rep.Problems[0])
+	}
+}
