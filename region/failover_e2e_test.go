@@ -3,6 +3,7 @@ package region_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -410,4 +411,50 @@ func TestE2ERepeatedFailover(t *testing.T) {
 	}
 	slices.Sort(took)
 	t.Logf("map version %d; failover times %v (p50 %v, max %v); longest writer outage %v", m.Version, took, took[len(took)/2], took[len(took)-1], w.outage)
+}
+
+// leader asks `tebis cluster status` for the leading master's name.
+func (c *managed) leader(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command(proctest.Binary(t), "--log-level", "warn", "cluster", "status", "--json", "--zookeeper", c.zk.Addr()).Output()
+	if err != nil {
+		t.Fatalf("cluster status: %v", err)
+	}
+	var st struct {
+		Master string `json:"master"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("cluster status: %v: %s", err, out)
+	}
+	return st.Master
+}
+
+// TestE2EMasterKilled: two masters; the leader is killed (SIGKILL). The
+// other takes over (its session outlives the dead one's) and then handles
+// a region server failure: the killed primary's region is promoted.
+func TestE2EMasterKilled(t *testing.T) {
+	c := startManaged(t, 3)
+	c.startMaster(t)
+	if l := c.leader(t); l != "m1" {
+		t.Fatalf("leader %q, want m1 (it campaigned first)", l)
+	}
+	c.masters[0].Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for c.leader(t) != "m2" {
+		if time.Now().After(deadline) {
+			t.Fatalf("m2 did not take over: leader %q", c.leader(t))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r := *c.cl.Map().Region(2)
+	c.servers[r.Primary].p.Kill()
+	killed := time.Now()
+	nm := c.waitMap(t, "region 2 promoted by the new master", func(m *regionmap.Map) bool {
+		return m.Region(2).Primary != r.Primary && m.Region(2).Epoch > r.Epoch
+	})
+	waitReady(t, c.cl, "k004000")
+	if err := c.cl.Put(ctx(t), []byte("k004000"), []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("m2 leads; region 2 moved from %s to %s and serves %v after the kill", r.Primary, nm.Region(2).Primary, time.Since(killed))
 }
