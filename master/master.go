@@ -83,6 +83,8 @@ type observed struct {
 	live  map[string]regionmap.Server
 	seen  map[string]time.Time
 	joins map[Join]bool
+	// dropped are backups primaries dropped from their streams
+	dropped map[Join]bool
 	ready bool // the first server list arrived
 }
 
@@ -122,9 +124,14 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, seen map[string]tim
 		defer wg.Done()
 		s.WatchJoined(ctx, func(js map[coord.Joined]bool) {
 			obs.mu.Lock()
-			obs.joins = map[Join]bool{}
+			obs.joins, obs.dropped = map[Join]bool{}, map[Join]bool{}
 			for j := range js {
-				obs.joins[Join{Region: j.Region, Epoch: j.Epoch, Server: j.Server}] = true
+				k := Join{Region: j.Region, Epoch: j.Epoch, Server: j.Server}
+				if j.Dropped {
+					obs.dropped[k] = true
+				} else {
+					obs.joins[k] = true
+				}
 			}
 			obs.mu.Unlock()
 			poke()
@@ -172,7 +179,7 @@ func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, sin
 		obs.mu.Unlock()
 		return nil
 	}
-	v := View{Map: m, Live: obs.live, Seen: obs.seen, Since: since, Now: cfg.Now(), Grace: cfg.Grace, Joins: obs.joins}
+	v := View{Map: m, Live: obs.live, Seen: obs.seen, Since: since, Now: cfg.Now(), Grace: cfg.Grace, Joins: obs.joins, Dropped: obs.dropped}
 	next := Next(v)
 	obs.mu.Unlock()
 	if next == nil {

@@ -26,6 +26,10 @@ type View struct {
 	Now   time.Time
 	Grace time.Duration
 	Joins map[Join]bool // joins reported done
+	// Dropped are backups their primary dropped from its replication
+	// stream at the region's epoch (a late WRITE or a failed command): the
+	// primary serves no write until the map leaves them out.
+	Dropped map[Join]bool
 	// Logs orders a region's backups by how complete their log is (higher
 	// first): Logs[region][server]. Missing entries count as zero.
 	Logs map[uint64]map[string]uint64
@@ -49,7 +53,8 @@ func (v *View) dead(name string) bool {
 //   - a dead primary is replaced by its live backup with the most complete
 //     log (then the first in the map's order); the region's epoch grows;
 //     with no live backup the region waits for its primary;
-//   - dead backups and joining backups leave the group (epoch grows);
+//   - dead backups and joining backups, and those their primary reported
+//     dropped at the current epoch, leave the group (epoch grows);
 //   - a joining backup reported done at the current epoch becomes a backup;
 //   - a group short of Replicas-1 gets live servers that hold the fewest
 //     regions (then by name) as joining backups (epoch grows).
@@ -96,7 +101,7 @@ func heal(v *View, r *regionmap.Region) bool {
 	alive := func(names []string) []string {
 		var out []string
 		for _, n := range names {
-			if !v.dead(n) {
+			if !v.dead(n) && !v.Dropped[Join{Region: r.ID, Epoch: r.Epoch, Server: n}] {
 				out = append(out, n)
 			}
 		}

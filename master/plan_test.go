@@ -167,3 +167,26 @@ func TestNextStaticMapUntouched(t *testing.T) {
 		t.Fatal("a static map (replicas 0) was healed")
 	}
 }
+
+func TestNextDroppedBackupLeaves(t *testing.T) {
+	m := threeWay(t)
+	r := m.Regions[0]
+	all := []string{"rs1", "rs2", "rs3", "rs4"}
+	v := View{Map: m, Live: live(all...), Seen: seen(all...), Since: t0, Now: t0, Grace: time.Hour}
+	b := r.Backups[0]
+	v.Dropped = map[Join]bool{{Region: r.ID, Epoch: r.Epoch - 1, Server: b}: true}
+	if n := Next(v); n != nil {
+		t.Fatal("a drop reported at an older epoch changed the map")
+	}
+	v.Dropped = map[Join]bool{{Region: r.ID, Epoch: r.Epoch, Server: b}: true}
+	n := Next(v)
+	nr := n.Region(r.ID)
+	if slices.Contains(nr.Backups, b) || nr.Epoch <= r.Epoch || nr.Primary != r.Primary {
+		t.Fatalf("after %s was reported dropped: %+v", b, nr)
+	}
+	// A live server outside the group joins to restore the count (it may
+	// be the dropped one again: it is seeded anew).
+	if len(nr.Backups)+len(nr.Joining) != 2 {
+		t.Fatalf("group %+v not refilled", nr)
+	}
+}

@@ -113,3 +113,20 @@ func (s *Server) retire(id uint64) {
 	cancel()
 	p.close()
 }
+
+// reportDropped tells the master that region r's stream dropped backup
+// name at r's epoch (the master takes it out of the group; until then the
+// region acknowledges no write).
+func (s *Server) reportDropped(r regionmap.Region, name string) {
+	c := s.cluster
+	if c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.sess.ReportJoined(ctx, coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: name, Dropped: true}); err != nil {
+		s.log.Warn("reporting a dropped backup failed", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))
+		return
+	}
+	s.log.Info("reported a dropped backup to the master", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch), zap.String("backup", name))
+}

@@ -308,6 +308,15 @@ func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region)
 			}
 		}
 		if err != nil {
+			if s.cluster != nil {
+				// Managed: acknowledging writes it lacks would lose them if
+				// it were promoted; the master redoes the group first.
+				s.reportDropped(r, name)
+				for _, qp := range p.qps {
+					qp.Close()
+				}
+				return nil, fmt.Errorf("backup %s unreachable (reported to the master): %w", name, err)
+			}
 			s.log.Error("backup unreachable: region replicates without it", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))
 			continue
 		}
@@ -331,9 +340,13 @@ func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region)
 	if p.mirror, err = replication.NewMirror(s.vol.SegmentSize(), tail.Segment, cq, backups); err != nil {
 		return nil, err
 	}
+	var onDrop func(string, error)
+	if s.cluster != nil {
+		onDrop = func(name string, _ error) { s.reportDropped(r, name) }
+	}
 	p.shipper, err = replication.NewShipper(replication.ShipperConfig{Region: er, Epoch: r.Epoch, Mode: s.replMode(m),
 		SegSize: s.vol.SegmentSize(), Mirror: p.mirror, Links: links, Credits: s.cfg.ReplicationCredits, Log: s.log.Named("replication"),
-		Rebase: s.takeRebase(r.ID, er)})
+		Rebase: s.takeRebase(r.ID, er), OnDrop: onDrop, Strict: s.cluster != nil})
 	if err != nil {
 		p.mirror.Close()
 		return nil, err

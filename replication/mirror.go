@@ -13,6 +13,10 @@ import (
 // ErrNoBackups: every backup of the region was dropped.
 var ErrNoBackups = errors.New("replication: no live backups")
 
+// ErrBackupDropped: a strict shipper dropped a backup; no write counts as
+// replicated until the region's group is redone without it.
+var ErrBackupDropped = errors.New("replication: a backup was dropped: writes wait for the region's new group")
+
 // Backup is one backup's end of a region's log mirror: a connected QP and
 // the buffer the backup exposed for the region, two segments long (the
 // tail alternates between its halves, so the backup can persist one while
@@ -285,6 +289,18 @@ func (m *Mirror) OnDrop(f func(name string, err error)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.onDrop = f
+}
+
+// AnyDropped reports whether a backup was dropped.
+func (m *Mirror) AnyDropped() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range m.backups {
+		if b.dropped {
+			return true
+		}
+	}
+	return false
 }
 
 // IsDropped reports whether the backup was dropped.

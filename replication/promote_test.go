@@ -1,10 +1,13 @@
 package replication
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/internal/testseed"
@@ -182,7 +185,7 @@ func (g *replGroup) follow(np *engine.Region, epoch uint64, reps []*Replica, reb
 	}
 	t.Cleanup(func() { m.Close() })
 	sh, err := NewShipper(ShipperConfig{Region: np, Epoch: epoch, Mode: SendIndex, SegSize: mirrorSeg, Mirror: m,
-		Links: links, Credits: 2, Rebase: rebase, Log: zaptest.NewLogger(t)})
+		Links: links, Credits: 2, Rebase: rebase, Log: zaptest.NewLogger(t), Strict: g.strict, OnDrop: g.onDrop})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,4 +254,50 @@ func TestSeedNewBackup(t *testing.T) {
 	if rep := in.Check(); len(rep.Problems) != 0 {
 		t.Fatalf("seeded volume: %d problems, first %+v", len(rep.Problems), rep.Problems[0])
 	}
+}
+
+// TestStrictShipperRefusesAfterDrop: with Strict, a write is acknowledged
+// only while every backup of the stream holds it: once a backup is dropped
+// (as after a late WRITE or a failed command) OnDrop reports it and later writes fail with
+// ErrBackupDropped, while a final flush still reaches the other backup.
+func TestStrictShipperRefusesAfterDrop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 14))
+	g := newReplGroup(t, 64, []Mode{SendIndex, SendIndex}, nil)
+	model := g.write(rng, 2, 200, 2400)
+	g.settle()
+	g.shipper.Close()
+	g.mirror.Close()
+	dropped := make(chan string, 4)
+	g.strict, g.onDrop = true, func(name string, _ error) { dropped <- name }
+	reps := g.reps
+	g.follow(g.pr, 3, reps, nil)
+	for k, v := range g.write(rng, 2, 50, 2400) {
+		model[k] = v
+	}
+	// The mirror gives up on backup 1 (as a WRITE timeout or a failed
+	// command does).
+	g.mirror.Drop("b1", fmt.Errorf("test: backup 1 late"))
+	select {
+	case name := <-dropped:
+		if name != "b1" {
+			t.Fatalf("OnDrop reported %s", name)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnDrop not called")
+	}
+	if err := g.pr.Put([]byte("after"), []byte("v")); !errors.Is(err, ErrBackupDropped) {
+		t.Fatalf("a put after the drop: %v, want ErrBackupDropped", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := g.shipper.Flush(ctx); err != nil {
+		t.Fatalf("flush to the backup left: %v", err)
+	}
+	if err := g.pr.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.shipper.Idle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkContent(t, "backup 0", reps[0].Region(), model)
 }

@@ -32,6 +32,8 @@ type replGroup struct {
 	ends    []*backupEnd
 	mirror  *Mirror
 	shipper *Shipper
+	strict  bool                         // follow: a strict shipper
+	onDrop  func(name string, err error) // follow: its OnDrop
 }
 
 func replOpts(fs vfs.FS, l0 int) func(string) engine.Options {

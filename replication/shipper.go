@@ -39,6 +39,14 @@ type ShipperConfig struct {
 	// to every Send-Index backup before the check: their log maps still
 	// name the old primary's segments.
 	Rebase []RebasePair
+	// OnDrop, if set, is called (on a goroutine of its own) for every
+	// backup dropped from the stream.
+	OnDrop func(name string, err error)
+	// Strict: once a backup is dropped no write is acknowledged
+	// (ErrBackupDropped) — every backup of the region's group must hold an
+	// acknowledged write, so a managed cluster's master first redoes the
+	// group. Flushes still reach the backups left.
+	Strict bool
 	Log    *zap.Logger
 }
 
@@ -176,6 +184,9 @@ func (s *Shipper) checkBackup(l Link, check *Command, rebase bool) ([]*Command, 
 // mirrorDropped stops commands to a backup whose mirror WRITEs failed:
 // its buffer no longer holds the log, so no flush may persist it.
 func (s *Shipper) mirrorDropped(name string, err error) {
+	if s.cfg.OnDrop != nil {
+		s.cfg.OnDrop(name, err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, b := range s.backups {
@@ -202,7 +213,14 @@ func (s *Shipper) WaitReplicated(pos uint64) error {
 	idx, off := pos>>s.shift, int64(pos&(1<<s.shift-1))
 	setLabel(labelLog)
 	defer setLabel(labelInsert) // the writer's own label (region server handlers)
-	return s.cfg.Mirror.WaitTimeout(Pos{gen: idx - s.base, end: off}, s.cfg.Timeout)
+	err := s.cfg.Mirror.WaitTimeout(Pos{gen: idx - s.base, end: off}, s.cfg.Timeout)
+	// A backup dropped after the wait saw it hold the record is no loss;
+	// one dropped before is seen here (drops are recorded under the
+	// mirror's lock before a wait can count without it).
+	if err == nil && s.cfg.Strict && s.cfg.Mirror.AnyDropped() {
+		return ErrBackupDropped
+	}
+	return err
 }
 
 // CPU profile labels (component=...) of replication work. pprof cannot

@@ -21,10 +21,10 @@ import (
 //	<root>/election/c-<seq>  ephemeral sequential: master candidates (name)
 //	<root>/map               persistent: the region map (JSON), written by
 //	                         the leading master with compare-and-set
-//	<root>/done/<region>-<epoch>-<server>
-//	                         persistent: a server reports that it finished
-//	                         joining a region's group (seeded backup)
-//	<root>/dropped/<region>-<epoch>-<server>
+//	<root>/reports/<region>-<epoch>-<server>
+//	                         persistent: a primary reports that a joining
+//	                         backup finished its seeding
+//	<root>/reports/drop-<region>-<epoch>-<server>
 //	                         persistent: a primary reports a backup it dropped
 
 // Errors of the layout operations.
