@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin/tebis
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: build test bench bench-replication run deps vet fuzz
+.PHONY: build test bench bench-replication bench-failover run deps vet fuzz
 
 # ZooKeeper (tests and the demo run a real one, see internal/zkserver) comes
 # from the Debian zookeeper package; apt-get update only if the install fails.
@@ -67,6 +67,13 @@ REPL_FLAGS ?= --recordcount 3000000 --operationcount 1000000 --threads 16 --seed
 bench-replication: build
 	mkdir -p $(BENCH_DIR)
 	$(BIN) bench replication --dir $(BENCH_DIR) $(REPL_FLAGS) --json $(BENCH_DIR)/replication.json
+
+# Failover time: SIGKILL of a region's primary, repeated (the killed server
+# restarts and is re-seeded between rounds); docs/benchmarks.md.
+FAILOVER_ROUNDS ?= 10
+ZK_SESSION ?= 1s
+bench-failover: deps
+	TEBIS_FAILOVER_ROUNDS=$(FAILOVER_ROUNDS) TEBIS_ZK_SESSION=$(ZK_SESSION) $(GO) test ./region -run TestE2ERepeatedFailover -count=1 -v -timeout 30m | grep -E 'round|failover times|PASS|FAIL|ok'
 
 run: build
 	$(BIN) demo --server --dir .run/demo

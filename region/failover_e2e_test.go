@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -32,7 +34,14 @@ type managed struct {
 	cl      *client.Client
 }
 
-const zkSession = "1s"
+// zkSession is the servers' and masters' session timeout (the failure
+// detector); TEBIS_ZK_SESSION overrides it (make bench-failover).
+func zkSession() string {
+	if v := os.Getenv("TEBIS_ZK_SESSION"); v != "" {
+		return v
+	}
+	return "1s"
+}
 
 // startManaged starts ZooKeeper, a master, n servers (3-way replication,
 // regions split at k003200 and k006400) and a client.
@@ -48,7 +57,7 @@ func startManagedL0(t *testing.T, n int, l0 string) *managed {
 	for i := range n {
 		name := fmt.Sprintf("rs%d", i+1)
 		s := newServer(t, name, "--segment-size", "64KiB", "--l0-pairs", l0, "--growth-factor", "2",
-			"--zookeeper", c.zk.Addr(), "--zk-session-timeout", zkSession, "--replication-connect", "3s")
+			"--zookeeper", c.zk.Addr(), "--zk-session-timeout", zkSession(), "--replication-connect", "3s")
 		s.start(t)
 		c.servers[name] = s
 	}
@@ -69,7 +78,7 @@ func startManagedL0(t *testing.T, n int, l0 string) *managed {
 
 func (c *managed) startMaster(t *testing.T) {
 	c.masters = append(c.masters, proctest.Start(t, "--log-level", "info", "master", "--zookeeper", c.zk.Addr(),
-		"--zk-session-timeout", zkSession, "--grace", "5s", "--name", fmt.Sprintf("m%d", len(c.masters)+1)))
+		"--zk-session-timeout", zkSession(), "--grace", "5s", "--name", fmt.Sprintf("m%d", len(c.masters)+1)))
 }
 
 // ackedWriter puts key k<w>... values in sequence, retrying an
@@ -376,8 +385,15 @@ func TestE2ERepeatedFailover(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	w := runWriters(t, c.cl, stop, keys)
+	rounds := 3
+	if v := os.Getenv("TEBIS_FAILOVER_ROUNDS"); v != "" { // make bench-failover
+		var err error
+		if rounds, err = strconv.Atoi(v); err != nil || rounds < 1 {
+			t.Fatalf("TEBIS_FAILOVER_ROUNDS=%q", v)
+		}
+	}
 	var took []time.Duration
-	for round := range 3 {
+	for round := range rounds {
 		m := c.waitMap(t, "groups full", healed)
 		r := *m.Region(1)
 		victim := c.servers[r.Primary]
