@@ -82,6 +82,12 @@ func (s *Server) reportJoins(r regionmap.Region, p *primaryRepl) {
 	if c == nil || len(r.Joining) == 0 {
 		return
 	}
+	if s.replMode(s.state.Load().m) == replication.BuildIndex {
+		// Nothing seeds a Build-Index backup: it holds only what arrives
+		// from now on, so it must never count as a full copy.
+		s.log.Warn("build-index groups are not healed: joining backups stay joining", zap.Uint64("region", r.ID), zap.Strings("joining", r.Joining))
+		return
+	}
 	for _, name := range r.Joining {
 		if p.mirror.IsDropped(name) {
 			continue
