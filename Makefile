@@ -75,5 +75,10 @@ ZK_SESSION ?= 1s
 bench-failover: deps
 	TEBIS_FAILOVER_ROUNDS=$(FAILOVER_ROUNDS) TEBIS_ZK_SESSION=$(ZK_SESSION) $(GO) test ./region -run TestE2ERepeatedFailover -count=1 -v -timeout 30m | grep -E 'round|failover times|PASS|FAIL|ok'
 
+# A local replicated cluster: ZooKeeper, a master and 3 region servers, each a
+# process (shm), 3 regions with 3 replicas, a short YCSB Load A + Run A through
+# the client; then it serves until Ctrl-C (DEMO_FLAGS=--exit stops it after the workload;
+# `bin/tebis demo --help` lists the flags). Logs and data: .run/demo/cluster.
+DEMO_FLAGS ?=
 run: build
-	$(BIN) demo --server --dir .run/demo
+	$(BIN) demo --cluster --dir .run/demo $(DEMO_FLAGS)

@@ -61,6 +61,9 @@ type PhaseStats struct {
 	Ops       int64
 	Seconds   float64
 	UserBytes int64
+	// Latency summarizes each operation kind's latencies ("insert",
+	// "read", ...), retries included.
+	Latency map[string]Latency
 }
 
 // OpsPerSec is the phase's throughput.
@@ -165,8 +168,8 @@ func run(ctx context.Context, cfg Config, s store) (*Result, error) {
 	if err != nil {
 		return res, err
 	}
-	fmt.Fprintf(out, "load: %d records in %.2fs: %.0f ops/s, %.1f MB/s\n",
-		res.Load.Ops, res.Load.Seconds, res.Load.OpsPerSec(), res.Load.MBPerSec())
+	fmt.Fprintf(out, "load: %d records in %.2fs: %.0f ops/s, %.1f MB/s\n%s",
+		res.Load.Ops, res.Load.Seconds, res.Load.OpsPerSec(), res.Load.MBPerSec(), latencyLines(res.Load.Latency))
 	if err := s.WaitIdle(); err != nil {
 		return res, fmt.Errorf("wait for compactions: %w", err)
 	}
@@ -188,8 +191,8 @@ func run(ctx context.Context, cfg Config, s store) (*Result, error) {
 		return res, err
 	}
 	verified += res.Read.Ops
-	fmt.Fprintf(out, "read: %d zipfian reads in %.2fs: %.0f ops/s, %.1f MB/s, every value verified\n",
-		res.Read.Ops, res.Read.Seconds, res.Read.OpsPerSec(), res.Read.MBPerSec())
+	fmt.Fprintf(out, "read: %d zipfian reads in %.2fs: %.0f ops/s, %.1f MB/s, every value verified\n%s",
+		res.Read.Ops, res.Read.Seconds, res.Read.OpsPerSec(), res.Read.MBPerSec(), latencyLines(res.Read.Latency))
 
 	n, err := verifySample(s, loadGen, cfg)
 	verified += n

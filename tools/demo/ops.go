@@ -10,7 +10,7 @@ import (
 )
 
 // runOps runs gen's operations on cfg.Threads goroutines, calling do for
-// each, and stops at the first error or when ctx is done.
+// each and timing it, and stops at the first error or when ctx is done.
 func runOps(ctx context.Context, cfg Config, gen *ycsb.Generator, desc string, do func(ycsb.Op) (int, error)) (PhaseStats, error) {
 	var (
 		claimed  atomic.Int64
@@ -19,6 +19,8 @@ func runOps(ctx context.Context, cfg Config, gen *ycsb.Generator, desc string, d
 		errMu    sync.Mutex
 		firstErr error
 		wg       sync.WaitGroup
+		histMu   sync.Mutex
+		hists    opHists
 	)
 	failed := func() error {
 		errMu.Lock()
@@ -40,11 +42,21 @@ func runOps(ctx context.Context, cfg Config, gen *ycsb.Generator, desc string, d
 	for i := range cfg.Threads {
 		wg.Go(func() {
 			wk := gen.Worker(i)
-			var n int64
-			defer func() { bytes.Add(n) }()
+			var (
+				n int64
+				h opHists
+			)
+			defer func() {
+				bytes.Add(n)
+				histMu.Lock()
+				hists.merge(&h)
+				histMu.Unlock()
+			}()
 			for !stopped.Load() && claimed.Add(1) <= gen.Ops() {
 				op := wk.Next()
+				t0 := time.Now()
 				moved, err := do(op)
+				h.record(op.Kind, time.Since(t0))
 				if err == nil {
 					err = wk.Ack(op)
 				}
@@ -58,7 +70,7 @@ func runOps(ctx context.Context, cfg Config, gen *ycsb.Generator, desc string, d
 		})
 	}
 	wg.Wait()
-	st := PhaseStats{Ops: gen.Ops(), Seconds: elapsedSince(start), UserBytes: bytes.Load()}
+	st := PhaseStats{Ops: gen.Ops(), Seconds: elapsedSince(start), UserBytes: bytes.Load(), Latency: hists.latencies()}
 	track.Done()
 	return st, failed()
 }
