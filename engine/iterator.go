@@ -37,9 +37,18 @@ func (r *Region) Scan(start, end []byte) *Iterator {
 	}
 	mem := r.mem.t.Clone() // Clone marks the tree copy-on-write: needs the write lock
 	imm := r.imm
+	l0 := r.mem.len() > 0 || imm != nil
 	it.ver = r.cur
 	it.ver.refs.Add(1)
 	r.mu.Unlock()
+	if l0 {
+		// Every L0 record precedes the log's current end (appends hold r.mu).
+		if err := r.waitCommitted(r.log.pos()); err != nil {
+			r.release(it.ver)
+			it.ver, it.err, it.closed = nil, err, true
+			return it
+		}
+	}
 	srcs := []source{newMemIter(mem, start, end)}
 	if imm != nil {
 		srcs = append(srcs, newMemIter(imm.t, start, end))

@@ -299,10 +299,18 @@ func (r *Region) Get(key []byte) ([]byte, error) {
 	if !ok && r.imm != nil {
 		e, ok = r.imm.get(key)
 	}
+	inL0 := ok
 	ver := r.cur
 	ver.refs.Add(1)
 	r.mu.RUnlock()
 	defer r.release(ver)
+	if inL0 {
+		if end, found := r.log.entryEnd(e, len(key)); found {
+			if err := r.waitCommitted(end); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for i := 1; !ok && i < len(ver.levels); i++ {
 		var err error
 		if e, ok, err = r.v.levelGet(ver.levels[i], key, IOIndex); err != nil {

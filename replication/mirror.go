@@ -291,6 +291,24 @@ func (m *Mirror) OnDrop(f func(name string, err error)) {
 	m.onDrop = f
 }
 
+// Acked reports, without waiting, whether every live backup holds the log
+// up to pos (and at least one is live).
+func (m *Mirror) Acked(pos Pos) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	live := 0
+	for _, b := range m.backups {
+		if b.dropped {
+			continue
+		}
+		live++
+		if pos.gen == m.gen && (b.ackGen < pos.gen || (b.ackGen == pos.gen && b.acked < pos.end)) {
+			return false
+		}
+	}
+	return live > 0 && pos.gen <= m.gen
+}
+
 // AnyDropped reports whether a backup was dropped.
 func (m *Mirror) AnyDropped() bool {
 	m.mu.Lock()

@@ -211,9 +211,21 @@ func (s *Shipper) LogAppended(a engine.LogAppend) {
 // WaitReplicated waits until every live backup holds the log up to pos.
 func (s *Shipper) WaitReplicated(pos uint64) error {
 	idx, off := pos>>s.shift, int64(pos&(1<<s.shift-1))
+	if idx < s.base {
+		// Log sealed before the stream started: the attach's check and
+		// catch-up put it on every backup (reads of older L0 records ask).
+		return nil
+	}
+	p := Pos{gen: idx - s.base, end: off}
+	if s.cfg.Mirror.Acked(p) { // done already (a read of a settled write)
+		if s.cfg.Strict && s.cfg.Mirror.AnyDropped() {
+			return ErrBackupDropped
+		}
+		return nil
+	}
 	setLabel(labelLog)
 	defer setLabel(labelInsert) // the writer's own label (region server handlers)
-	err := s.cfg.Mirror.WaitTimeout(Pos{gen: idx - s.base, end: off}, s.cfg.Timeout)
+	err := s.cfg.Mirror.WaitTimeout(p, s.cfg.Timeout)
 	// A backup dropped after the wait saw it hold the record is no loss;
 	// one dropped before is seen here (drops are recorded under the
 	// mirror's lock before a wait can count without it).

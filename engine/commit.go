@@ -1,0 +1,36 @@
+package engine
+
+// Reads never return a write that could still be lost. A write is in L0
+// (visible to readers) before its writer has it acknowledged: in a
+// replicated region its record may not have reached every backup yet, in
+// sync mode it may not be durable yet. A read that finds its key in L0, or
+// a scan over a non-empty L0, first waits until the records it may return
+// are acknowledged-grade (replicated, or durable); a crash or failover
+// after the read then cannot take back what it returned. The wait is a
+// position check once the write is done.
+
+// waitCommitted waits until the log up to end is replicated (a region
+// with a Replicator) or durable (sync mode).
+func (r *Region) waitCommitted(end uint64) error {
+	if r.v.opts.SyncMode == SyncModeSync {
+		if err := r.log.syncTo(end); err != nil {
+			return err
+		}
+	}
+	if rep := r.repl.Load(); rep != nil {
+		return rep.WaitReplicated(end)
+	}
+	return nil
+}
+
+// entryEnd is the log position after the record of L0 entry e of key (ok
+// false if its segment is no longer in the log).
+func (l *vlog) entryEnd(e entry, keyLen int) (uint64, bool) {
+	l.mu.Lock()
+	ls := l.bySeg[l.g.seg(e.ptr)]
+	l.mu.Unlock()
+	if ls == nil {
+		return 0, false
+	}
+	return ls.idx<<l.g.shift | uint64(l.g.off(e.ptr)+int64(e.recSize(keyLen))), true
+}

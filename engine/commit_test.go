@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// gate is a Replicator whose log is replicated up to what the test
+// releases.
+type gate struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	upto uint64
+}
+
+func newGate() *gate {
+	g := &gate{}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+func (g *gate) WaitReplicated(pos uint64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for g.upto < pos {
+		g.cond.Wait()
+	}
+	return nil
+}
+
+func (g *gate) release(pos uint64) {
+	g.mu.Lock()
+	g.upto = pos
+	g.cond.Broadcast()
+	g.mu.Unlock()
+}
+
+// TestReadWaitsForReplication: a Get or Scan that finds a write in L0
+// returns only once the write is replicated (a failover could otherwise
+// take back a value a reader saw), and then returns it.
+func TestReadWaitsForReplication(t *testing.T) {
+	o := smallOpts(vfs.NewMem())
+	v := mustOpen(t, o)
+	defer v.Close()
+	r := mustRegion(t, v, 1)
+	if err := r.Put(key(1), []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	g := newGate()
+	g.release(r.log.pos()) // what is there is replicated
+	r.SetReplicator(g)
+	put := make(chan error, 1)
+	go func() { put <- r.Put(key(1), []byte("new")) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.log.pos() == g.upto && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond) // until the put is appended (in L0)
+	}
+	got := make(chan string, 2)
+	go func() {
+		val, err := r.Get(key(1))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- string(val)
+	}()
+	go func() {
+		it := r.Scan(key(1), key(2))
+		defer it.Close()
+		if it.Next() {
+			got <- string(it.Value())
+		} else {
+			t.Error(it.Err())
+			got <- ""
+		}
+	}()
+	select {
+	case val := <-got:
+		t.Fatalf("a read returned %q before the write was replicated", val)
+	case <-time.After(100 * time.Millisecond):
+	}
+	g.release(r.log.pos())
+	for range 2 {
+		if val := <-got; val != "new" {
+			t.Fatalf("read %q after replication, want new", val)
+		}
+	}
+	if err := <-put; err != nil {
+		t.Fatal(err)
+	}
+}
