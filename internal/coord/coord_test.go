@@ -347,17 +347,18 @@ func TestJoins(t *testing.T) {
 			return true
 		}
 	}
-	old, cur1, other := Joined{1, 2, "rs-a"}, Joined{1, 3, "rs-b"}, Joined{2, 1, "rs-c"}
-	for _, j := range []Joined{old, cur1, other, cur1} {
+	old, cur1, other := Joined{Region: 1, Epoch: 2, Server: "rs-a"}, Joined{Region: 1, Epoch: 3, Server: "rs-b"}, Joined{Region: 2, Epoch: 1, Server: "rs-c"}
+	drop := Joined{Region: 2, Epoch: 1, Server: "rs-c", Dropped: true} // a drop report is its own entry
+	for _, j := range []Joined{old, cur1, other, cur1, drop} {
 		if err := s.ReportJoined(ctx, j); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "three joins", has(3, old, cur1, other))
+	eventually(t, "three joins and a drop", has(4, old, cur1, other, drop))
 	if err := s.ForgetJoined(ctx, map[uint64]uint64{1: 3, 2: 1}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the old join forgotten", has(2, cur1, other))
+	eventually(t, "the old join forgotten", has(3, cur1, other, drop))
 }
 
 // TestExpiry partitions a session from the server for longer than its
@@ -482,7 +483,7 @@ func TestEnsembleLeaderKill(t *testing.T) {
 	}
 	obs := dial(t, rest[0]+","+rest[1], 10*time.Second)
 	// A write through s proves it is served again.
-	if err := s.ReportJoined(ctx, Joined{1, 1, "rs1"}); err != nil {
+	if err := s.ReportJoined(ctx, Joined{Region: 1, Epoch: 1, Server: "rs1"}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("served again %v after the leader was killed", time.Since(killed).Round(time.Millisecond))
