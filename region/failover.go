@@ -2,7 +2,6 @@ package region
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.uber.org/zap"
@@ -101,23 +100,17 @@ func (s *Server) reportJoins(r regionmap.Region, p *primaryRepl) {
 	}
 }
 
-// retire ends a serving region's replication stream before a re-attach:
-// the backups still up persist the tail, then the stream closes. Called
-// with mapMu held and the region quiesced.
+// retire ends a serving region's replication stream before a re-attach
+// (the new stream's check and catch-up give the backups kept whatever the
+// old one had not). Called with mapMu held and the region quiesced.
 func (s *Server) retire(id uint64) {
 	s.replMu.Lock()
 	p := s.primaries[id]
 	delete(s.primaries, id)
 	s.replMu.Unlock()
-	if p == nil {
-		return
+	if p != nil {
+		p.close()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	if err := p.shipper.Flush(ctx); err != nil && !errors.Is(err, replication.ErrNoBackups) {
-		s.log.Warn("flushing the old replication stream failed", zap.Uint64("region", id), zap.Error(err))
-	}
-	cancel()
-	p.close()
 }
 
 // reportDropped tells the master that region r's stream dropped backup

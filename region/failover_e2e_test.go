@@ -233,7 +233,14 @@ func TestE2EPausedPrimaryFenced(t *testing.T) {
 	}
 	victim := c.servers[r.Primary]
 	victim.p.Signal(syscall.SIGSTOP)
-	c.waitMap(t, "region 1 promoted", func(m *regionmap.Map) bool { return m.Region(1).Primary != r.Primary })
+	nm := c.waitMap(t, "region 1 promoted", func(m *regionmap.Map) bool { return m.Region(1).Primary != r.Primary })
+	// The client follows the map through its watch: until then it would
+	// send to the paused server, which holds the request unanswered.
+	for deadline := time.Now().Add(10 * time.Second); c.cl.Map().Version < nm.Version; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the client's map is at version %d, ZooKeeper's at %d", c.cl.Map().Version, nm.Version)
+		}
+	}
 	if err := c.cl.Put(ctx(t), []byte("k000005"), []byte("new primary")); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package region
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -226,7 +227,7 @@ func (s *Server) installRegion(m *regionmap.Map, r regionmap.Region, old, next *
 			return fmt.Errorf("open: %w", err)
 		}
 	}
-	if len(r.Group()) > 0 && !attached {
+	if !attached && (len(r.Group()) > 0 || p != nil) { // p: a stream to retire (an emptied group)
 		next.attaching[r.ID] = true
 	}
 	next.hosted[r.ID] = er
@@ -266,13 +267,29 @@ func (s *Server) attachLocked() error {
 	}
 	still := map[uint64]bool{}
 	var errs []error
+	// Regions not serving yet (promoted, just opened) first: they wait for
+	// nothing, while a serving one's quiesce may wait for a compaction
+	// stuck on a hung backup.
+	ids := make([]uint64, 0, len(st.attaching))
 	for id := range st.attaching {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b uint64) int {
+		if s.resumed[a] != s.resumed[b] {
+			if s.resumed[b] {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a, b)
+	})
+	for _, id := range ids {
 		r := st.m.Region(id)
 		er := st.hosted[id]
 		var release func()
 		if s.resumed[id] {
-			// A serving region (its group changed, or its attach is retried):
-			// make it still, and let the old stream finish what it carried.
+			// A serving region (its group changed, or its attach is
+			// retried): make it still and end the old stream.
 			var err error
 			if release, err = er.Quiesce(); err != nil {
 				still[id] = true
@@ -280,6 +297,16 @@ func (s *Server) attachLocked() error {
 				continue
 			}
 			s.retire(id)
+		}
+		if len(r.Group()) == 0 {
+			// The master left it without backups: it serves alone.
+			if release != nil {
+				release()
+			}
+			er.Resume()
+			s.resumed[id] = true
+			s.log.Warn("region has no backups left: serving without replication", zap.Uint64("region", id), zap.Uint64("epoch", r.Epoch))
+			continue
 		}
 		p, err := s.attach(st.m, *r, er)
 		if release != nil {
