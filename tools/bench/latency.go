@@ -44,10 +44,12 @@ func newHist() *hdrhistogram.Histogram {
 	return hdrhistogram.New(histMinMicros, histMaxMicros, histDigits)
 }
 
-// opHists holds one worker's histograms by operation kind, created lazily.
-type opHists [ycsb.NumOpKinds]*hdrhistogram.Histogram
+// OpHists holds one worker's latency histograms by operation kind,
+// created lazily. Not safe for concurrent use: one per worker, merged.
+type OpHists [ycsb.NumOpKinds]*hdrhistogram.Histogram
 
-func (h *opHists) record(k ycsb.OpKind, d time.Duration) {
+// Record adds one operation's latency.
+func (h *OpHists) Record(k ycsb.OpKind, d time.Duration) {
 	if h[k] == nil {
 		h[k] = newHist()
 	}
@@ -55,8 +57,8 @@ func (h *opHists) record(k ycsb.OpKind, d time.Duration) {
 	_ = h[k].RecordValue(us) // in range by construction
 }
 
-// merge folds o into h.
-func (h *opHists) merge(o *opHists) {
+// Merge folds o into h.
+func (h *OpHists) Merge(o *OpHists) {
 	for k, src := range o {
 		if src == nil {
 			continue
@@ -68,8 +70,8 @@ func (h *opHists) merge(o *opHists) {
 	}
 }
 
-// summaries returns the overall summary and one per kind that occurred.
-func (h *opHists) summaries() (LatencySummary, map[string]LatencySummary) {
+// Summaries returns the overall summary and one per kind that occurred.
+func (h *OpHists) Summaries() (LatencySummary, map[string]LatencySummary) {
 	all := newHist()
 	per := map[string]LatencySummary{}
 	for k, src := range h {

@@ -104,7 +104,7 @@ func pidsUsage(pids []int) (time.Duration, IOBytes, error) {
 
 // workerStats are one worker's tallies, merged after the phase.
 type workerStats struct {
-	hists     opHists
+	hists     OpHists
 	userBytes uint64
 	notFound  int64
 }
@@ -195,7 +195,7 @@ func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Ge
 				}
 				var err error
 				buf, err = execute(env.target, op, buf, st)
-				st.hists.record(op.Kind, time.Since(t0))
+				st.hists.Record(op.Kind, time.Since(t0))
 				if err == nil {
 					err = wk.Ack(op)
 				}
@@ -261,13 +261,13 @@ func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Ge
 		return res, err
 	}
 
-	var all opHists
+	var all OpHists
 	for i := range stats {
-		all.merge(&stats[i].hists)
+		all.Merge(&stats[i].hists)
 		res.UserBytes += stats[i].userBytes
 		res.NotFound += stats[i].notFound
 	}
-	res.Latency, res.PerOp = all.summaries()
+	res.Latency, res.PerOp = all.Summaries()
 	res.Seconds = elapsed.Seconds()
 	res.OpsPerSec = float64(res.Ops) / res.Seconds
 	res.CPUSeconds = (cpu1 - cpu0).Seconds()

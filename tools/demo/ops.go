@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tebis-go/tebis/tools/bench"
 	"github.com/tebis-go/tebis/tools/ycsb"
 )
 
@@ -20,7 +21,7 @@ func runOps(ctx context.Context, cfg Config, gen *ycsb.Generator, desc string, d
 		firstErr error
 		wg       sync.WaitGroup
 		histMu   sync.Mutex
-		hists    opHists
+		hists    bench.OpHists
 	)
 	failed := func() error {
 		errMu.Lock()
@@ -44,19 +45,19 @@ func runOps(ctx context.Context, cfg Config, gen *ycsb.Generator, desc string, d
 			wk := gen.Worker(i)
 			var (
 				n int64
-				h opHists
+				h bench.OpHists
 			)
 			defer func() {
 				bytes.Add(n)
 				histMu.Lock()
-				hists.merge(&h)
+				hists.Merge(&h)
 				histMu.Unlock()
 			}()
 			for !stopped.Load() && claimed.Add(1) <= gen.Ops() {
 				op := wk.Next()
 				t0 := time.Now()
 				moved, err := do(op)
-				h.record(op.Kind, time.Since(t0))
+				h.Record(op.Kind, time.Since(t0))
 				if err == nil {
 					err = wk.Ack(op)
 				}
@@ -70,7 +71,7 @@ func runOps(ctx context.Context, cfg Config, gen *ycsb.Generator, desc string, d
 		})
 	}
 	wg.Wait()
-	st := PhaseStats{Ops: gen.Ops(), Seconds: elapsedSince(start), UserBytes: bytes.Load(), Latency: hists.latencies()}
+	st := PhaseStats{Ops: gen.Ops(), Seconds: elapsedSince(start), UserBytes: bytes.Load(), Latency: perKind(&hists)}
 	track.Done()
 	return st, failed()
 }
