@@ -254,6 +254,12 @@ func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.Re
 		if rep.Status == wire.StatusWrongRegion {
 			v, _ := wire.DecodeVersion(rep.Payload)
 			last = fmt.Errorf("%w: map version %d, server %s has %d", ErrWrongRegion, m.Version, r.Primary, v)
+			if v < m.Version {
+				// The server has not installed our map yet (it is busy
+				// taking up a new role): transient, like UNAVAILABLE.
+				last = fmt.Errorf("%w: server %s is at map version %d, the client at %d", ErrUnavailable, r.Primary, v, m.Version)
+				continue
+			}
 			if v == m.Version && req.region == nil && m.Lookup(req.key).ID == r.ID {
 				// Same map, same route: retrying cannot help (a batch
 				// whose keys span regions, say).

@@ -203,12 +203,18 @@ func (r *Region) write(kind uint8, key, value []byte, cond func() bool, sync boo
 	}
 	k := append([]byte(nil), key...) // L0's copy, made outside the lock
 	r.mu.Lock()
-	for r.held > 0 && cond == nil && !r.closed { // Quiesce: client writes wait; GC's finish its pass
-		r.memCond.Wait()
-	}
-	if err := r.waitRoomLocked(); err != nil {
-		r.mu.Unlock()
-		return false, err
+	for {
+		for r.held > 0 && cond == nil && !r.closed { // Quiesce: client writes wait; GC's finish its pass
+			r.memCond.Wait()
+		}
+		if err := r.waitRoomLocked(); err != nil {
+			r.mu.Unlock()
+			return false, err
+		}
+		// A stall in waitRoomLocked may have outlasted a Quiesce's start.
+		if r.held == 0 || cond != nil || r.closed {
+			break
+		}
 	}
 	r.writers.Add(1)
 	defer r.writers.Add(-1)
@@ -224,13 +230,16 @@ func (r *Region) write(kind uint8, key, value []byte, cond func() bool, sync boo
 	if old, had := r.mem.put(k, entry{ptr: p, vlen: uint32(len(value)), tomb: kind == recDelete}); had {
 		r.log.addGarbage(old.ptr, old.recSize(len(key)))
 	}
+	// The replicator that saw the append (its listener mirrored it) is the
+	// one to wait for: one detached meanwhile must not let it go unwaited.
+	rep := r.repl.Load()
 	r.mu.Unlock()
 	if sync {
 		if err := r.log.syncTo(end); err != nil {
 			return false, err
 		}
 	}
-	if rep := r.repl.Load(); rep != nil && cond == nil { // GC relocations replicate, unacknowledged
+	if rep != nil && cond == nil { // GC relocations replicate, unacknowledged
 		if err := rep.WaitReplicated(end); err != nil {
 			return false, err
 		}

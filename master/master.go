@@ -85,7 +85,8 @@ type observed struct {
 	joins map[Join]bool
 	// dropped are backups primaries dropped from their streams
 	dropped map[Join]bool
-	ready bool // the first server list arrived
+	ready   bool // the first server list arrived
+	reports bool // the first reports arrived (a drop must be known before a promotion)
 }
 
 // lead1 is one term as leader: it returns when leadership is lost. It
@@ -124,7 +125,7 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, seen map[string]tim
 		defer wg.Done()
 		s.WatchJoined(ctx, func(js map[coord.Joined]bool) {
 			obs.mu.Lock()
-			obs.joins, obs.dropped = map[Join]bool{}, map[Join]bool{}
+			obs.joins, obs.dropped, obs.reports = map[Join]bool{}, map[Join]bool{}, true
 			for j := range js {
 				k := Join{Region: j.Region, Epoch: j.Epoch, Server: j.Server}
 				if j.Dropped {
@@ -175,7 +176,7 @@ func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, sin
 		return err
 	}
 	obs.mu.Lock()
-	if !obs.ready {
+	if !obs.ready || !obs.reports {
 		obs.mu.Unlock()
 		return nil
 	}

@@ -72,11 +72,18 @@ func (s *Server) register(ctx context.Context, c *clusterLink) error {
 // has declared it failed, so it stops serving and replicating as primary
 // at once; then it registers again and serves the latest map.
 func (s *Server) watchExpiry(ctx context.Context, c *clusterLink) {
+	gen := c.sess.Generation()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.sess.Expired():
+		case <-time.After(time.Second): // an expiry during the last round
+		}
+		if g := c.sess.Generation(); g == gen {
+			continue
+		} else {
+			gen = g
 		}
 		s.log.Warn("zookeeper session expired: no longer serving as primary until the map says so again")
 		s.fence()
@@ -89,17 +96,23 @@ func (s *Server) watchExpiry(ctx context.Context, c *clusterLink) {
 			}
 			s.log.Warn("registering again failed", zap.Error(err))
 		}
-		// A fresh read: the watch's last map may predate the failover.
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		m, _, err := c.sess.ReadMap(rctx)
-		cancel()
-		if err != nil {
-			s.log.Warn("reading the region map after the session expiry failed; waiting for the watch", zap.Error(err))
-			continue
-		}
-		if m != nil {
-			if err := s.install(m); err != nil {
-				s.log.Error("region map installed in part", zap.Uint64("version", m.Version), zap.Error(err))
+		// A fresh read (the watch's last map may predate the failover, and
+		// it does not deliver an unchanged map again), retried until it
+		// works.
+		for ctx.Err() == nil {
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			m, _, err := c.sess.ReadMap(rctx)
+			cancel()
+			if err == nil {
+				if err := s.install(m); err != nil {
+					s.log.Error("region map installed in part", zap.Uint64("version", m.Version), zap.Error(err))
+				}
+				break
+			}
+			s.log.Warn("reading the region map after the session expiry failed; retrying", zap.Error(err))
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -128,4 +129,35 @@ func (s *Server) reportDropped(r regionmap.Region, name string) {
 		return
 	}
 	s.log.Info("reported a dropped backup to the master", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch), zap.String("backup", name))
+}
+
+// reportDrops reports again every backup a stream dropped that the map
+// still lists (a report that failed, or one the master has not acted on:
+// the region refuses writes until it does). Reports are idempotent.
+func (s *Server) reportDrops() {
+	if s.cluster == nil {
+		return
+	}
+	st := s.state.Load()
+	s.replMu.Lock()
+	type drop struct {
+		r    regionmap.Region
+		name string
+	}
+	var drops []drop
+	for id, p := range s.primaries {
+		r := st.m.Region(id)
+		if r == nil || r.Epoch != p.epoch {
+			continue
+		}
+		for name := range p.mirror.Dropped() {
+			if slices.Contains(r.Group(), name) {
+				drops = append(drops, drop{*r, name})
+			}
+		}
+	}
+	s.replMu.Unlock()
+	for _, d := range drops {
+		s.reportDropped(d.r, d.name)
+	}
 }

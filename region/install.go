@@ -79,9 +79,11 @@ func (s *Server) installRegion(m *regionmap.Map, r regionmap.Region, old, next *
 		// nothing here (dead backups were dropped by the shipper already;
 		// the commands' epoch stays the stream's).
 		er = old.hosted[r.ID]
-		if attached && !sameSet(p.group, r.Group()) {
-			// Backups joined or left: re-attach (attachLocked quiesces the
-			// region, retires the old stream, seeds the joining ones).
+		if attached && (p.epoch != r.Epoch || !sameSet(p.group, r.Group())) {
+			// Backups joined or left (the epoch grows with every group
+			// change, also one whose removal and return this server never
+			// saw apart): re-attach (attachLocked quiesces the region,
+			// retires the old stream, seeds the joining ones).
 			attached = false
 		}
 	default:
@@ -134,7 +136,7 @@ func (s *Server) attachAll() error {
 // without them in attaching. Called with mapMu held.
 func (s *Server) attachLocked() error {
 	st := s.state.Load()
-	if len(st.attaching) == 0 {
+	if len(st.attaching) == 0 || s.closed.Load() {
 		return nil
 	}
 	still := map[uint64]bool{}
@@ -213,6 +215,7 @@ func (s *Server) reattach(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		s.reportDrops()
 		if len(s.state.Load().attaching) == 0 {
 			continue
 		}

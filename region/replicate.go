@@ -51,6 +51,7 @@ type primaryRepl struct {
 	mirror  *replication.Mirror
 	qps     []rdma.QP
 	group   []string // the map's backups (joining included) it was attached for
+	epoch   uint64   // the region's epoch it was attached at
 }
 
 func (p *primaryRepl) close() {
@@ -162,6 +163,7 @@ func (s *Server) acceptReplication(req rdma.ConnRequest) error {
 		s.log.Info("fenced the region's previous primary", zap.Uint64("region", h.Region), zap.Uint64("epoch", b.epoch), zap.Uint64("new_epoch", h.Epoch))
 	}
 	b.epoch = max(b.epoch, h.Epoch)
+	b.rep.RaiseEpoch(h.Epoch)
 	buf := b.buf
 	s.replMu.Unlock()
 	qp, err := req.Accept(rdma.ConnConfig{CQ: s.replCQ, Expose: []*rdma.MR{buf}})
@@ -283,7 +285,7 @@ func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region)
 	cq := rdma.NewCQ()
 	var backups []replication.Backup
 	links := map[string]replication.Link{}
-	p := &primaryRepl{group: r.Group()}
+	p := &primaryRepl{group: r.Group(), epoch: r.Epoch}
 	hello := replication.Hello{Region: r.ID, Epoch: r.Epoch, SegSize: s.vol.SegmentSize()}.Encode()
 	for _, name := range r.Group() {
 		srv, _ := m.Server(name)

@@ -207,6 +207,11 @@ func (s *Server) Close() error {
 	for _, rs := range s.rings {
 		rs.Close()
 	}
+	if s.replStop != nil {
+		s.replStop() // no reattach from now on
+	}
+	s.mapMu.Lock()   // an install or attach in progress ends first (later ones see closed)
+	s.mapMu.Unlock() //nolint:staticcheck // a barrier
 	s.flushPrimaries()
 	s.leaveCluster()
 	s.replRing.Close()

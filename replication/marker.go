@@ -13,13 +13,14 @@ import (
 // and with which seed its records verify.
 //
 //	0 "TBMT"  4 u32 zero  8 u64 region  16 u64 segment  24 u64 seq
-const markerSize = 32
+//	32 u64 index (the segment's position in the primary's log)
+const markerSize = 40
 
 var markerMagic = [4]byte{'T', 'B', 'M', 'T'}
 
 // Marker is a decoded tail marker.
 type Marker struct {
-	Region, Segment, Seq uint64
+	Region, Segment, Seq, Index uint64
 }
 
 func (m Marker) encode() []byte {
@@ -28,6 +29,7 @@ func (m Marker) encode() []byte {
 	binary.LittleEndian.PutUint64(b[8:], m.Region)
 	binary.LittleEndian.PutUint64(b[16:], m.Segment)
 	binary.LittleEndian.PutUint64(b[24:], m.Seq)
+	binary.LittleEndian.PutUint64(b[32:], m.Index)
 	return b
 }
 
@@ -36,6 +38,11 @@ func decodeMarker(half []byte) (Marker, bool) {
 	if len(half) < engine.SegmentHeaderSize || [4]byte(half[:4]) != markerMagic || binary.LittleEndian.Uint32(half[4:]) != 0 {
 		return Marker{}, false
 	}
-	m := Marker{Region: binary.LittleEndian.Uint64(half[8:]), Segment: binary.LittleEndian.Uint64(half[16:]), Seq: binary.LittleEndian.Uint64(half[24:])}
+	m := Marker{Region: binary.LittleEndian.Uint64(half[8:]), Segment: binary.LittleEndian.Uint64(half[16:]), Seq: binary.LittleEndian.Uint64(half[24:]),
+		Index: binary.LittleEndian.Uint64(half[32:])}
 	return m, m.Segment != 0
 }
+
+// clearMarker erases a buffer half's marker (what the half holds is no
+// longer a candidate for a promotion).
+func clearMarker(half []byte) { clear(half[:markerSize]) }

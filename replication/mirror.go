@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/rdma"
 )
 
@@ -106,8 +107,10 @@ func (m *Mirror) Append(off int64, rec []byte) (Pos, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if off < m.appended {
-		return Pos{}, fmt.Errorf("replication: record at %d before the tail's end %d (out of log order)", off, m.appended)
+	if off < m.appended || (off > m.appended && off != engine.SegmentHeaderSize) {
+		// Records follow each other; only the first one of a segment may
+		// skip to the end of the (unmirrored) header after a marker.
+		return Pos{}, fmt.Errorf("replication: record at %d, the tail ends at %d (out of log order)", off, m.appended)
 	}
 	base := int64(m.half) * m.segSize
 	copy(m.staging.Bytes()[base+off:], rec)

@@ -221,7 +221,7 @@ func TestMirrorWaitAcrossSwitch(t *testing.T) {
 	if err := m.Wait(ctx, pos); err != nil {
 		t.Fatalf("wait for a record of the previous tail: %v", err)
 	}
-	if _, err := m.Append(100, []byte("x")); err != nil {
+	if _, err := m.Append(4096, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Wait(ctx, Pos{gen: pos.gen + 5, end: 1}); err == nil {

@@ -54,6 +54,15 @@ func (r *Replica) Promote(epoch uint64) (*engine.Region, error) {
 			continue
 		}
 		if i < len(halves)-1 {
+			// The older half: adopted only as the segment right before the
+			// tail in the primary's log whose flush never came — not one
+			// the primary freed since (its records are dead or relocated,
+			// and replayed after the tail they would win), nor a leftover
+			// of an earlier stream.
+			last := halves[len(halves)-1].m
+			if h.m.Index+1 != last.Index || r.freed[h.m.Segment] {
+				continue
+			}
 			if _, err := r.region.AdoptLog(h.m.Segment, h.m.Seq, h.img, h.end); err != nil {
 				return nil, err
 			}

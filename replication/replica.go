@@ -61,6 +61,9 @@ type Replica struct {
 	built      []uint64
 	refs       map[uint64]struct{}
 	retired    *SegMap
+	// freed lists primary log segments freed while this replica ran: a
+	// buffer half may still hold one, which a promotion must not adopt.
+	freed map[uint64]bool
 
 	// Build-Index: records applied so far.
 	applier   *Applier
@@ -87,6 +90,15 @@ func (r *Replica) Epoch() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.epoch
+}
+
+// RaiseEpoch makes the replica refuse commands older than epoch (a new
+// primary connected at it: the old one's commands still in flight must
+// not apply to the new primary's buffer).
+func (r *Replica) RaiseEpoch(epoch uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.epoch = max(r.epoch, epoch)
 }
 
 // Region is the backup's region.
@@ -136,6 +148,7 @@ func (r *Replica) Handle(c *Command) error {
 	}
 	switch c.Kind {
 	case CmdFlush:
+		delete(r.freed, c.Segment) // a number the primary reused
 		if len(c.Data) > 0 {
 			if int64(len(c.Data)) > c.End || c.End >= r.segSize {
 				return fmt.Errorf("%w: %d catch-up bytes ending at %d", ErrMalformed, len(c.Data), c.End)
@@ -162,6 +175,10 @@ func (r *Replica) Handle(c *Command) error {
 	case CmdReset:
 		r.abortLocked()
 		r.retired = NewSegMap()
+		// What the halves hold predates the seed: the stream re-sends the
+		// tail (with its marker) after it.
+		clearMarker(r.buf[:r.segSize])
+		clearMarker(r.buf[r.segSize : 2*r.segSize])
 		return r.region.ResetBackup()
 	case CmdRebase:
 		pairs, err := DecodeRebase(c.Data)
@@ -299,6 +316,10 @@ func (r *Replica) install(c *Command) error {
 // compaction runs, its merge may still name the segment, so the mapping
 // is kept (retired) until the compaction is installed.
 func (r *Replica) logFree(c *Command) error {
+	if r.freed == nil {
+		r.freed = map[uint64]bool{}
+	}
+	r.freed[c.Segment] = true
 	local, ok := r.region.LogMap()[c.Segment]
 	if !ok {
 		return nil

@@ -116,7 +116,7 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 	s.cond = sync.NewCond(&s.mu)
 	s.stopCtx, s.stopFunc = context.WithCancel(context.Background())
 	id := cfg.Region.Desc().ID
-	if _, err := cfg.Mirror.Append(0, Marker{Region: id, Segment: tail.Segment, Seq: tail.Seq}.encode()); err != nil {
+	if _, err := cfg.Mirror.Append(0, Marker{Region: id, Segment: tail.Segment, Seq: tail.Seq, Index: tail.Index}.encode()); err != nil {
 		return nil, err
 	}
 	if tail.Offset > engine.SegmentHeaderSize {
@@ -158,9 +158,33 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 		s.wg.Add(1)
 		go s.run(b)
 	}
-	cfg.Region.SetListener(s)
+	// Before the region serves, every backup holds what was acknowledged
+	// before this stream: the tail (re-sent above: a re-attach's backups
+	// dropped their buffers) and the catch-up or seed queued by the check
+	// (a promoted primary's adopted tail lives only in its own log).
+	if err := s.settle(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	// Replicator before listener (and the reverse at Close): a write the
+	// listener mirrored always finds the replicator to wait on.
 	cfg.Region.SetReplicator(s)
+	cfg.Region.SetListener(s)
 	return s, nil
+}
+
+// settle waits until the mirrored tail and the queued commands reached
+// every live backup (a late one is dropped); ErrNoBackups is no error.
+func (s *Shipper) settle() error {
+	if err := s.cfg.Mirror.WaitTimeout(s.cfg.Mirror.Tail(), s.cfg.Timeout); err != nil && !errors.Is(err, ErrNoBackups) {
+		return fmt.Errorf("replication: mirroring the tail at attach: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
+	defer cancel()
+	if err := s.Idle(ctx); err != nil {
+		return fmt.Errorf("replication: catching the backups up at attach: %w", err)
+	}
+	return nil
 }
 
 // checkBackup sends the stream's check and returns the catch-up the
@@ -267,7 +291,7 @@ func (s *Shipper) LogSealed(e engine.LogSeal) {
 	if err != nil {
 		s.cfg.Log.Error("switching the log mirror failed", zap.Uint64("region", e.Region), zap.Error(err))
 	}
-	if _, err := s.cfg.Mirror.Append(0, Marker{Region: e.Region, Segment: e.Next, Seq: e.NextSeq}.encode()); err != nil {
+	if _, err := s.cfg.Mirror.Append(0, Marker{Region: e.Region, Segment: e.Next, Seq: e.NextSeq, Index: e.Index + 1}.encode()); err != nil {
 		s.cfg.Log.Error("marking the mirrored tail failed", zap.Uint64("region", e.Region), zap.Error(err))
 	}
 	s.mu.Lock()
@@ -536,8 +560,8 @@ func (s *Shipper) Dropped() map[string]error { return s.cfg.Mirror.Dropped() }
 // Close detaches from the region and stops the senders (queued commands
 // are discarded). The mirror stays the caller's.
 func (s *Shipper) Close() {
-	s.cfg.Region.SetReplicator(nil)
 	s.cfg.Region.SetListener(nil)
+	s.cfg.Region.SetReplicator(nil)
 	s.mu.Lock()
 	s.closed = true
 	s.cond.Broadcast()
