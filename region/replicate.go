@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -293,21 +294,35 @@ func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region)
 		if err != nil {
 			return nil, err
 		}
+		joining := slices.Contains(r.Joining, name)
+		dctx, dcancel := ctx, context.CancelFunc(func() {})
+		if joining {
+			// It holds nothing yet: not worth holding the region for.
+			dctx, dcancel = context.WithTimeout(ctx, 2*time.Second)
+		}
 		var qp rdma.QP
 		var rc *ring.Client
 		for {
-			if qp, err = tr.Dial(ctx, addr, rdma.ConnConfig{CQ: cq, Private: hello}); err == nil {
-				if rc, err = s.peer(ctx, tr, addr); err != nil {
+			if qp, err = tr.Dial(dctx, addr, rdma.ConnConfig{CQ: cq, Private: hello}); err == nil {
+				if rc, err = s.peer(dctx, tr, addr); err != nil {
 					qp.Close()
 				}
 			}
-			if err == nil || ctx.Err() != nil || s.closed.Load() {
+			if err == nil || dctx.Err() != nil || s.closed.Load() {
 				break
 			}
 			select {
-			case <-ctx.Done():
+			case <-dctx.Done():
 			case <-time.After(100 * time.Millisecond):
 			}
+		}
+		dcancel()
+		if err != nil && joining && s.cluster != nil {
+			// Acknowledging without a joining backup loses nothing: it is
+			// not a copy until its join is reported.
+			s.reportDropped(r, name)
+			s.log.Warn("joining backup unreachable: left out", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))
+			continue
 		}
 		if err != nil {
 			if s.cluster != nil {
