@@ -36,14 +36,7 @@ func TestPromoteBackup(t *testing.T) {
 		model[k] = v
 	}
 	// The primary fails: nothing more reaches the backups.
-	g.shipper.Close()
-	g.mirror.Close()
-	if err := g.pv.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range g.ends {
-		e.buf.Revoke()
-	}
+	g.failPrimary()
 	np, err := g.reps[0].Promote(4)
 	if err != nil {
 		t.Fatal(err)
@@ -130,14 +123,7 @@ func TestPromoteDivergedBackup(t *testing.T) {
 	if err := g.pr.WaitIdle(); err != nil {
 		t.Fatal(err)
 	}
-	g.shipper.Close()
-	g.mirror.Close()
-	if err := g.pv.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range g.ends {
-		e.buf.Revoke()
-	}
+	g.failPrimary()
 	np, err := g.reps[0].Promote(4)
 	if err != nil {
 		t.Fatal(err)
@@ -161,6 +147,21 @@ func TestPromoteDivergedBackup(t *testing.T) {
 	}
 	checkLevels(t, "seeded backup", np, g.reps[0].Region())
 	checkContent(t, "seeded backup", g.reps[0].Region(), model)
+}
+
+// failPrimary stops the group's primary as a crash would (no flush, its
+// last commands lost) and revokes every backup's buffer, the fence a
+// promotion starts with.
+func (g *replGroup) failPrimary() {
+	g.t.Helper()
+	g.shipper.Close()
+	g.mirror.Close()
+	if err := g.pv.Close(); err != nil {
+		g.t.Fatal(err)
+	}
+	for _, e := range g.ends {
+		e.buf.Revoke()
+	}
 }
 
 // follow makes region np (epoch) the group's primary, replicating to reps

@@ -42,14 +42,7 @@ func TestReattachResendsTail(t *testing.T) {
 		t.Fatalf("dropped %v", d)
 	}
 	// the primary dies with no write after the re-attach
-	g.shipper.Close()
-	g.mirror.Close()
-	if err := g.pv.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range g.ends {
-		e.buf.Revoke()
-	}
+	g.failPrimary()
 	np, err := g.reps[0].Promote(5)
 	if err != nil {
 		t.Fatal(err)
@@ -109,14 +102,7 @@ func TestPromoteSkipsFreedSegment(t *testing.T) {
 	g.settle()
 	t.Logf("backup log: %+v", g.reps[0].Region().LogSegments())
 	checkContent(t, "primary", g.pr, model)
-	g.shipper.Close()
-	g.mirror.Close()
-	if err := g.pv.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range g.ends {
-		e.buf.Revoke()
-	}
+	g.failPrimary()
 	np, err := g.reps[0].Promote(5)
 	if err != nil {
 		t.Fatal(err)
@@ -141,14 +127,7 @@ func TestCatchUpBeforeServing(t *testing.T) {
 	for k, v := range g.write(rng, 2, 20, 2400) {
 		model[k] = v
 	}
-	g.shipper.Close()
-	g.mirror.Close()
-	if err := g.pv.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range g.ends {
-		e.buf.Revoke()
-	}
+	g.failPrimary()
 	np, err := g.reps[0].Promote(4)
 	if err != nil {
 		t.Fatal(err)

@@ -77,29 +77,37 @@ func clusterCommand() *cli.Command {
 				&cli.IntFlag{Name: "replicas", Value: 3, Usage: "copies of each region, primary included"},
 				&cli.StringFlag{Name: "replication", Value: "send-index", Usage: "send-index or build-index"},
 			),
-			Action: clusterInit,
+			Action: withSession(clusterInit),
 		}, {
 			Name:   "status",
 			Usage:  "print the leading master, the live servers and the region map",
 			Flags:  append(zkFlags(), &cli.BoolFlag{Name: "json", Usage: "JSON output"}),
-			Action: clusterStatus,
+			Action: withSession(clusterStatus),
 		}},
 	}
 }
 
-func clusterInit(c *cli.Context) error {
-	log, err := newLogger(c)
-	if err != nil {
-		return err
+// withSession runs fn with a ZooKeeper session from the command's flags.
+func withSession(fn func(*cli.Context, *coord.Session) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		log, err := newLogger(c)
+		if err != nil {
+			return err
+		}
+		sess, err := dialZK(c, log)
+		if err != nil {
+			return err
+		}
+		defer sess.Close()
+		return fn(c, sess)
 	}
-	sess, err := dialZK(c, log)
-	if err != nil {
-		return err
-	}
-	defer sess.Close()
+}
+
+func clusterInit(c *cli.Context, sess *coord.Session) error {
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("wait"))
 	defer cancel()
 	var live map[string]coord.ServerInfo
+	var err error
 	for {
 		if live, err = sess.Servers(ctx); err != nil {
 			return err
@@ -140,16 +148,7 @@ func names(ss []regionmap.Server) string {
 	return strings.Join(out, ",")
 }
 
-func clusterStatus(c *cli.Context) error {
-	log, err := newLogger(c)
-	if err != nil {
-		return err
-	}
-	sess, err := dialZK(c, log)
-	if err != nil {
-		return err
-	}
-	defer sess.Close()
+func clusterStatus(c *cli.Context, sess *coord.Session) error {
 	leader, err := sess.Leader(c.Context)
 	if err != nil {
 		return err
