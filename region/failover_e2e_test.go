@@ -301,6 +301,7 @@ func TestE2EBackupKilledReseeded(t *testing.T) {
 	time.Sleep(time.Second) // writes through the healed groups
 	close(stop)
 	w.verify(t, c.cl)
+	t.Logf("longest write outage while a backup died and was replaced: %v", w.outage)
 	// Stop the master (the map stays), then the servers in an order where
 	// each new backup is still up when its primary stops and flushes its
 	// tail to it.
