@@ -113,7 +113,9 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, seen map[string]tim
 			obs.mu.Lock()
 			obs.live = map[string]regionmap.Server{}
 			for n, si := range live {
-				obs.live[n] = si.Server
+				srv := si.Server
+				srv.Started = si.Started
+				obs.live[n] = srv
 				obs.seen[n] = cfg.Now()
 			}
 			obs.ready = true

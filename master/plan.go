@@ -33,10 +33,17 @@ type View struct {
 	// Logs orders a region's backups by how complete their log is (higher
 	// first): Logs[region][server]. Missing entries count as zero.
 	Logs map[uint64]map[string]uint64
+
+	// restarted: live servers whose registered run differs from the map's
+	// (set by Next): failed for this decision, they take roles again later.
+	restarted map[string]bool
 }
 
 // dead reports whether the master treats server name as failed.
 func (v *View) dead(name string) bool {
+	if v.restarted[name] {
+		return true
+	}
 	if _, ok := v.Live[name]; ok {
 		return false
 	}
@@ -49,7 +56,9 @@ func (v *View) dead(name string) bool {
 // Next returns the map the master should publish after v.Map, or nil when
 // v.Map needs no change. Rules, per region (only when the map sets
 // Replicas, except the first):
-//   - servers' addresses follow their registrations;
+//   - servers' addresses follow their registrations; a server whose
+//     registered run (Started) differs from the map's restarted: it is
+//     failed over as if dead in this decision;
 //   - a dead primary is replaced by its live backup with the most complete
 //     log (then the first in the map's order); the region's epoch grows;
 //     with no live backup the region waits for its primary;
@@ -63,6 +72,15 @@ func (v *View) dead(name string) bool {
 func Next(v View) *regionmap.Map {
 	m := v.Map.Clone()
 	changed := false
+	v.restarted = map[string]bool{}
+	for name, srv := range v.Live {
+		if old, ok := v.Map.Server(name); ok && old.Started != 0 && srv.Started != 0 && old.Started != srv.Started {
+			// It restarted (perhaps within its session timeout, unseen by
+			// the membership watch): its copies may lack what it
+			// acknowledged before, so it is failed over like a dead one.
+			v.restarted[name] = true
+		}
+	}
 	for name, srv := range v.Live {
 		i := slices.IndexFunc(m.Servers, func(s regionmap.Server) bool { return s.Name == name })
 		srv.Name = name
@@ -159,7 +177,7 @@ func grow(v *View, m *regionmap.Map, r *regionmap.Region) bool {
 	}
 	var cands []string
 	for name := range v.Live {
-		if !in[name] {
+		if !in[name] && !v.restarted[name] {
 			cands = append(cands, name)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func srv(n string) regionmap.Server { return regionmap.Server{Name: n, Shm: "/tmp/" + n} }
+func srv(n string) regionmap.Server { return regionmap.Server{Name: n, Shm: "/tmp/" + n, Started: 1} }
 
 func live(names ...string) map[string]regionmap.Server {
 	out := map[string]regionmap.Server{}
@@ -188,5 +188,45 @@ func TestNextDroppedBackupLeaves(t *testing.T) {
 	// be the dropped one again: it is seeded anew).
 	if len(nr.Backups)+len(nr.Joining) != 2 {
 		t.Fatalf("group %+v not refilled", nr)
+	}
+}
+
+// TestNextRestartedServerFailsOver: a server whose registered run differs
+// from the map's restarted (maybe within its session timeout, so the
+// membership never showed it gone): its primary roles fail over and its
+// backup roles are dropped as if it had died, and its entry takes the new
+// run; it is a candidate again in later decisions.
+func TestNextRestartedServerFailsOver(t *testing.T) {
+	m := threeWay(t)
+	r := m.Regions[0]
+	all := []string{"rs1", "rs2", "rs3", "rs4"}
+	v := View{Map: m, Live: live(all...), Seen: seen(all...), Since: t0, Now: t0, Grace: time.Hour}
+	again := v.Live[r.Primary]
+	again.Started = 2
+	v.Live[r.Primary] = again
+	n := Next(v)
+	if n == nil {
+		t.Fatal("a restart changed nothing")
+	}
+	nr := n.Region(r.ID)
+	if nr.Primary == r.Primary || nr.Epoch <= r.Epoch || slices.Contains(nr.Group(), r.Primary) {
+		t.Fatalf("after %s restarted: %+v", r.Primary, nr)
+	}
+	if s, _ := n.Server(r.Primary); s.Started != 2 {
+		t.Fatalf("the map keeps run %d of %s", s.Started, r.Primary)
+	}
+	for _, o := range n.Regions {
+		if slices.Contains(o.Group(), r.Primary) || o.Primary == r.Primary {
+			t.Fatalf("region %d still gives %s a role: %+v", o.ID, r.Primary, o)
+		}
+	}
+	// Next decision: the map knows the run; it may join again.
+	v.Map = n
+	if n2 := Next(v); n2 != nil {
+		for _, o := range n2.Regions {
+			if o.Primary == r.Primary || slices.Contains(o.Backups, r.Primary) {
+				t.Fatalf("region %d: %s took a full role straight away: %+v", o.ID, r.Primary, o)
+			}
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,6 +21,16 @@ type clusterLink struct {
 	sess   *coord.Session
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	started atomic.Int64 // the run registered last (ServerInfo.Started)
+}
+
+// knows reports whether m's roles are for this run of the server: its map
+// entry carries the run it registered. A map from before the master saw
+// this run (a restart, a new session) gives it no role.
+func (c *clusterLink) knows(m *regionmap.Map, name string) bool {
+	srv, ok := m.Server(name)
+	return ok && srv.Started == c.started.Load()
 }
 
 // joinCluster registers the server and starts following the map. Called
@@ -61,6 +72,7 @@ func (s *Server) joinCluster() error {
 func (s *Server) register(ctx context.Context, c *clusterLink) error {
 	addrs := s.Addrs()
 	info := coord.ServerInfo{Server: regionmap.Server{Name: s.cfg.Name, Shm: addrs["shm"], TCP: addrs["tcp"]}, Started: time.Now().UnixNano()}
+	c.started.Store(info.Started)
 	if err := c.sess.Register(ctx, info); err != nil {
 		return fmt.Errorf("region: register in zookeeper: %w", err)
 	}

@@ -34,7 +34,14 @@ func (s *Server) install(m *regionmap.Map) error {
 	}
 	next := &routing{m: m, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}}
 	var errs []error
-	for _, r := range m.Regions {
+	regions := m.Regions
+	if c := s.cluster; c != nil && !c.knows(m, s.cfg.Name) {
+		// The master has not published this run yet: whatever roles the
+		// map gives the server were for an earlier run.
+		s.log.Info("the region map is not for this run of the server yet: no roles", zap.Uint64("version", m.Version))
+		regions = nil
+	}
+	for _, r := range regions {
 		if err := s.installRegion(m, r, old, next); err != nil {
 			err = fmt.Errorf("region %d: %w", r.ID, err)
 			if s.cfg.Zookeeper == "" {

@@ -123,7 +123,9 @@ func clusterInit(c *cli.Context, sess *coord.Session) error {
 	}
 	var srvs []regionmap.Server
 	for _, si := range live {
-		srvs = append(srvs, si.Server)
+		srv := si.Server
+		srv.Started = si.Started
+		srvs = append(srvs, srv)
 	}
 	l := master.Layout{Regions: c.Int("regions"), Prefix: c.String("prefix"), Replicas: c.Int("replicas"), Replication: c.String("replication")}
 	if s := c.String("splits"); s != "" {

@@ -27,6 +27,10 @@ type Server struct {
 	Name string `yaml:"name" json:"name"`
 	Shm  string `yaml:"shm,omitempty" json:"shm,omitempty"` // unix socket path
 	TCP  string `yaml:"tcp,omitempty" json:"tcp,omitempty"` // host:port
+	// Started is the run of the server the map's roles are for (its start
+	// time, ns; managed clusters). A server whose run differs (it
+	// restarted) takes up no role until the master has published it.
+	Started int64 `yaml:"started,omitempty" json:"started,omitempty"`
 }
 
 // Addr returns the server's address on a transport, or "".
