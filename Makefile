@@ -14,7 +14,8 @@ deps:
 	@if ! test -f /usr/share/java/zookeeper.jar || ! command -v java >/dev/null; then \
 		SUDO=; if [ "$$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi; \
 		echo "installing the zookeeper package"; \
-		$$SUDO apt-get install -y zookeeper || { $$SUDO apt-get update && $$SUDO apt-get install -y zookeeper; } || \
+		APT="$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get"; \
+		$$APT install -y zookeeper || { $$APT update && $$APT install -y zookeeper; } || \
 			{ echo "could not install zookeeper (apt-get install -y zookeeper)"; exit 1; }; \
 	fi
 
