@@ -173,15 +173,17 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, seen map[string]tim
 
 // decide reads the map, runs Next and publishes its result.
 func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, since time.Time) error {
+	obs.mu.Lock()
+	ready := obs.ready && obs.reports
+	obs.mu.Unlock()
+	if !ready { // nothing to decide from before the watches delivered
+		return nil
+	}
 	m, ver, err := cfg.Coord.ReadMap(ctx)
 	if err != nil {
 		return err
 	}
 	obs.mu.Lock()
-	if !obs.ready || !obs.reports {
-		obs.mu.Unlock()
-		return nil
-	}
 	v := View{Map: m, Live: obs.live, Seen: obs.seen, Since: since, Now: cfg.Now(), Grace: cfg.Grace, Joins: obs.joins, Dropped: obs.dropped}
 	next := Next(v)
 	obs.mu.Unlock()

@@ -88,6 +88,7 @@ func TestRunPromotesBackup(t *testing.T) {
 	f := newFake(m, all4...)
 	runFake(t, f, time.Hour)
 	wait(t, "leading", leading(f, 1))
+	settle(t, f) // the watches delivered: the servers were seen live
 	settle(t, f)
 	if _, v := f.Map(); v != 0 {
 		t.Fatalf("a healthy cluster's map was rewritten (znode version %d)", v)
@@ -116,6 +117,7 @@ func TestRunGraceForUnseenServers(t *testing.T) {
 	f := newFake(m, "rs2", "rs3", "rs4")
 	clk := runFake(t, f, 10*time.Second)
 	wait(t, "leading", leading(f, 1))
+	settle(t, f) // the watches delivered: the servers were seen live
 	settle(t, f)
 	clk.Advance(9 * time.Second)
 	settle(t, f)
@@ -133,6 +135,7 @@ func TestRunCampaignsAgainAfterLoss(t *testing.T) {
 	f := newFake(m, all4...)
 	runFake(t, f, time.Hour)
 	wait(t, "leading", leading(f, 1))
+	settle(t, f) // the watches delivered: the servers were seen live
 	settle(t, f)
 
 	// Deposed while idle: Run notices Lost and campaigns again; while
@@ -181,6 +184,7 @@ func TestRunJoinCompletes(t *testing.T) {
 	f := newFake(m, all4...)
 	runFake(t, f, time.Hour)
 	wait(t, "leading", leading(f, 1))
+	settle(t, f) // the watches delivered: the servers were seen live
 	r := m.Regions[1]
 	f.RemoveServer(r.Backups[0])
 	wait(t, "a new map", atVersion(f, 1))
@@ -215,6 +219,7 @@ func TestRunRetriesConflict(t *testing.T) {
 	f := newFake(m, all4...)
 	runFake(t, f, time.Hour)
 	wait(t, "leading", leading(f, 1))
+	settle(t, f) // the watches delivered: the servers were seen live
 	settle(t, f)
 	// Another writer changes the map under the first write.
 	f.SetBeforeWrite(func() {
@@ -240,6 +245,7 @@ func TestRunWithoutMap(t *testing.T) {
 	f := newFake(nil, all4...)
 	runFake(t, f, time.Hour)
 	wait(t, "leading", leading(f, 1))
+	settle(t, f) // the watches delivered: the servers were seen live
 	settle(t, f)
 	if c := f.Counters(); c.writes != 0 {
 		t.Fatalf("wrote without a map: %+v", c)
