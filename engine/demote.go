@@ -10,7 +10,8 @@ import (
 // levels leave the region, the backup role is set, the recovery point
 // returns to the start and the descriptor takes the epoch. The old handle
 // is closed first (its background work stops; every later call returns
-// ErrClosed); its segments are freed after the commit. The volume then
+// ErrClosed); its segments are freed after the commit, once reads in
+// progress on the old handle are done. The volume then
 // holds the new backup *Region, which is returned. Refusals change
 // nothing: ErrBadOptions for an unknown region or an epoch not newer than
 // the region's, ErrBackupRegion for a backup.
@@ -56,7 +57,10 @@ func (v *Volume) DemoteRegion(id uint64, epoch uint64) (*Region, error) {
 	for _, s := range st.usedSegments() {
 		free = append(free, s.seg)
 	}
-	v.alloc.release(free...)
+	// Freed once the old handle's readers are done with its last version.
+	old.mu.Lock()
+	old.installLocked(&version{levels: []*levelDesc{nil}}, func() { v.alloc.release(free...) })
+	old.mu.Unlock()
 	nr, err := recoverRegion(v, ns)
 	if err != nil {
 		return nil, err

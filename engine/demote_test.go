@@ -10,8 +10,9 @@ import (
 
 // TestDemoteRegion: a primary with levels, a multi-segment log and L0
 // content is demoted: the old handle is closed, the region is an empty
-// backup at the new epoch (also after a reopen), its segments went back to
-// the allocator (a new region reuses them), other regions are untouched,
+// backup at the new epoch (also after a reopen), its segments go back to
+// the allocator once a scan open across the demotion is closed (another
+// region writing meanwhile does not disturb it), other regions are untouched,
 // and the volume checks clean. Refusals change nothing.
 func TestDemoteRegion(t *testing.T) {
 	rng := rand.New(rand.NewSource(testSeed(t)))
@@ -36,7 +37,7 @@ func TestDemoteRegion(t *testing.T) {
 	if len(r.Levels()) == 0 || len(r.LogSegments()) < 3 {
 		t.Fatalf("setup: %d levels, %d log segments", len(r.Levels()), len(r.LogSegments()))
 	}
-	usedBefore, _ := v.alloc.usage()
+	scan := r.Scan(nil, nil) // a read in progress across the demotion
 	if _, err := v.DemoteRegion(1, 0); !errors.Is(err, ErrBadOptions) {
 		t.Fatalf("demotion to an epoch not newer: %v", err)
 	}
@@ -53,6 +54,24 @@ func TestDemoteRegion(t *testing.T) {
 	if err := r.Put(key(1), []byte("x")); !errors.Is(err, ErrClosed) {
 		t.Fatalf("put on the demoted handle: %v", err)
 	}
+	// Another region writing meanwhile cannot reuse what the scan reads.
+	third := mustRegion(t, v, 3)
+	for i := range 3000 {
+		if err := third.Put(key(i), make([]byte, 80)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for scan.Next() {
+		n++
+	}
+	held, _ := v.alloc.usage()
+	if err := scan.Close(); err != nil || n == 0 {
+		t.Fatalf("a scan open across the demotion: %d pairs, %v", n, err)
+	}
+	if after, _ := v.alloc.usage(); after >= held {
+		t.Fatalf("segments in use: %d while the old scan ran, %d after it closed", held, after)
+	}
 	check := func(b *Region) {
 		t.Helper()
 		if !b.IsBackup() || b.Desc().Epoch != 5 || len(b.LogSegments()) != 0 {
@@ -68,9 +87,6 @@ func TestDemoteRegion(t *testing.T) {
 		}
 	}
 	check(b)
-	if after, _ := v.alloc.usage(); after >= usedBefore {
-		t.Fatalf("segments in use: %d before, %d after the demotion", usedBefore, after)
-	}
 	if got, err := other.Get(key(0)); err != nil || string(got) != "o" {
 		t.Fatalf("other region: %q, %v", got, err)
 	}
