@@ -36,18 +36,7 @@ func (s *Session) WatchData(ctx context.Context, path string, fn func(data []byt
 			last = st.Mzxid
 			fn(data, true)
 		}
-		if err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(retryPause):
-			}
-			continue
-		}
-		select {
-		case <-ctx.Done():
-		case <-s.done:
-		case <-ch:
-		}
+		s.nextRound(ctx, ch, err)
 	}
 }
 
@@ -68,18 +57,25 @@ func (s *Session) WatchChildren(ctx context.Context, path string, fn func(childr
 		} else if err == nil {
 			fn(kids)
 		}
-		if err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(retryPause):
-			}
-			continue
-		}
+		s.nextRound(ctx, ch, err)
+	}
+}
+
+// nextRound ends one round of a watch loop: after an error (a lost
+// connection) it pauses, otherwise it waits for the watch to fire; ctx's
+// end or the session's close cut either short.
+func (s *Session) nextRound(ctx context.Context, ch <-chan zk.Event, err error) {
+	if err != nil {
 		select {
 		case <-ctx.Done():
-		case <-s.done:
-		case <-ch:
+		case <-time.After(retryPause):
 		}
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-s.done:
+	case <-ch:
 	}
 }
 
