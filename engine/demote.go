@@ -18,17 +18,9 @@ import (
 func (v *Volume) DemoteRegion(id uint64, epoch uint64) (*Region, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.closed.Load() {
-		return nil, ErrClosed
-	}
-	old, ok := v.regions[id]
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("%w: no region %d", ErrBadOptions, id)
-	case old.backup:
-		return nil, fmt.Errorf("%w: region %d is a backup already", ErrBackupRegion, id)
-	case epoch <= old.desc.Epoch:
-		return nil, fmt.Errorf("%w: demotion of region %d to epoch %d, not newer than its epoch %d", ErrBadOptions, id, epoch, old.desc.Epoch)
+	old, err := v.roleChangeLocked(id, epoch, false, "demotion")
+	if err != nil {
+		return nil, err
 	}
 	if err := old.close(); err != nil {
 		v.log.Warn("closing the demoted region's log failed (its data is dropped anyway)")
@@ -67,4 +59,25 @@ func (v *Volume) DemoteRegion(id uint64, epoch uint64) (*Region, error) {
 	}
 	v.regions[id] = nr
 	return nr, nil
+}
+
+// roleChangeLocked finds region id for a promotion (backup true: it must
+// be a backup) or a demotion (a primary) to epoch, which must be newer
+// than its own. Called with v.mu held.
+func (v *Volume) roleChangeLocked(id, epoch uint64, backup bool, what string) (*Region, error) {
+	if v.closed.Load() {
+		return nil, ErrClosed
+	}
+	old, ok := v.regions[id]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%w: no region %d", ErrBadOptions, id)
+	case old.backup != backup && backup:
+		return nil, fmt.Errorf("%w: region %d is not a backup", ErrBackupRegion, id)
+	case old.backup != backup:
+		return nil, fmt.Errorf("%w: region %d is a backup already", ErrBackupRegion, id)
+	case epoch <= old.desc.Epoch:
+		return nil, fmt.Errorf("%w: %s of region %d to epoch %d, not newer than its epoch %d", ErrBadOptions, what, id, epoch, old.desc.Epoch)
+	}
+	return old, nil
 }

@@ -79,17 +79,9 @@ func recordsEnd(image []byte, off int64, seq uint64) int64 {
 func (v *Volume) PromoteBackup(id uint64, epoch uint64, tail *PromoteTail) (*Region, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.closed.Load() {
-		return nil, ErrClosed
-	}
-	old, ok := v.regions[id]
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("%w: no region %d", ErrBadOptions, id)
-	case !old.backup:
-		return nil, fmt.Errorf("%w: region %d is not a backup", ErrBackupRegion, id)
-	case epoch <= old.desc.Epoch:
-		return nil, fmt.Errorf("%w: promotion of region %d to epoch %d, not newer than its epoch %d", ErrBadOptions, id, epoch, old.desc.Epoch)
+	old, err := v.roleChangeLocked(id, epoch, true, "promotion")
+	if err != nil {
+		return nil, err
 	}
 	if err := v.checkTail(tail); err != nil {
 		return nil, err
