@@ -28,7 +28,15 @@ type Config struct {
 	// Recheck bounds the time between two decisions without events
 	// (Grace expiries are noticed by it). Default 500 ms.
 	Recheck time.Duration
-	Log     *zap.Logger
+	// LogWait bounds how long a failed primary's promotion waits for its
+	// live backups to report their log positions (the most complete is
+	// promoted). Default 1 s.
+	LogWait time.Duration
+	// DropHold is how long a server a primary dropped from its stream is
+	// not given a new backup role unless it registers again (it may be
+	// dead with its session not expired yet). Default 5 s.
+	DropHold time.Duration
+	Log      *zap.Logger
 	Now     func() time.Time // default time.Now
 }
 
@@ -40,6 +48,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.Recheck == 0 {
 		cfg.Recheck = 500 * time.Millisecond
+	}
+	if cfg.DropHold == 0 {
+		cfg.DropHold = 5 * time.Second
+	}
+	if cfg.LogWait == 0 {
+		cfg.LogWait = time.Second
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
@@ -56,7 +70,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// When this master last saw each server live, kept across terms: a
 	// server it saw that is gone now has failed, and waiting Grace for it
 	// again after a leadership blip would only delay its failover.
-	seen := map[string]time.Time{}
+	h := &history{seen: map[string]time.Time{}, gone: map[string]time.Time{}, drops: map[Join]time.Time{}}
 	for ctx.Err() == nil {
 		cfg.Log.Info("campaigning for master", zap.String("name", cfg.Name))
 		lead, err := cfg.Coord.Campaign(ctx, cfg.Name)
@@ -67,7 +81,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		cfg.Log.Info("leading", zap.String("name", cfg.Name))
-		err = lead1(ctx, cfg, lead, seen)
+		err = lead1(ctx, cfg, lead, h)
 		lead.Resign()
 		if ctx.Err() != nil {
 			return nil
@@ -77,12 +91,31 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
+// history is what a master remembers across its terms.
+type history struct {
+	seen  map[string]time.Time // servers seen live, last
+	gone  map[string]time.Time // registrations seen ending or changing
+	drops map[Join]time.Time   // drop reports, first seen
+}
+
+// suspects is when each server was last reported dropped.
+func (h *history) suspects() map[string]time.Time {
+	out := map[string]time.Time{}
+	for j, at := range h.drops {
+		if at.After(out[j.Server]) {
+			out[j.Server] = at
+		}
+	}
+	return out
+}
+
 // observed is what the watches collected; guarded by mu.
 type observed struct {
-	mu    sync.Mutex
+	mu sync.Mutex
+	*history
 	live  map[string]regionmap.Server
-	seen  map[string]time.Time
 	joins map[Join]bool
+	logs  map[Join]uint64 // backups' log positions
 	// dropped are backups primaries dropped from their streams
 	dropped map[Join]bool
 	ready   bool // the first server list arrived
@@ -90,8 +123,8 @@ type observed struct {
 }
 
 // lead1 is one term as leader: it returns when leadership is lost. It
-// updates seen (under its obs.mu; no other term runs meanwhile).
-func lead1(ctx context.Context, cfg Config, lead Leadership, seen map[string]time.Time) error {
+// updates h (under its obs.mu; no other term runs meanwhile).
+func lead1(ctx context.Context, cfg Config, lead Leadership, h *history) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s := cfg.Coord
@@ -102,7 +135,7 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, seen map[string]tim
 		default:
 		}
 	}
-	obs := &observed{seen: seen, joins: map[Join]bool{}}
+	obs := &observed{history: h, joins: map[Join]bool{}}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -111,12 +144,19 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, seen map[string]tim
 		defer wg.Done()
 		s.WatchServers(ctx, func(live map[string]coord.ServerInfo) {
 			obs.mu.Lock()
+			now := cfg.Now()
+			prev := obs.live
 			obs.live = map[string]regionmap.Server{}
 			for n, si := range live {
 				srv := si.Server
 				srv.Started = si.Started
 				obs.live[n] = srv
-				obs.seen[n] = cfg.Now()
+				obs.seen[n] = now
+			}
+			for n, old := range prev {
+				if cur, ok := obs.live[n]; !ok || cur.Started != old.Started {
+					obs.gone[n] = now
+				}
 			}
 			obs.ready = true
 			obs.mu.Unlock()
@@ -127,13 +167,24 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, seen map[string]tim
 		defer wg.Done()
 		s.WatchJoined(ctx, func(js map[coord.Joined]bool) {
 			obs.mu.Lock()
-			obs.joins, obs.dropped, obs.reports = map[Join]bool{}, map[Join]bool{}, true
+			obs.joins, obs.dropped, obs.logs, obs.reports = map[Join]bool{}, map[Join]bool{}, map[Join]uint64{}, true
 			for j := range js {
 				k := Join{Region: j.Region, Epoch: j.Epoch, Server: j.Server}
-				if j.Dropped {
+				switch {
+				case j.Log:
+					obs.logs[k] = max(obs.logs[k], j.Pos)
+				case j.Dropped:
 					obs.dropped[k] = true
-				} else {
+					if _, ok := obs.drops[k]; !ok {
+						obs.drops[k] = cfg.Now()
+					}
+				default:
 					obs.joins[k] = true
+				}
+			}
+			for k, at := range obs.drops { // forget drops deleted, past their hold
+				if !obs.dropped[k] && cfg.Now().Sub(at) >= cfg.DropHold {
+					delete(obs.drops, k)
 				}
 			}
 			obs.mu.Unlock()
@@ -184,7 +235,8 @@ func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, sin
 		return err
 	}
 	obs.mu.Lock()
-	v := View{Map: m, Live: obs.live, Seen: obs.seen, Since: since, Now: cfg.Now(), Grace: cfg.Grace, Joins: obs.joins, Dropped: obs.dropped}
+	v := View{Map: m, Live: obs.live, Seen: obs.seen, Since: since, Now: cfg.Now(), Grace: cfg.Grace, Joins: obs.joins, Dropped: obs.dropped,
+		Logs: obs.logs, Gone: obs.gone, LogWait: cfg.LogWait, Suspect: obs.suspects(), Hold: cfg.DropHold}
 	next := Next(v)
 	obs.mu.Unlock()
 	if next == nil {
@@ -193,7 +245,7 @@ func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, sin
 	if err := lead.WriteMap(ctx, next, ver); err != nil {
 		return err
 	}
-	logChanges(cfg.Log, m, next)
+	logChanges(cfg.Log, m, next, v.Logs)
 	keep := map[uint64]uint64{}
 	for _, r := range next.Regions {
 		keep[r.ID] = r.Epoch
@@ -205,11 +257,22 @@ func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, sin
 	return nil
 }
 
-// logChanges logs what a new map changed per region.
-func logChanges(log *zap.Logger, old, next *regionmap.Map) {
+// logChanges logs what a new map changed per region, and the log
+// positions a promotion chose from.
+func logChanges(log *zap.Logger, old, next *regionmap.Map, logs map[Join]uint64) {
 	log.Info("region map published", zap.Uint64("version", next.Version))
 	for _, r := range next.Regions {
 		o := old.Region(r.ID)
+		if o != nil && o.Primary != r.Primary {
+			pos := map[string]uint64{}
+			for _, b := range o.Backups {
+				if p, ok := logs[Join{o.ID, o.Epoch, b}]; ok {
+					pos[b] = p
+				}
+			}
+			log.Info("primary failed over", zap.Uint64("region", r.ID), zap.String("failed", o.Primary), zap.String("promoted", r.Primary),
+				zap.Uint64("epoch", r.Epoch), zap.Any("log_positions", pos))
+		}
 		if o == nil || o.Epoch != r.Epoch || o.Primary != r.Primary || len(o.Joining) != len(r.Joining) || len(o.Backups) != len(r.Backups) {
 			log.Info("region group", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch), zap.String("primary", r.Primary),
 				zap.Strings("backups", r.Backups), zap.Strings("joining", r.Joining))

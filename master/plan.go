@@ -30,9 +30,23 @@ type View struct {
 	// stream at the region's epoch (a late WRITE or a failed command): the
 	// primary serves no write until the map leaves them out.
 	Dropped map[Join]bool
-	// Logs orders a region's backups by how complete their log is (higher
-	// first): Logs[region][server]. Missing entries count as zero.
-	Logs map[uint64]map[string]uint64
+	// Logs are the log positions backups reported for a region's epoch
+	// once its primary failed (higher: more of the primary's log).
+	Logs map[Join]uint64
+	// Gone is when this master saw each server's registration end or
+	// change (a new run); LogWait bounds how long after that a failed
+	// primary's promotion waits for its live backups' log positions (from
+	// Since for a primary this master never saw go).
+	Gone    map[string]time.Time
+	LogWait time.Duration
+	// Suspect is when a primary last reported each server dropped from
+	// its stream (first seen by this master); for Hold after that the
+	// server joins no group unless it registered again since (Gone).
+	// A server dropped because it died is still registered until its
+	// session expires: adding it back at once would stall the group's
+	// attach on a dead peer.
+	Suspect map[string]time.Time
+	Hold    time.Duration
 
 	// restarted: live servers whose registered run differs from the map's
 	// (set by Next): failed for this decision, they take roles again later.
@@ -61,12 +75,15 @@ func (v *View) dead(name string) bool {
 //     failed over as if dead in this decision;
 //   - a dead primary is replaced by its live backup with the most complete
 //     log (then the first in the map's order); the region's epoch grows;
-//     with no live backup the region waits for its primary;
+//     with no live backup the region waits for its primary; until every
+//     live backup reported its log position, or LogWait passed, the
+//     region is left as it is;
 //   - dead backups and joining backups, and those their primary reported
 //     dropped at the current epoch, leave the group (epoch grows);
 //   - a joining backup reported done at the current epoch becomes a backup;
 //   - a group short of Replicas-1 gets live servers that hold the fewest
-//     regions (then by name) as joining backups (epoch grows).
+//     regions (then by name) as joining backups (epoch grows), except
+//     servers reported dropped within Hold (Suspect).
 //
 // The version grows by one whenever anything changed.
 func Next(v View) *regionmap.Map {
@@ -116,6 +133,7 @@ func Next(v View) *regionmap.Map {
 // heal handles failures and finished joins in one region.
 func heal(v *View, r *regionmap.Region) bool {
 	changed := false
+	epoch := r.Epoch // the epoch backups report their log positions at
 	alive := func(names []string) []string {
 		var out []string
 		for _, n := range names {
@@ -125,16 +143,18 @@ func heal(v *View, r *regionmap.Region) bool {
 		}
 		return out
 	}
+	if v.dead(r.Primary) && waitLogs(v, r, alive(r.Backups)) {
+		return false
+	}
 	if b, j := alive(r.Backups), alive(r.Joining); len(b) != len(r.Backups) || len(j) != len(r.Joining) {
 		r.Backups, r.Joining = b, j
 		r.Epoch++
 		changed = true
 	}
 	if v.dead(r.Primary) && len(r.Backups) > 0 {
-		logs := v.Logs[r.ID]
 		best := 0
 		for i, b := range r.Backups {
-			if logs[b] > logs[r.Backups[best]] {
+			if v.Logs[Join{r.ID, epoch, b}] > v.Logs[Join{r.ID, epoch, r.Backups[best]}] {
 				best = i
 			}
 		}
@@ -158,6 +178,36 @@ func heal(v *View, r *regionmap.Region) bool {
 	return changed
 }
 
+// held reports whether server name is held back from joining groups: a
+// primary dropped it within Hold, and it has not registered again since.
+func (v *View) held(name string) bool {
+	at, ok := v.Suspect[name]
+	if !ok || v.Now.Sub(at) >= v.Hold {
+		return false
+	}
+	g, ok := v.Gone[name]
+	return !ok || !g.After(at)
+}
+
+// waitLogs reports whether r's failover waits for log positions: a live
+// backup has not reported one at r's epoch, and LogWait has not passed
+// since its primary went.
+func waitLogs(v *View, r *regionmap.Region, backups []string) bool {
+	since, ok := v.Gone[r.Primary]
+	if !ok {
+		since = v.Since
+	}
+	if v.LogWait <= 0 || v.Now.Sub(since) >= v.LogWait {
+		return false
+	}
+	for _, b := range backups {
+		if _, ok := v.Logs[Join{r.ID, r.Epoch, b}]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
 // grow adds joining backups to a region short of replicas.
 func grow(v *View, m *regionmap.Map, r *regionmap.Region) bool {
 	want := m.Replicas - 1 - len(r.Backups) - len(r.Joining)
@@ -177,7 +227,7 @@ func grow(v *View, m *regionmap.Map, r *regionmap.Region) bool {
 	}
 	var cands []string
 	for name := range v.Live {
-		if !in[name] && !v.restarted[name] {
+		if !in[name] && !v.restarted[name] && !v.held(name) {
 			cands = append(cands, name)
 		}
 	}

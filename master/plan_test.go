@@ -72,10 +72,59 @@ func TestNextPromotesBackup(t *testing.T) {
 	if n2 := Next(v); n2.Region(r.ID).Primary != nr.Primary || !slices.Equal(n2.Region(r.ID).Joining, nr.Joining) {
 		t.Fatal("Next is not deterministic")
 	}
-	// The most complete log wins.
-	v.Logs = map[uint64]map[string]uint64{r.ID: {r.Backups[1]: 7}}
+	// The most complete log wins; positions of another epoch do not count.
+	v.Logs = map[Join]uint64{{r.ID, r.Epoch, r.Backups[0]}: 3<<32 | 100, {r.ID, r.Epoch, r.Backups[1]}: 3<<32 | 200}
 	if p := Next(v).Region(r.ID).Primary; p != r.Backups[1] {
 		t.Fatalf("promoted %s, the most complete log is on %s", p, r.Backups[1])
+	}
+	v.Logs = map[Join]uint64{{r.ID, r.Epoch - 1, r.Backups[1]}: 9 << 32}
+	if p := Next(v).Region(r.ID).Primary; p != r.Backups[0] {
+		t.Fatalf("promoted %s on an old epoch's position", p)
+	}
+}
+
+// TestNextWaitsForLogPositions: a failed primary's region waits, within
+// LogWait from its primary's going, for every live backup's log position;
+// then the most complete is promoted; a dead backup is not waited for.
+func TestNextWaitsForLogPositions(t *testing.T) {
+	m := threeWay(t)
+	r := m.Regions[0]
+	b0, b1 := r.Backups[0], r.Backups[1]
+	gone := t0.Add(time.Minute)
+	v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Seen: seen("rs1", "rs2", "rs3", "rs4"), Since: t0, Now: gone.Add(100 * time.Millisecond),
+		Grace: time.Hour, LogWait: time.Second, Gone: map[string]time.Time{r.Primary: gone}}
+	delete(v.Live, r.Primary)
+	v.Logs = map[Join]uint64{{r.ID, r.Epoch, b1}: 5 << 32}
+	if n := Next(v); n != nil && n.Region(r.ID).Epoch != r.Epoch {
+		t.Fatalf("promoted before %s reported: %+v", b0, n.Region(r.ID))
+	}
+	// Every live backup reported: the most complete now.
+	v.Logs[Join{r.ID, r.Epoch, b0}] = 4<<32 | 1<<20
+	if p := Next(v).Region(r.ID).Primary; p != b1 {
+		t.Fatalf("promoted %s, want %s (segment 5 beats segment 4)", p, b1)
+	}
+	// A missing report is waited for only LogWait.
+	delete(v.Logs, Join{r.ID, r.Epoch, b0})
+	v.Now = gone.Add(time.Second)
+	if p := Next(v).Region(r.ID).Primary; p != b1 {
+		t.Fatalf("after LogWait promoted %s, want %s (the only position)", p, b1)
+	}
+	// A dead backup is not waited for.
+	v.Now = gone.Add(100 * time.Millisecond)
+	delete(v.Live, b0)
+	if n := Next(v); n == nil || n.Region(r.ID).Primary != b1 {
+		t.Fatal("a dead backup's position was waited for")
+	}
+	// A new leader that never saw the primary go waits from Since.
+	v.Live = live("rs1", "rs2", "rs3", "rs4")
+	delete(v.Live, r.Primary)
+	v.Logs, v.Gone, v.Since, v.Now = map[Join]uint64{}, nil, gone, gone.Add(500*time.Millisecond)
+	if n := Next(v); n != nil && n.Region(r.ID).Epoch != r.Epoch {
+		t.Fatal("a new leader promoted without positions within LogWait")
+	}
+	v.Now = gone.Add(time.Second)
+	if n := Next(v); n == nil || n.Region(r.ID).Primary != b0 {
+		t.Fatal("a new leader did not promote the first backup after LogWait")
 	}
 }
 
@@ -228,5 +277,42 @@ func TestNextRestartedServerFailsOver(t *testing.T) {
 				t.Fatalf("region %d: %s took a full role straight away: %+v", o.ID, r.Primary, o)
 			}
 		}
+	}
+}
+
+// TestNextHoldsBackDroppedServers: a backup its primary dropped leaves
+// the group and, while held (a dead server stays registered until its
+// session expires), is not added back as joining; after Hold, or once it
+// registered again, it is.
+func TestNextHoldsBackDroppedServers(t *testing.T) {
+	m, err := InitialMap([]regionmap.Server{srv("rs1"), srv("rs2"), srv("rs3")}, Layout{Regions: 3, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := m.Regions[0]
+	x := r.Backups[0]
+	now := t0.Add(time.Minute)
+	v := View{Map: m, Live: live("rs1", "rs2", "rs3"), Seen: seen("rs1", "rs2", "rs3"), Since: t0, Now: now, Grace: time.Hour,
+		Dropped: map[Join]bool{{r.ID, r.Epoch, x}: true}}
+	if nr := Next(v).Region(r.ID); !slices.Contains(nr.Joining, x) {
+		t.Fatalf("without a hold the dropped %s should join again at once: %+v", x, nr)
+	}
+	v.Suspect, v.Hold = map[string]time.Time{x: now}, 5*time.Second
+	nr := Next(v).Region(r.ID)
+	if slices.Contains(nr.Group(), x) || nr.Epoch <= r.Epoch {
+		t.Fatalf("held %s is in the group: %+v", x, nr)
+	}
+	// The next decision, from the map without x, still holds it back.
+	v.Map, v.Dropped = Next(v), nil
+	if n := Next(v); n != nil {
+		t.Fatalf("held %s was added back: %+v", x, n.Region(r.ID))
+	}
+	v.Now = now.Add(5 * time.Second)
+	if n := Next(v); n == nil || !slices.Contains(n.Region(r.ID).Joining, x) {
+		t.Fatalf("%s not added back after its hold", x)
+	}
+	v.Now, v.Gone = now.Add(time.Second), map[string]time.Time{x: now.Add(500 * time.Millisecond)}
+	if n := Next(v); n == nil || !slices.Contains(n.Region(r.ID).Joining, x) {
+		t.Fatalf("%s registered again after its drop and was not added back", x)
 	}
 }

@@ -83,10 +83,18 @@ func promoted(t *testing.T, m *regionmap.Map, r regionmap.Region) {
 	}
 }
 
+// reportLogs reports log positions for r's backups at r's epoch, the
+// first backup's the highest.
+func reportLogs(f *fakeZK, r regionmap.Region) {
+	for i, b := range r.Backups {
+		f.ReportJoined(coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: b, Log: true, Pos: uint64(len(r.Backups)-i) << 32})
+	}
+}
+
 func TestRunPromotesBackup(t *testing.T) {
 	m := threeWay(t)
 	f := newFake(m, all4...)
-	runFake(t, f, time.Hour)
+	clk := runFake(t, f, time.Hour)
 	wait(t, "leading", leading(f, 1))
 	settle(t, f) // the watches delivered: the servers were seen live
 	settle(t, f)
@@ -94,21 +102,53 @@ func TestRunPromotesBackup(t *testing.T) {
 		t.Fatalf("a healthy cluster's map was rewritten (znode version %d)", v)
 	}
 
+	// The promotion waits for both backups' log positions (up to LogWait)
+	// and takes the most complete log.
 	r := m.Regions[0]
 	f.RemoveServer(r.Primary)
-	wait(t, "a new map", atVersion(f, 1))
-	got, _ := f.Map()
-	if got.Version != m.Version+1 {
-		t.Fatalf("map version %d, want %d", got.Version, m.Version+1)
-	}
-	promoted(t, got, r)
 	settle(t, f)
-	if _, v := f.Map(); v != 1 {
+	clk.Advance(900 * time.Millisecond)
+	f.ReportJoined(coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: r.Backups[0], Log: true, Pos: 2<<32 | 500})
+	settle(t, f)
+	// (the dead server's backup roles went at once)
+	got, v := f.Map()
+	if v > 1 || got.Region(r.ID).Primary != r.Primary {
+		t.Fatalf("promoted before every live backup reported its log position (znode version %d): %+v", v, got.Region(r.ID))
+	}
+	f.ReportJoined(coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: r.Backups[1], Log: true, Pos: 2<<32 | 900})
+	wait(t, "a new map", atVersion(f, 2))
+	got, _ = f.Map()
+	if got.Version != m.Version+2 {
+		t.Fatalf("map version %d, want %d", got.Version, m.Version+2)
+	}
+	if nr := got.Region(r.ID); nr.Primary != r.Backups[1] || nr.Epoch <= r.Epoch {
+		t.Fatalf("region %+v after its primary died: %+v; want %s (the most complete log) promoted", r, nr, r.Backups[1])
+	}
+	settle(t, f)
+	if _, v := f.Map(); v != 2 {
 		t.Fatalf("the map changed again without a cause (znode version %d)", v)
 	}
-	if c := f.Counters(); c.rejected+c.conflicts != 0 || c.forgets != 1 {
+	if c := f.Counters(); c.rejected+c.conflicts != 0 || c.forgets != 2 {
 		t.Fatalf("counters %+v", c)
 	}
+	for j := range f.Joins() {
+		if j.Region == r.ID && j.Epoch == r.Epoch {
+			t.Fatalf("report of the old epoch kept: %+v", j)
+		}
+	}
+
+	// Without reports the promotion happens once LogWait passed.
+	r2 := *got.Region(2)
+	f.RemoveServer(r2.Primary)
+	settle(t, f)
+	got, v = f.Map()
+	if got.Region(r2.ID).Primary != r2.Primary {
+		t.Fatalf("promoted without log positions within LogWait (znode version %d)", v)
+	}
+	clk.Advance(time.Second)
+	wait(t, "the second promotion", func() bool { m, _ := f.Map(); return m.Region(r2.ID).Primary != r2.Primary })
+	got, _ = f.Map()
+	promoted(t, got, r2)
 }
 
 func TestRunGraceForUnseenServers(t *testing.T) {
@@ -145,6 +185,7 @@ func TestRunCampaignsAgainAfterLoss(t *testing.T) {
 	reads := f.Counters().reads
 	r := m.Regions[0]
 	f.RemoveServer(r.Primary)
+	reportLogs(f, r)
 	time.Sleep(20 * time.Millisecond) // 10 Rechecks
 	if c := f.Counters(); c.reads != reads || c.writes != 0 {
 		t.Fatalf("a deposed master went on deciding: %+v", c)
@@ -163,6 +204,7 @@ func TestRunCampaignsAgainAfterLoss(t *testing.T) {
 	})
 	r2 := *got.Region(2)
 	f.RemoveServer(r2.Primary)
+	reportLogs(f, r2)
 	wait(t, "campaigning again", campaigning(f, 3))
 	if _, v := f.Map(); v != 1 {
 		t.Fatalf("a deposed master's write went through (znode version %d)", v)
@@ -230,6 +272,7 @@ func TestRunRetriesConflict(t *testing.T) {
 	})
 	r := m.Regions[2]
 	f.RemoveServer(r.Primary)
+	reportLogs(f, r)
 	wait(t, "the retried write", atVersion(f, 2))
 	got, _ := f.Map()
 	promoted(t, got, r)
@@ -260,5 +303,34 @@ func TestRunWithoutMap(t *testing.T) {
 func TestRunNeedsCoordinator(t *testing.T) {
 	if err := Run(context.Background(), Config{Name: "m"}); err == nil {
 		t.Fatal("Run without a coordinator succeeded")
+	}
+}
+
+// TestRunHoldsBackDroppedServer: a backup its primary reported dropped
+// (here: still registered, as a killed server is until its session
+// expires) leaves the group and joins again only after DropHold.
+func TestRunHoldsBackDroppedServer(t *testing.T) {
+	m, err := InitialMap([]regionmap.Server{srv("rs1"), srv("rs2"), srv("rs3")}, Layout{Regions: 3, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFake(m, "rs1", "rs2", "rs3")
+	clk := runFake(t, f, time.Hour)
+	wait(t, "leading", leading(f, 1))
+	settle(t, f)
+	r := m.Regions[0]
+	x := r.Backups[0]
+	f.ReportJoined(coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: x, Dropped: true})
+	wait(t, "the drop", atVersion(f, 1))
+	settle(t, f)
+	got, v := f.Map()
+	if nr := got.Region(r.ID); v != 1 || slices.Contains(nr.Group(), x) {
+		t.Fatalf("znode version %d, region %+v: want %s out and not back yet", v, nr, x)
+	}
+	clk.Advance(5 * time.Second) // the default DropHold
+	wait(t, "the dropped server joining again", atVersion(f, 2))
+	got, _ = f.Map()
+	if nr := got.Region(r.ID); !slices.Contains(nr.Joining, x) {
+		t.Fatalf("region %+v after the hold: want %s joining", nr, x)
 	}
 }

@@ -16,9 +16,10 @@ var loopNames atomic.Uint64
 
 func TestLoopbackConformance(t *testing.T) {
 	conformance.Run(t, conformance.Env{
-		Transport:  rdma.NewLoopback(),
-		Addr:       func(*testing.T) string { return fmt.Sprintf("loop-%d", loopNames.Add(1)) },
-		DeadWithin: 300 * time.Millisecond,
+		Transport:       rdma.NewLoopback(),
+		Addr:            func(*testing.T) string { return fmt.Sprintf("loop-%d", loopNames.Add(1)) },
+		DeadWithin:      300 * time.Millisecond,
+		ViewHoldsWrites: true,
 	})
 }
 
@@ -32,8 +33,9 @@ func TestShmConformance(t *testing.T) {
 
 func TestTCPConformance(t *testing.T) {
 	conformance.Run(t, conformance.Env{
-		Transport:  &rdma.TCP{DeadAfter: 300 * time.Millisecond},
-		Addr:       func(*testing.T) string { return net.JoinHostPort("127.0.0.1", "0") },
-		DeadWithin: 300 * time.Millisecond,
+		Transport:       &rdma.TCP{DeadAfter: 300 * time.Millisecond},
+		Addr:            func(*testing.T) string { return net.JoinHostPort("127.0.0.1", "0") },
+		DeadWithin:      300 * time.Millisecond,
+		ViewHoldsWrites: true,
 	})
 }

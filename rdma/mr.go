@@ -132,6 +132,20 @@ func (m *MR) Revoke() {
 	m.pins.Unlock() //nolint:staticcheck // waits out copies that pinned the region before the store
 }
 
+// View calls fn with the region's memory while no WRITE of this process
+// copies into it (loopback and tcp copies wait; shm WRITEs come from other
+// processes and are not held). fn must not keep the slice. It returns
+// false, without calling fn, once the region is deregistered.
+func (m *MR) View(fn func(b []byte)) bool {
+	m.pins.Lock()
+	defer m.pins.Unlock()
+	if m.dead.Load() {
+		return false
+	}
+	fn(m.buf)
+	return true
+}
+
 // Deregister revokes the key (later WRITEs fail with ErrAccess) and
 // unmaps the region. Peers that mapped it (shm) keep their mapping, so a
 // WRITE racing with Deregister lands in memory nobody reads.

@@ -52,7 +52,11 @@ func (s *Server) joinCluster() error {
 	wctx, wcancel := context.WithCancel(context.Background())
 	c.cancel = wcancel
 	s.cluster = c
-	c.wg.Add(2)
+	c.wg.Add(3)
+	go func() {
+		defer c.wg.Done()
+		sess.WatchServers(wctx, s.reportLogs)
+	}()
 	go func() {
 		defer c.wg.Done()
 		sess.WatchMap(wctx, func(m *regionmap.Map) {

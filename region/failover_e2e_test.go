@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -213,6 +214,18 @@ func TestE2EFailoverPrimaryKilled(t *testing.T) {
 		}
 		took = append(took, time.Since(killed))
 		t.Logf("round %d: region 1 primary %s at epoch %d, serving again %v after the kill", round, nm.Region(1).Primary, nm.Region(1).Epoch, took[round])
+		// Every live backup reported how much of the log it holds; the
+		// most complete was promoted.
+		promoted, pos := c.promotionPositions(t, 1, nm.Region(1).Epoch)
+		t.Logf("round %d: log positions %v, promoted %s", round, pos, promoted)
+		if promoted != nm.Region(1).Primary || len(pos) != len(r.Backups) {
+			t.Errorf("round %d: promoted %s from positions %v; want one from each backup %v", round, promoted, pos, r.Backups)
+		}
+		for b, p := range pos {
+			if p > pos[promoted] {
+				t.Errorf("round %d: %s promoted with log position %#x, %s had %#x", round, promoted, pos[promoted], b, p)
+			}
+		}
 		time.Sleep(time.Second)
 	}
 	close(stop)
@@ -513,4 +526,32 @@ func TestE2EPrimaryRestartedAsync(t *testing.T) {
 	close(stop)
 	w.verify(t, c.cl)
 	t.Logf("%d keys verified; longest write outage %v", len(w.acked), w.outage)
+}
+
+// promotionPositions returns the log positions the leading master chose
+// from when it failed region id over to epoch (from its log), or nil.
+func (c *managed) promotionPositions(t *testing.T, id, epoch uint64) (promoted string, pos map[string]uint64) {
+	t.Helper()
+	for _, m := range c.masters {
+		for _, line := range strings.Split(m.Output(t), "\n") {
+			i := strings.Index(line, "primary failed over")
+			j := strings.Index(line, "{")
+			if i < 0 || j < i {
+				continue
+			}
+			var e struct {
+				Region    uint64            `json:"region"`
+				Epoch     uint64            `json:"epoch"`
+				Promoted  string            `json:"promoted"`
+				Positions map[string]uint64 `json:"log_positions"`
+			}
+			if err := json.Unmarshal([]byte(line[j:]), &e); err != nil {
+				t.Fatalf("master log line %q: %v", line, err)
+			}
+			if e.Region == id && e.Epoch == epoch {
+				return e.Promoted, e.Positions
+			}
+		}
+	}
+	return "", nil
 }

@@ -37,7 +37,10 @@ type Server struct {
 	replStop  context.CancelFunc
 	replRing  *ring.Server    // serves replication commands (their own workers)
 	promoted  map[uint64]bool // regions promoted in this process whose backups have not rebased yet
-	resumed   map[uint64]bool // hosted regions whose background work runs; under mapMu
+	// logsReported: (region, epoch) whose log position this backup
+	// reported after its primary failed. Under replMu.
+	logsReported map[[2]uint64]bool
+	resumed      map[uint64]bool // hosted regions whose background work runs; under mapMu
 
 	cluster *clusterLink // nil: standalone
 }

@@ -39,6 +39,8 @@ func masterCommand() *cli.Command {
 		Flags: append(zkFlags(),
 			&cli.StringFlag{Name: "name", Value: hostName(), Usage: "this master's name"},
 			&cli.DurationFlag{Name: "grace", Value: 10 * time.Second, Usage: "a new leader's wait for servers of the map it never saw live"},
+			&cli.DurationFlag{Name: "log-wait", Value: time.Second, Usage: "how long a failed primary's promotion waits for its backups' log positions"},
+			&cli.DurationFlag{Name: "drop-hold", Value: 5 * time.Second, Usage: "how long a server dropped from a replication stream gets no new backup role (unless it registers again)"},
 		),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c)
@@ -51,7 +53,8 @@ func masterCommand() *cli.Command {
 				return err
 			}
 			defer sess.Close()
-			return master.Run(c.Context, master.Config{Name: c.String("name"), Session: sess, Grace: c.Duration("grace"), Log: log.Named("master")})
+			return master.Run(c.Context, master.Config{Name: c.String("name"), Session: sess, Grace: c.Duration("grace"),
+				LogWait: c.Duration("log-wait"), DropHold: c.Duration("drop-hold"), Log: log.Named("master")})
 		},
 	}
 }

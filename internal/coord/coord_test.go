@@ -349,16 +349,17 @@ func TestJoins(t *testing.T) {
 	}
 	old, cur1, other := Joined{Region: 1, Epoch: 2, Server: "rs-a"}, Joined{Region: 1, Epoch: 3, Server: "rs-b"}, Joined{Region: 2, Epoch: 1, Server: "rs-c"}
 	drop := Joined{Region: 2, Epoch: 1, Server: "rs-c", Dropped: true} // a drop report is its own entry
-	for _, j := range []Joined{old, cur1, other, cur1, drop} {
+	pos := Joined{Region: 1, Epoch: 2, Server: "rs-c", Log: true, Pos: 7<<32 | 4096}
+	for _, j := range []Joined{old, cur1, other, cur1, drop, pos} {
 		if err := s.ReportJoined(ctx, j); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "three joins and a drop", has(4, old, cur1, other, drop))
+	eventually(t, "three joins, a drop and a log position", has(5, old, cur1, other, drop, pos))
 	if err := s.ForgetJoined(ctx, map[uint64]uint64{1: 3, 2: 1}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the old join forgotten", has(3, cur1, other, drop))
+	eventually(t, "the old join and position forgotten", has(3, cur1, other, drop))
 }
 
 // TestExpiry partitions a session from the server for longer than its
@@ -500,5 +501,26 @@ func TestEnsembleLeaderKill(t *testing.T) {
 	var si ServerInfo
 	if err != nil || json.Unmarshal(data, &si) != nil || si.Name != "rs1" {
 		t.Fatalf("rs1's znode: %q, %v", data, err)
+	}
+}
+
+// TestReportNames: every kind of report survives its znode name, server
+// names with dashes included; malformed names are not reports.
+func TestReportNames(t *testing.T) {
+	for _, j := range []Joined{
+		{Region: 1, Epoch: 2, Server: "rs-a"},
+		{Region: 3, Epoch: 4, Server: "rs-b-2", Dropped: true},
+		{Region: 5, Epoch: 6, Server: "rs-c", Log: true, Pos: 9<<32 | 65536},
+		{Region: 7, Epoch: 8, Server: "x", Log: true},
+	} {
+		got, ok := parseJoined(j.name())
+		if !ok || got != j {
+			t.Errorf("%+v: name %q parsed as %+v, %v", j, j.name(), got, ok)
+		}
+	}
+	for _, bad := range []string{"", "1-2-", "1-x-rs", "drop-1-2", "log-1-2-rs", "log-1-2-x-rs", "log--2-3-rs", "nope"} {
+		if j, ok := parseJoined(bad); ok {
+			t.Errorf("%q parsed as %+v", bad, j)
+		}
 	}
 }

@@ -10,37 +10,54 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// Joined is a primary's report about a backup of a region at Epoch: that
-// the joining backup holds the region's data (its seeding finished), or,
-// with Dropped, that the primary dropped it from its replication stream
-// (it failed a WRITE or a command) and serves no write until the map
-// leaves it out.
+// Joined is a report about a backup of a region at Epoch. From the
+// region's primary: that the joining backup holds the region's data (its
+// seeding finished), or, with Dropped, that the primary dropped it from
+// its replication stream (it failed a WRITE or a command) and serves no
+// write until the map leaves it out. From the backup itself, with Log:
+// how much of the failed primary's log it holds (Pos, ordered as
+// replication.Replica.LogPosition), for the master to promote the most
+// complete one.
 type Joined struct {
 	Region, Epoch uint64
 	Server        string
 	Dropped       bool
+	Log           bool
+	Pos           uint64 // with Log
 }
 
 func (j Joined) name() string {
-	if j.Dropped {
+	switch {
+	case j.Log:
+		return fmt.Sprintf("log-%d-%d-%d-%s", j.Region, j.Epoch, j.Pos, j.Server)
+	case j.Dropped:
 		return fmt.Sprintf("drop-%d-%d-%s", j.Region, j.Epoch, j.Server)
 	}
 	return fmt.Sprintf("%d-%d-%s", j.Region, j.Epoch, j.Server)
 }
 
 func parseJoined(s string) (Joined, bool) {
-	dropped := strings.HasPrefix(s, "drop-")
-	s = strings.TrimPrefix(s, "drop-")
-	parts := strings.SplitN(s, "-", 3)
-	if len(parts) != 3 {
+	var j Joined
+	n := 3
+	switch {
+	case strings.HasPrefix(s, "drop-"):
+		j.Dropped, s = true, strings.TrimPrefix(s, "drop-")
+	case strings.HasPrefix(s, "log-"):
+		j.Log, s, n = true, strings.TrimPrefix(s, "log-"), 4
+	}
+	parts := strings.SplitN(s, "-", n)
+	if len(parts) != n || parts[n-1] == "" {
 		return Joined{}, false
 	}
-	r, err1 := strconv.ParseUint(parts[0], 10, 64)
-	e, err2 := strconv.ParseUint(parts[1], 10, 64)
-	if err1 != nil || err2 != nil || parts[2] == "" {
-		return Joined{}, false
+	var err error
+	nums := []*uint64{&j.Region, &j.Epoch, &j.Pos}
+	for i := range n - 1 {
+		if *nums[i], err = strconv.ParseUint(parts[i], 10, 64); err != nil {
+			return Joined{}, false
+		}
 	}
-	return Joined{Region: r, Epoch: e, Server: parts[2], Dropped: dropped}, true
+	j.Server = parts[n-1]
+	return j, true
 }
 
 // ReportJoined records j (idempotent).

@@ -50,8 +50,19 @@ func Binary(t testing.TB) string {
 // Proc is a running tebis process.
 type Proc struct {
 	Cmd  *exec.Cmd
+	log  string // the file holding its output
 	done chan struct{}
 	err  error
+}
+
+// Output returns what the process printed so far.
+func (p *Proc) Output(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // Start runs `tebis ARGS...` with its output in the test log's files.
@@ -66,7 +77,7 @@ func Start(t testing.TB, args ...string) *Proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &Proc{Cmd: cmd, done: make(chan struct{})}
+	p := &Proc{Cmd: cmd, log: logf.Name(), done: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		p.Kill()

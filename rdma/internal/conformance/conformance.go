@@ -24,6 +24,9 @@ type Env struct {
 	Addr      func(t *testing.T) string
 	// DeadWithin bounds how long peer death may take to show.
 	DeadWithin time.Duration
+	// ViewHoldsWrites: the transport's WRITEs copy in this process, so
+	// MR.View excludes them (loopback, tcp; not shm).
+	ViewHoldsWrites bool
 }
 
 // Run runs the suite.
@@ -44,6 +47,7 @@ func Run(t *testing.T, env Env) {
 		{"ManyQPs", testManyQPs},
 		{"DeregisterDuringWrites", testDeregisterDuringWrites},
 		{"LongStream", testLongStream},
+		{"View", testView},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, env) })
@@ -534,5 +538,77 @@ func testLongStream(t *testing.T, env Env) {
 	}
 	if p.a.Err() != nil || p.b.Err() != nil {
 		t.Fatalf("QP broke during a stream: %v / %v", p.a.Err(), p.b.Err())
+	}
+}
+
+// testView: MR.View shows completed WRITEs and, where the transport's
+// copies run in this process, never a WRITE half copied (every snapshot
+// holds one WRITE's byte throughout); after Deregister it calls nothing.
+func testView(t *testing.T, env Env) {
+	const size = 64 << 10
+	p := connect(t, env, size, size)
+	r := p.a.PeerRegions()[0]
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			b := p.amr.Bytes()
+			for j := range b {
+				b[j] = byte(i)
+			}
+			if err := p.a.PostWrite(rdma.WriteWR{ID: uint64(i), Local: p.amr, Len: size, Remote: r, Signaled: true}); err != nil {
+				done <- err
+				return
+			}
+			c := wait(t, p.acq, 10*time.Second)
+			if c.Err != nil {
+				done <- c.Err
+				return
+			}
+		}
+	}()
+	deadline := time.Now().Add(300 * time.Millisecond)
+	views := 0
+	for time.Now().Before(deadline) {
+		ok := p.bmr.View(func(b []byte) {
+			views++
+			if !env.ViewHoldsWrites {
+				return
+			}
+			for j := range b {
+				if b[j] != b[0] {
+					t.Errorf("view %d: byte %d is %d, byte 0 is %d: a WRITE was copying", views, j, b[j], b[0])
+					return
+				}
+			}
+		})
+		if !ok {
+			t.Fatal("View refused a registered region")
+		}
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	copy(p.amr.Bytes(), "last")
+	if err := write(t, p, 0, 0, 4, r, 0); err != nil {
+		t.Fatal(err)
+	}
+	p.bmr.View(func(b []byte) {
+		if string(b[:4]) != "last" {
+			t.Errorf("view after a completed WRITE holds %q", b[:4])
+		}
+	})
+	if err := p.bmr.Deregister(); err != nil {
+		t.Fatal(err)
+	}
+	if p.bmr.View(func([]byte) { t.Error("View called fn on a deregistered region") }) {
+		t.Error("View returned true on a deregistered region")
 	}
 }

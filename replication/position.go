@@ -1,0 +1,30 @@
+package replication
+
+import "github.com/tebis-go/tebis/engine"
+
+// LogPosition orders backups of one primary by how much of its log their
+// buffers hold: the newest buffer half's position in the primary's log
+// (its tail marker's index) in the high 32 bits, the end of its verified
+// records in the low ones; 0 when no half names this region. Backups
+// that mirror the same primary at the same epoch compare directly; the
+// master promotes the highest (docs/failover.md).
+//
+// It reads the buffer: no WRITE may copy into it meanwhile from this
+// process (hold the buffer with rdma.MR.View, or revoke it); a WRITE from
+// another process only makes the position a lower bound.
+func (r *Replica) LogPosition() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id := r.region.Desc().ID
+	var pos uint64
+	for h := range 2 {
+		img := r.buf[int64(h)*r.segSize : int64(h+1)*r.segSize]
+		m, ok := decodeMarker(img)
+		if !ok || m.Region != id {
+			continue
+		}
+		end := max(engine.TailEnd(img, m.Seq), 0)
+		pos = max(pos, m.Index<<32|uint64(end)&(1<<32-1))
+	}
+	return pos
+}
