@@ -37,7 +37,7 @@ type Config struct {
 	// dead with its session not expired yet). Default 5 s.
 	DropHold time.Duration
 	Log      *zap.Logger
-	Now     func() time.Time // default time.Now
+	Now      func() time.Time // default time.Now
 }
 
 // Run campaigns and, while leading, keeps the region map true, until ctx
