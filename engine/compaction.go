@@ -246,6 +246,7 @@ func (l *levelDesc) info(n int) LevelInfo {
 	li := LevelInfo{Level: n, Root: l.root, Height: l.height, Pairs: l.pairs, KVBytes: l.kvBytes, Nodes: l.nodes}
 	for _, s := range l.segs {
 		li.Segments = append(li.Segments, s.seg)
+		li.Seqs = append(li.Seqs, s.seq)
 	}
 	return li
 }

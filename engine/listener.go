@@ -91,6 +91,11 @@ type LevelInfo struct {
 	KVBytes  int64
 	Nodes    int64
 	Segments []uint64
+	// Seqs are the segments' allocation sequences (Segments[i] was
+	// allocated as Seqs[i]): with Segments, they tell a level apart from
+	// any other the region had, also one of the same shape in reused
+	// segments.
+	Seqs []uint64
 }
 
 // Replicator makes a region's writes wait for replication: a write is

@@ -98,6 +98,11 @@ func (r *Region) ReadIndexSegment(seg uint64) ([]byte, error) {
 	r.mu.RLock()
 	ver := r.cur
 	r.mu.RUnlock()
+	return r.readIndexSegment(ver, seg)
+}
+
+// readIndexSegment is ReadIndexSegment in version ver's levels.
+func (r *Region) readIndexSegment(ver *version, seg uint64) ([]byte, error) {
 	var ref segRef
 	for _, ld := range ver.levels {
 		if ld == nil {

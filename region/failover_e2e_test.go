@@ -85,7 +85,8 @@ func (c *managed) startMaster(t *testing.T) {
 
 // ackedWriter puts key k<w>... values in sequence, retrying an
 // unacknowledged put until it is acknowledged; it records the last
-// acknowledged value per key and the longest write outage.
+// acknowledged value per key and the longest write outage (from a put's
+// first attempt to its acknowledgement).
 type ackedWriter struct {
 	mu      sync.Mutex
 	acked   map[string]string
@@ -103,7 +104,7 @@ func runWriters(t *testing.T, cl *client.Client, stop <-chan struct{}, keys []st
 			defer wg.Done()
 			for seq := 0; ; seq++ {
 				v := fmt.Sprintf("w%d.%d", i, seq)
-				var failedAt time.Time
+				start := time.Now()
 				for {
 					select {
 					case <-stop:
@@ -123,16 +124,11 @@ func runWriters(t *testing.T, cl *client.Client, stop <-chan struct{}, keys []st
 						t.Errorf("put %s: %v", k, err)
 						return
 					}
-					if failedAt.IsZero() {
-						failedAt = time.Now()
-					}
 					time.Sleep(10 * time.Millisecond)
 				}
 				w.mu.Lock()
 				w.acked[k] = v
-				if !failedAt.IsZero() {
-					w.outage = max(w.outage, time.Since(failedAt))
-				}
+				w.outage = max(w.outage, time.Since(start))
 				w.mu.Unlock()
 			}
 		}()

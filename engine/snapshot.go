@@ -1,0 +1,113 @@
+package engine
+
+import "fmt"
+
+// Snapshot is a consistent view of a primary region taken while it
+// serves: its levels, its log and its recovery point as of one instant,
+// readable until Release even if compactions replace the levels and GC
+// frees the log segments meanwhile (their segments are not reused until
+// Release). It is what seeding a new backup reads while the region keeps
+// serving. A Snapshot is used by one goroutine; Release it promptly: it
+// holds back the reuse of every segment freed after it.
+type Snapshot struct {
+	r      *Region
+	ver    *version
+	Logs   []LogSegment // the region's log, oldest first (End 0: the tail or a prepared segment)
+	Levels []LevelInfo
+	RP     LogPoint // the recovery point (where replay starts)
+	// Tail is the log tail's segment, records' seed and bytes written;
+	// TailImage holds its bytes up to the recovery point when the
+	// recovery point is in the tail (nil otherwise).
+	Tail      LogTail
+	TailImage []byte
+	released  bool
+}
+
+// Snapshot takes a snapshot of a primary region.
+func (r *Region) Snapshot() (*Snapshot, error) {
+	if r.backup {
+		return nil, r.roleErr()
+	}
+	if r.isClosed() {
+		return nil, ErrClosed
+	}
+	// Under metaMu no level is installed and no log segment freed: the
+	// version, the recovery point and the log list agree.
+	r.metaMu.Lock()
+	defer r.metaMu.Unlock()
+	r.mu.RLock()
+	ver, rp := r.cur, r.rp
+	ver.refs.Add(1)
+	r.mu.RUnlock()
+	s := &Snapshot{r: r, ver: ver}
+	for n := 1; n < len(ver.levels); n++ {
+		if l := ver.levels[n]; l != nil {
+			s.Levels = append(s.Levels, l.info(n))
+		} else {
+			s.Levels = append(s.Levels, LevelInfo{Level: n})
+		}
+	}
+	// The log list, the recovery point's segment and the tail at one
+	// instant (the tail may be sealed since rp was read: then it is in
+	// the list, sealed).
+	idx, off := rp>>r.v.g.shift, int64(rp&(uint64(r.v.g.segSize)-1))
+	l := r.log
+	l.mu.Lock()
+	for _, ls := range l.segs {
+		s.Logs = append(s.Logs, LogSegment{Segment: ls.seg, Seq: ls.recordSeq(), Primary: ls.primary, End: ls.end})
+		if ls.idx == idx {
+			s.RP = LogPoint{Segment: ls.seg, Offset: off}
+		}
+	}
+	s.Tail = LogTail{Segment: l.tail.seg, Seq: l.tail.seq, Index: l.tail.idx, Offset: l.off}
+	if s.RP.Segment == l.tail.seg {
+		s.TailImage = append([]byte(nil), l.buf[:off]...)
+	}
+	l.mu.Unlock()
+	if s.RP.Segment == 0 {
+		r.release(ver)
+		return nil, fmt.Errorf("%w: region %d: recovery point in log index %d, which the log no longer has", ErrCorrupt, r.desc.ID, idx)
+	}
+	return s, nil
+}
+
+// ReadLog is Region.ReadLog for the snapshot's sealed log segments, also
+// those freed since it was taken.
+func (s *Snapshot) ReadLog(seg, seq uint64, from, to int64) ([]byte, error) {
+	r := s.r
+	if s.released {
+		return nil, fmt.Errorf("%w: snapshot released", ErrClosed)
+	}
+	if r.isClosed() {
+		return nil, ErrClosed
+	}
+	l := r.log
+	l.mu.Lock()
+	ls := l.bySeg[seg] // kept until the snapshot's version is released
+	ok := ls != nil && ls.recordSeq() == seq && ls.end != 0 && from >= segHeaderSize && to <= ls.end && from <= to
+	l.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: log segment %d (seq %d) bytes %d..%d", ErrBadOptions, seg, seq, from, to)
+	}
+	b := make([]byte, to-from)
+	if err := r.v.readAt(b, r.v.g.fileOff(seg)+from, IOLog); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// ReadIndexSegment is Region.ReadIndexSegment in the snapshot's levels.
+func (s *Snapshot) ReadIndexSegment(seg uint64) ([]byte, error) {
+	if s.released {
+		return nil, fmt.Errorf("%w: snapshot released", ErrClosed)
+	}
+	return s.r.readIndexSegment(s.ver, seg)
+}
+
+// Release lets the region reuse what the snapshot held. Idempotent.
+func (s *Snapshot) Release() {
+	if !s.released {
+		s.released = true
+		s.r.release(s.ver)
+	}
+}
