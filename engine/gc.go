@@ -233,6 +233,13 @@ func (r *Region) freeLogSegsLocked(dead []*logSeg) error {
 		segs[i] = ls.seg
 		delete(r.gcDone, ls.seq)
 	}
+	// Reported before the segments can be reused (installLocked may free
+	// them at once): a replica must learn of the free before any later use
+	// of the same segment number (a new log segment's flush), or it would
+	// apply the free to the new segment.
+	for _, ls := range dead {
+		r.listener.LogFreed(LogFree{Region: r.desc.ID, Segment: ls.seg})
+	}
 	r.mu.Lock()
 	r.installLocked(r.cur.with(0, nil), func() {
 		l.mu.Lock()
@@ -244,9 +251,6 @@ func (r *Region) freeLogSegsLocked(dead []*logSeg) error {
 	})
 	r.mu.Unlock()
 	r.v.ctr.gcFreed.Add(uint64(len(dead)))
-	for _, ls := range dead {
-		r.listener.LogFreed(LogFree{Region: r.desc.ID, Segment: ls.seg})
-	}
 	return nil
 }
 
@@ -320,7 +324,12 @@ func (l *vlog) liveSegs() map[uint64]bool {
 	defer l.mu.Unlock()
 	m := make(map[uint64]bool, len(l.segs))
 	for _, s := range l.segs {
-		m[s.seg] = true
+		// Not the prepared segment: no record is in it yet, so a pointer
+		// into its number is a stale one into a freed segment it reuses,
+		// which no replica can translate (it has not mapped it yet).
+		if s != l.next {
+			m[s.seg] = true
+		}
 	}
 	return m
 }

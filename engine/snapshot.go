@@ -96,12 +96,50 @@ func (s *Snapshot) ReadLog(seg, seq uint64, from, to int64) ([]byte, error) {
 	return b, nil
 }
 
-// ReadIndexSegment is Region.ReadIndexSegment in the snapshot's levels.
+// ReadIndexSegment is Region.ReadIndexSegment in the snapshot's levels,
+// with every leaf value pointer into a log segment the snapshot's log no
+// longer has (GC relocated what was live in it; newer data shadows the
+// entry) written as a dead pointer, as compactions write them: a backup
+// seeded with it holds only the log segments the snapshot lists.
 func (s *Snapshot) ReadIndexSegment(seg uint64) ([]byte, error) {
 	if s.released {
 		return nil, fmt.Errorf("%w: snapshot released", ErrClosed)
 	}
-	return s.r.readIndexSegment(s.ver, seg)
+	data, err := s.r.readIndexSegment(s.ver, seg)
+	if err != nil {
+		return nil, err
+	}
+	var seq uint64
+	for _, li := range s.Levels {
+		for i, x := range li.Segments {
+			if x == seg {
+				seq = li.Seqs[i]
+			}
+		}
+	}
+	// What a backup seeded from the snapshot maps: the sealed segments,
+	// and the tail when the recovery point is in it. A level entry (older
+	// than the recovery point) pointing anywhere else is stale.
+	live := make(map[uint64]bool, len(s.Logs))
+	for _, ls := range s.Logs {
+		if ls.End != 0 {
+			live[ls.Segment] = true
+		}
+	}
+	if s.TailImage != nil {
+		live[s.Tail.Segment] = true
+	}
+	g := s.r.v.g
+	dead := func(p uint64, value bool) (uint64, error) {
+		if value && g.seg(p) != 0 && !live[g.seg(p)] {
+			return g.ptr(0, g.off(p)), nil
+		}
+		return p, nil
+	}
+	if _, err := s.r.v.RewriteIndexSegment(data, seg, seq, dead); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 // Release lets the region reuse what the snapshot held. Idempotent.

@@ -89,7 +89,7 @@ func (s *Server) reportJoins(r regionmap.Region, p *primaryRepl) {
 		return
 	}
 	for _, name := range r.Joining {
-		if p.mirror.IsDropped(name) {
+		if p.mirror == nil || p.mirror.IsDropped(name) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -147,7 +147,7 @@ func (s *Server) reportDrops() {
 	var drops []drop
 	for id, p := range s.primaries {
 		r := st.m.Region(id)
-		if r == nil || r.Epoch != p.epoch {
+		if r == nil || r.Epoch != p.epoch || p.mirror == nil {
 			continue
 		}
 		for name := range p.mirror.Dropped() {

@@ -60,6 +60,7 @@ func startManagedL0(t *testing.T, n int, l0 string, extra ...string) *managed {
 		args := append([]string{"--segment-size", "64KiB", "--l0-pairs", l0, "--growth-factor", "2",
 			"--zookeeper", c.zk.Addr(), "--zk-session-timeout", zkSession(), "--replication-connect", "3s"}, extra...)
 		s := newServer(t, name, args...)
+		s.args[1] = "info" // tests read what the servers did from their logs
 		s.start(t)
 		c.servers[name] = s
 	}
@@ -312,6 +313,22 @@ func TestE2EBackupKilledReseeded(t *testing.T) {
 	close(stop)
 	w.verify(t, c.cl)
 	t.Logf("longest write outage while a backup died and was replaced: %v", w.outage)
+	// Each new backup was copied while its region served, then attached
+	// with only what changed (no whole seed with writes held).
+	for _, r := range m.Regions {
+		out := c.servers[r.Primary].p.Output(t)
+		for _, b := range r.Backups {
+			if slices.Contains(m0.Region(r.ID).Backups, b) {
+				continue
+			}
+			if !strings.Contains(out, "joining backup pre-seeded while the region served") {
+				t.Errorf("region %d: primary %s did not pre-seed %s", r.ID, r.Primary, b)
+			}
+			if strings.Contains(out, "backup out of sync: seeding it") {
+				t.Errorf("region %d: primary %s seeded a backup whole at attach", r.ID, r.Primary)
+			}
+		}
+	}
 	// Stop the master (the map stays), then the servers in an order where
 	// each new backup is still up when its primary stops and flushes its
 	// tail to it.

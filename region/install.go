@@ -165,50 +165,57 @@ func (s *Server) attachLocked() error {
 		return cmp.Compare(a, b)
 	})
 	for _, id := range ids {
-		r := st.m.Region(id)
-		er := st.hosted[id]
-		var release func()
-		if s.resumed[id] {
-			// A serving region (its group changed, or its attach is
-			// retried): make it still and end the old stream.
-			var err error
-			if release, err = er.Quiesce(); err != nil {
-				still[id] = true
-				errs = append(errs, fmt.Errorf("region: quiesce region %d: %w", id, err))
-				continue
-			}
-			s.retire(id)
-		}
-		if len(r.Group()) == 0 {
-			// The master left it without backups: it serves alone.
-			if release != nil {
-				release()
-			}
-			er.Resume()
-			s.resumed[id] = true
-			s.log.Warn("region has no backups left: serving without replication", zap.Uint64("region", id), zap.Uint64("epoch", r.Epoch))
-			continue
-		}
-		p, err := s.attach(st.m, *r, er)
-		if release != nil {
-			release()
-		}
-		if err != nil {
+		if err := s.attachOne(st, id); err != nil {
 			still[id] = true
-			errs = append(errs, fmt.Errorf("region: attach replication of region %d: %w", id, err))
-			continue
+			errs = append(errs, err)
 		}
-		s.replMu.Lock()
-		s.primaries[id] = p
-		s.replMu.Unlock()
-		er.Resume()
-		s.resumed[id] = true
-		s.reportJoins(*r, p)
 	}
 	next := *st
 	next.attaching = still
 	s.state.Store(&next)
 	return errors.Join(errs...)
+}
+
+// attachOne attaches region id of st (hosted there). A serving region is
+// quiesced and its old stream retired first. Called with mapMu held.
+func (s *Server) attachOne(st *routing, id uint64) error {
+	r := st.m.Region(id)
+	er := st.hosted[id]
+	var release func()
+	if s.resumed[id] {
+		// A serving region (its group changed, or its attach is retried):
+		// make it still and end the old stream.
+		var err error
+		if release, err = er.Quiesce(); err != nil {
+			return fmt.Errorf("region: quiesce region %d: %w", id, err)
+		}
+		s.retire(id)
+	}
+	if len(r.Group()) == 0 {
+		// The master left it without backups: it serves alone.
+		if release != nil {
+			release()
+		}
+		er.Resume()
+		s.resumed[id] = true
+		s.log.Warn("region has no backups left: serving without replication", zap.Uint64("region", id), zap.Uint64("epoch", r.Epoch))
+		return nil
+	}
+	p, err := s.attach(st.m, *r, er)
+	if release != nil {
+		release()
+	}
+	if err != nil {
+		return fmt.Errorf("region: attach replication of region %d: %w", id, err)
+	}
+	s.replMu.Lock()
+	s.primaries[id] = p
+	s.replMu.Unlock()
+	er.Resume()
+	s.resumed[id] = true
+	s.reportJoins(*r, p)
+	s.startPreSeeds(*r, p, er)
+	return nil
 }
 
 // reattach retries, every second, the regions whose replication could not

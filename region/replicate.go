@@ -53,9 +53,16 @@ type primaryRepl struct {
 	qps     []rdma.QP
 	group   []string // the map's backups (joining included) it was attached for
 	epoch   uint64   // the region's epoch it was attached at
+	// pending are joining backups left out of the stream until they are
+	// pre-seeded (preseed.go); with every backup pending the region
+	// serves alone: shipper and mirror are nil.
+	pending []string
 }
 
 func (p *primaryRepl) close() {
+	if p.shipper == nil {
+		return
+	}
 	p.shipper.Close()
 	p.mirror.Close()
 	for _, qp := range p.qps {
@@ -288,13 +295,18 @@ func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region)
 	links := map[string]replication.Link{}
 	p := &primaryRepl{group: r.Group(), epoch: r.Epoch}
 	hello := replication.Hello{Region: r.ID, Epoch: r.Epoch, SegSize: s.vol.SegmentSize()}.Encode()
+	pre := s.preseedsOf(m, r)
 	for _, name := range r.Group() {
+		joining := slices.Contains(r.Joining, name)
+		if joining && pre != nil && pre[name] == nil {
+			p.pending = append(p.pending, name) // pre-seeded while the region serves, then attached
+			continue
+		}
 		srv, _ := m.Server(name)
 		tr, addr, err := s.replTransport(srv)
 		if err != nil {
 			return nil, err
 		}
-		joining := slices.Contains(r.Joining, name)
 		dctx, dcancel := ctx, context.CancelFunc(func() {})
 		if joining {
 			// It holds nothing yet: not worth holding the region for.
@@ -345,6 +357,11 @@ func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region)
 		backups = append(backups, replication.Backup{Name: name, QP: qp, Buffer: qp.PeerRegions()[0]})
 		links[name] = &ringLink{c: rc, region: r.ID, epoch: r.Epoch}
 	}
+	if len(backups) == 0 && len(p.pending) == len(r.Group()) {
+		// Only joining backups, none pre-seeded yet: nothing to wait for.
+		s.log.Info("region serves alone until its joining backups are pre-seeded", zap.Uint64("region", r.ID), zap.Strings("joining", p.pending))
+		return p, nil
+	}
 	if len(backups) == 0 && len(r.Group()) > 0 {
 		// Acknowledging writes no backup of the map holds would lose them
 		// in a failover: wait until one answers (or the map changes).
@@ -363,7 +380,7 @@ func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region)
 	}
 	p.shipper, err = replication.NewShipper(replication.ShipperConfig{Region: er, Epoch: r.Epoch, Mode: s.replMode(m),
 		SegSize: s.vol.SegmentSize(), Mirror: p.mirror, Links: links, Credits: s.cfg.ReplicationCredits, Log: s.log.Named("replication"),
-		Rebase: s.takeRebase(r.ID, er), OnDrop: onDrop, Strict: s.cluster != nil})
+		Rebase: s.takeRebase(r.ID, er), OnDrop: onDrop, Strict: s.cluster != nil, Preseeded: pre})
 	if err != nil {
 		p.mirror.Close()
 		return nil, err
@@ -387,6 +404,9 @@ func (s *Server) flushPrimaries() {
 			if err := er.WaitIdle(); err != nil {
 				s.log.Warn("region did not settle before stop", zap.Uint64("region", id), zap.Error(err))
 			}
+		}
+		if p.shipper == nil {
+			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := p.shipper.Flush(ctx); errors.Is(err, replication.ErrNoBackups) {

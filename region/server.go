@@ -15,6 +15,7 @@ import (
 	"github.com/tebis-go/tebis/rdma"
 	"github.com/tebis-go/tebis/rdma/ring"
 	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/replication"
 	"github.com/tebis-go/tebis/region/wire"
 )
 
@@ -41,6 +42,13 @@ type Server struct {
 	// reported after its primary failed. Under replMu.
 	logsReported map[[2]uint64]bool
 	resumed      map[uint64]bool // hosted regions whose background work runs; under mapMu
+	// Pre-seeds of joining backups (preseed.go): running, and done (until
+	// attached). Under replMu. bg tracks their goroutines; bgCtx ends
+	// them at Close.
+	preseeding map[preKey]bool
+	preseeds   map[preKey]*replication.Preseeded
+	bg         sync.WaitGroup
+	bgCtx      context.Context
 
 	cluster *clusterLink // nil: standalone
 }
@@ -85,6 +93,7 @@ func Start(cfg Config, log *zap.Logger) (*Server, error) {
 		Spinners: 1, Workers: 4, SpinTime: time.Duration(cfg.SpinTime), Log: log.Named("replication-ring")})
 	var ctx context.Context
 	ctx, s.replStop = context.WithCancel(context.Background())
+	s.bgCtx = ctx
 	go s.drainReplCQ(ctx)
 	var m *regionmap.Map
 	if cfg.Zookeeper != "" {
@@ -215,6 +224,7 @@ func (s *Server) Close() error {
 	}
 	s.mapMu.Lock()   // an install or attach in progress ends first (later ones see closed)
 	s.mapMu.Unlock() //nolint:staticcheck // a barrier
+	s.bg.Wait()      // pre-seeds (their context ended with replStop)
 	s.flushPrimaries()
 	s.leaveCluster()
 	s.replRing.Close()

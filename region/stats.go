@@ -23,6 +23,9 @@ func (s *Server) Stats() ServerStats {
 	s.replMu.Lock()
 	defer s.replMu.Unlock()
 	for id, p := range s.primaries {
+		if p.shipper == nil {
+			continue
+		}
 		st.ReplNet += p.shipper.NetBytes()
 		for b := range p.shipper.Dropped() {
 			st.Dropped = append(st.Dropped, b+" (region "+itoa(id)+")")

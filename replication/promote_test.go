@@ -174,7 +174,7 @@ func (g *replGroup) follow(np *engine.Region, epoch uint64, reps []*Replica, reb
 		if err := rep.SetBuffer(ends[i].buf.Bytes()); err != nil {
 			t.Fatal(err)
 		}
-		links[bs[i].Name] = &LocalLink{Replica: rep}
+		links[bs[i].Name] = &LocalLink{Replica: rep, Fail: g.linkFail[i]}
 	}
 	tail, err := np.LogTail()
 	if err != nil {
@@ -186,7 +186,7 @@ func (g *replGroup) follow(np *engine.Region, epoch uint64, reps []*Replica, reb
 	}
 	t.Cleanup(func() { m.Close() })
 	sh, err := NewShipper(ShipperConfig{Region: np, Epoch: epoch, Mode: SendIndex, SegSize: mirrorSeg, Mirror: m,
-		Links: links, Credits: 2, Rebase: rebase, Log: zaptest.NewLogger(t), Strict: g.strict, OnDrop: g.onDrop})
+		Links: links, Credits: 2, Rebase: rebase, Log: zaptest.NewLogger(t), Strict: g.strict, OnDrop: g.onDrop, Preseeded: g.preseeded})
 	if err != nil {
 		t.Fatal(err)
 	}

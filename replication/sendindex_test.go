@@ -34,6 +34,10 @@ type replGroup struct {
 	shipper *Shipper
 	strict  bool                         // follow: a strict shipper
 	onDrop  func(name string, err error) // follow: its OnDrop
+	// follow: backups pre-seeded (by name, "b<i>"), and faults (or
+	// counters) on backup i's link
+	preseeded map[string]*Preseeded
+	linkFail  map[int]func(*Command) error
 }
 
 func replOpts(fs vfs.FS, l0 int) func(string) engine.Options {

@@ -47,7 +47,11 @@ type ShipperConfig struct {
 	// acknowledged write, so a managed cluster's master first redoes the
 	// group. Flushes still reach the backups left.
 	Strict bool
-	Log    *zap.Logger
+	// Preseeded names the backups PreSeed copied the region to while it
+	// served: failing the check, they get only what changed since (a
+	// full seed if that fails too).
+	Preseeded map[string]*Preseeded
+	Log       *zap.Logger
 }
 
 // Shipper is the primary side of one region's replication: it is the
@@ -131,7 +135,9 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 	}
 	for name, l := range cfg.Links {
 		b := &sender{name: name, link: l}
+		s.mu.Lock() // a mirror drop may look at the backups meanwhile
 		s.backups = append(s.backups, b)
+		s.mu.Unlock()
 		if check != nil {
 			// Checked before anything else, while the region is still
 			// (no writes, no compaction, no GC): a backup that only lost
@@ -139,6 +145,14 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 			// first; one that missed more (or a new one) is seeded; one
 			// that cannot be reached or seeded is dropped.
 			catch, err := s.checkBackup(l, check, true)
+			if pre := cfg.Preseeded[name]; err != nil && pre != nil {
+				if err = s.seedDelta(l, check.Region, check.Epoch, pre); err == nil {
+					catch, err = s.checkBackup(l, check, false)
+				}
+				if err != nil {
+					cfg.Log.Warn("pre-seeded backup not brought up to date: seeding it whole", zap.Uint64("region", check.Region), zap.String("backup", name), zap.Error(err))
+				}
+			}
 			if err != nil {
 				cfg.Log.Info("backup out of sync: seeding it", zap.Uint64("region", check.Region), zap.String("backup", name), zap.Error(err))
 				catch = nil
@@ -147,13 +161,17 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 				}
 			}
 			if err != nil {
+				s.mu.Lock()
 				b.dead = true
+				s.mu.Unlock()
 				err = fmt.Errorf("replication: backup %s: %w", name, err)
 				cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", check.Region), zap.String("backup", name), zap.Error(err))
 				cfg.Mirror.Drop(name, err)
 				continue
 			}
+			s.mu.Lock()
 			b.queue = catch
+			s.mu.Unlock()
 		}
 		s.wg.Add(1)
 		go s.run(b)

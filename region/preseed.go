@@ -1,0 +1,158 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/replication"
+)
+
+// Joining backups are seeded while their region serves (docs/failover.md):
+// the attach that first names one leaves it out of the stream (pending);
+// a goroutine copies the region to it from a snapshot
+// (replication.PreSeed), then the region is quiesced and attached again
+// with it, which ships only what changed since (the delta), and the join
+// is reported. Writes are held only for that last attach.
+
+// preKey names a pre-seed: a region and its joining backup.
+type preKey struct {
+	region uint64
+	name   string
+}
+
+// preseedsOf returns the pre-seeds done for r's joining backups, or nil
+// when joining backups of m are seeded at attach instead (a static map, or
+// Build-Index, which is never seeded).
+func (s *Server) preseedsOf(m *regionmap.Map, r regionmap.Region) map[string]*replication.Preseeded {
+	if s.cluster == nil || s.replMode(m) != replication.SendIndex {
+		return nil
+	}
+	s.replMu.Lock()
+	defer s.replMu.Unlock()
+	out := map[string]*replication.Preseeded{}
+	for _, name := range r.Joining {
+		if pre := s.preseeds[preKey{r.ID, name}]; pre != nil {
+			out[name] = pre
+		}
+	}
+	return out
+}
+
+// startPreSeeds starts pre-seeding p's pending backups (those not being
+// pre-seeded already). Called with mapMu held, after the attach.
+func (s *Server) startPreSeeds(r regionmap.Region, p *primaryRepl, er *engine.Region) {
+	s.replMu.Lock()
+	defer s.replMu.Unlock()
+	// Results for backups no longer joining are of no use.
+	for k := range s.preseeds {
+		if k.region == r.ID && !slices.Contains(r.Joining, k.name) {
+			delete(s.preseeds, k)
+		}
+	}
+	for _, name := range p.pending {
+		k := preKey{r.ID, name}
+		if s.preseeding[k] {
+			continue
+		}
+		if s.preseeding == nil {
+			s.preseeding, s.preseeds = map[preKey]bool{}, map[preKey]*replication.Preseeded{}
+		}
+		s.preseeding[k] = true
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			s.preSeed(r, name, er)
+		}()
+	}
+}
+
+// preSeed copies region r to its joining backup name while the region
+// serves, then attaches the backup (a short quiesce). A backup that cannot
+// be reached or copied is reported dropped (the master takes it out).
+func (s *Server) preSeed(r regionmap.Region, name string, er *engine.Region) {
+	k := preKey{r.ID, name}
+	defer func() {
+		s.replMu.Lock()
+		delete(s.preseeding, k)
+		s.replMu.Unlock()
+	}()
+	start := time.Now()
+	pre, err := s.copyTo(r, name, er)
+	if err != nil {
+		if s.closed.Load() {
+			return
+		}
+		s.log.Warn("pre-seeding a joining backup failed: reported dropped", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))
+		s.reportDropped(r, name)
+		return
+	}
+	s.replMu.Lock()
+	s.preseeds[k] = pre
+	s.replMu.Unlock()
+	s.log.Info("joining backup pre-seeded while the region served", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Duration("took", time.Since(start)))
+	s.attachPreseeded(r.ID, r.Epoch)
+}
+
+// copyTo runs replication.PreSeed to backup name, waiting (up to
+// ReplicationConnect) for it to be reachable and to hold the region.
+func (s *Server) copyTo(r regionmap.Region, name string, er *engine.Region) (*replication.Preseeded, error) {
+	m := s.state.Load().m
+	srv, ok := m.Server(name)
+	if !ok {
+		return nil, errors.New("region: joining backup not in the map")
+	}
+	tr, addr, err := s.replTransport(srv)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(time.Duration(s.cfg.ReplicationConnect))
+	for {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		rc, err := s.peer(ctx, tr, addr)
+		cancel()
+		if err == nil {
+			link := &ringLink{c: rc, region: r.ID, epoch: r.Epoch}
+			pre, err := replication.PreSeed(s.bgCtx, er, link, r.Epoch, 30*time.Second, s.log.Named("replication"))
+			if err == nil {
+				return pre, nil
+			}
+			if time.Now().After(deadline) || s.closed.Load() {
+				return nil, err
+			}
+		} else if time.Now().After(deadline) || s.closed.Load() {
+			return nil, err
+		}
+		time.Sleep(100 * time.Millisecond) // the backup may not have installed the map yet
+	}
+}
+
+// attachPreseeded attaches region id again once a pending backup of it is
+// pre-seeded, if the map still has it at epoch with that backup pending.
+func (s *Server) attachPreseeded(id, epoch uint64) {
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	st := s.state.Load()
+	r := st.m.Region(id)
+	s.replMu.Lock()
+	p := s.primaries[id]
+	s.replMu.Unlock()
+	if r == nil || r.Epoch != epoch || p == nil || p.epoch != epoch || len(p.pending) == 0 || st.hosted[id] == nil || st.attaching[id] || s.closed.Load() {
+		return // a newer map took over; its attach uses the pre-seed
+	}
+	if err := s.attachOne(st, id); err != nil {
+		// Its old stream is retired: unavailable until the reattach loop
+		// attaches it, like any failed attach.
+		s.log.Warn("attaching a pre-seeded backup failed", zap.Uint64("region", id), zap.Error(err))
+		next := *st
+		next.attaching = maps.Clone(st.attaching)
+		next.attaching[id] = true
+		s.state.Store(&next)
+	}
+}

@@ -1,0 +1,142 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/testseed"
+	"github.com/tebis-go/tebis/rdma"
+	"go.uber.org/zap/zaptest"
+)
+
+// kindCounter counts the commands a link carries, by kind.
+type kindCounter struct {
+	mu sync.Mutex
+	n  map[CmdKind]int
+}
+
+func (k *kindCounter) fail(c *Command) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.n == nil {
+		k.n = map[CmdKind]int{}
+	}
+	k.n[c.Kind]++
+	return nil
+}
+
+func (k *kindCounter) get(kind CmdKind) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.n[kind]
+}
+
+// TestPreSeedWhileServing: a new backup is pre-seeded while writers,
+// compactions and GC go on at the primary (replicating to its backup);
+// the attach that adds it (region quiesced) ships only what changed: no
+// reset, not every level. The new backup then holds the primary's levels
+// and content, also after more writes and compactions.
+func TestPreSeedWhileServing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 17))
+	g := newReplGroup(t, 64, []Mode{SendIndex}, nil, autoGC)
+	model := g.write(rng, 4, 1500, 2400)
+	g.settle()
+
+	nv, err := engine.Open(g.opts("new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nv.Close() })
+	br, err := nv.CreateBackupRegion(engine.RegionDesc{ID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := rdma.Register(2 * mirrorSeg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { buf.Deregister() })
+	rep, err := NewReplica(nv, br, SendIndex, 3, buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pre *Preseeded
+	var preErr error
+	var preCount kindCounter
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pre, preErr = PreSeed(context.Background(), g.pr, &LocalLink{Replica: rep, Fail: preCount.fail}, 3, 30*time.Second, zaptest.NewLogger(t))
+	}()
+	// The region serves meanwhile: enough writes for compactions and GC.
+	for k, v := range g.write(rng, 4, 1500, 2400) {
+		model[k] = v
+	}
+	<-done
+	if preErr != nil {
+		t.Fatal(preErr)
+	}
+	if preCount.get(CmdReset) != 1 || preCount.get(CmdIndexSegment) == 0 {
+		t.Fatalf("the pre-seed sent %v", preCount.n)
+	}
+	for k, v := range g.write(rng, 4, 600, 2400) { // more changes after it
+		model[k] = v
+	}
+
+	release, err := g.pr.Quiesce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.shipper.Close()
+	g.mirror.Close()
+	var attachCount kindCounter
+	g.preseeded = map[string]*Preseeded{"b1": pre}
+	g.linkFail = map[int]func(*Command) error{1: attachCount.fail}
+	g.follow(g.pr, 3, []*Replica{g.reps[0], rep}, nil)
+	release()
+	if d := g.shipper.Dropped(); len(d) != 0 {
+		t.Fatalf("dropped: %v", d)
+	}
+	if n := attachCount.get(CmdReset); n != 0 {
+		t.Fatalf("the attach seeded the pre-seeded backup whole (%d resets; sent %v)", n, attachCount.n)
+	}
+	t.Logf("pre-seed sent %v; the attach %v", preCount.n, attachCount.n)
+	for k, v := range g.write(rng, 4, 800, 2400) {
+		model[k] = v
+	}
+	if err := g.pr.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	// Stop the primary (and its GC), let the backups catch up, compare
+	// offline: levels, and content as a promotion would see it.
+	if err := g.pv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := g.shipper.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := g.shipper.Dropped(); len(d) != 0 {
+		t.Fatalf("dropped: %v", d)
+	}
+	if err := nv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.bvs[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := levelShapes(t, g.fs, "p")
+	checkLogicalContent(t, g.fs, "p", model)
+	for _, dir := range []string{"b0", "new"} {
+		if got := levelShapes(t, g.fs, dir); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s levels:\n%v\nprimary:\n%v", dir, got, want)
+		}
+		checkLogicalContent(t, g.fs, dir, model)
+	}
+}
