@@ -15,8 +15,8 @@ import (
 	"github.com/tebis-go/tebis/rdma"
 	"github.com/tebis-go/tebis/rdma/ring"
 	"github.com/tebis-go/tebis/region/regionmap"
-	"github.com/tebis-go/tebis/replication"
 	"github.com/tebis-go/tebis/region/wire"
+	"github.com/tebis-go/tebis/replication"
 )
 
 // Server is a running region server.
