@@ -366,13 +366,19 @@ func (r *Region) LogSegments() []LogSegment {
 // lost. The caller keeps the segment from being freed meanwhile (the
 // region's compactions and GC held, as when replication attaches).
 func (r *Region) ReadLog(seg, seq uint64, from, to int64) ([]byte, error) {
+	return r.readLog(seg, seq, from, to, false)
+}
+
+// readLog is ReadLog; dropped allows segments freed but not reused yet
+// (a snapshot holds them).
+func (r *Region) readLog(seg, seq uint64, from, to int64, dropped bool) ([]byte, error) {
 	if r.isClosed() {
 		return nil, ErrClosed
 	}
 	l := r.log
 	l.mu.Lock()
 	ls := l.bySeg[seg]
-	ok := ls != nil && !ls.dropped && ls.recordSeq() == seq && ls.end != 0 && from >= segHeaderSize && to <= ls.end && from <= to
+	ok := ls != nil && (dropped || !ls.dropped) && ls.recordSeq() == seq && ls.end != 0 && from >= segHeaderSize && to <= ls.end && from <= to
 	l.mu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("%w: log segment %d (seq %d) bytes %d..%d", ErrBadOptions, seg, seq, from, to)

@@ -74,26 +74,10 @@ func (r *Region) Snapshot() (*Snapshot, error) {
 // ReadLog is Region.ReadLog for the snapshot's sealed log segments, also
 // those freed since it was taken.
 func (s *Snapshot) ReadLog(seg, seq uint64, from, to int64) ([]byte, error) {
-	r := s.r
 	if s.released {
 		return nil, fmt.Errorf("%w: snapshot released", ErrClosed)
 	}
-	if r.isClosed() {
-		return nil, ErrClosed
-	}
-	l := r.log
-	l.mu.Lock()
-	ls := l.bySeg[seg] // kept until the snapshot's version is released
-	ok := ls != nil && ls.recordSeq() == seq && ls.end != 0 && from >= segHeaderSize && to <= ls.end && from <= to
-	l.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("%w: log segment %d (seq %d) bytes %d..%d", ErrBadOptions, seg, seq, from, to)
-	}
-	b := make([]byte, to-from)
-	if err := r.v.readAt(b, r.v.g.fileOff(seg)+from, IOLog); err != nil {
-		return nil, err
-	}
-	return b, nil
+	return s.r.readLog(seg, seq, from, to, true) // bySeg keeps them until the version is released
 }
 
 // ReadIndexSegment is Region.ReadIndexSegment in the snapshot's levels,

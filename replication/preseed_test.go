@@ -2,7 +2,6 @@ package replication
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/internal/testseed"
-	"github.com/tebis-go/tebis/rdma"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -47,24 +45,7 @@ func TestPreSeedWhileServing(t *testing.T) {
 	model := g.write(rng, 4, 1500, 2400)
 	g.settle()
 
-	nv, err := engine.Open(g.opts("new"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nv.Close() })
-	br, err := nv.CreateBackupRegion(engine.RegionDesc{ID: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf, err := rdma.Register(2 * mirrorSeg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { buf.Deregister() })
-	rep, err := NewReplica(nv, br, SendIndex, 3, buf.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nv, rep := g.newBackup("new")
 	var pre *Preseeded
 	var preErr error
 	var preCount kindCounter
@@ -112,31 +93,5 @@ func TestPreSeedWhileServing(t *testing.T) {
 	if err := g.pr.Compact(); err != nil {
 		t.Fatal(err)
 	}
-	// Stop the primary (and its GC), let the backups catch up, compare
-	// offline: levels, and content as a promotion would see it.
-	if err := g.pv.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := g.shipper.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if d := g.shipper.Dropped(); len(d) != 0 {
-		t.Fatalf("dropped: %v", d)
-	}
-	if err := nv.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.bvs[0].Close(); err != nil {
-		t.Fatal(err)
-	}
-	want := levelShapes(t, g.fs, "p")
-	checkLogicalContent(t, g.fs, "p", model)
-	for _, dir := range []string{"b0", "new"} {
-		if got := levelShapes(t, g.fs, dir); fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("%s levels:\n%v\nprimary:\n%v", dir, got, want)
-		}
-		checkLogicalContent(t, g.fs, dir, model)
-	}
+	g.stopAndCompare(model, []*engine.Volume{nv, g.bvs[0]}, "b0", "new")
 }

@@ -149,6 +149,32 @@ func TestPromoteDivergedBackup(t *testing.T) {
 	checkContent(t, "seeded backup", g.reps[0].Region(), model)
 }
 
+// newBackup opens volume dir with an empty Send-Index backup of the
+// group's region and its replica (on a buffer of its own).
+func (g *replGroup) newBackup(dir string) (*engine.Volume, *Replica) {
+	t := g.t
+	t.Helper()
+	nv, err := engine.Open(g.opts(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nv.Close() })
+	br, err := nv.CreateBackupRegion(engine.RegionDesc{ID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := rdma.Register(2 * mirrorSeg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { buf.Deregister() })
+	rep, err := NewReplica(nv, br, SendIndex, 3, buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nv, rep
+}
+
 // failPrimary stops the group's primary as a crash would (no flush, its
 // last commands lost) and revokes every backup's buffer, the fence a
 // promotion starts with.
@@ -210,24 +236,7 @@ func TestSeedNewBackup(t *testing.T) {
 	}
 	g.shipper.Close()
 	g.mirror.Close()
-	nv, err := engine.Open(g.opts("new"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nv.Close() })
-	br, err := nv.CreateBackupRegion(engine.RegionDesc{ID: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf, err := rdma.Register(2 * mirrorSeg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { buf.Deregister() })
-	rep, err := NewReplica(nv, br, SendIndex, 3, buf.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, rep := g.newBackup("new")
 	g.follow(g.pr, 3, []*Replica{g.reps[0], rep}, nil)
 	if d := g.shipper.Dropped(); len(d) != 0 {
 		t.Fatalf("dropped: %v", d)

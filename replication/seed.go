@@ -45,26 +45,15 @@ func PreSeed(ctx context.Context, r *engine.Region, l Link, epoch uint64, timeou
 		return nil, err
 	}
 	defer snap.Release()
-	var sent int
-	var bytes int64
-	send := func(c *Command) error {
-		c.Region, c.Epoch = r.Desc().ID, epoch
-		cctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		if _, err := l.Send(cctx, c); err != nil {
-			return fmt.Errorf("pre-seed: %s: %w", c.Kind, err)
-		}
-		sent++
-		bytes += int64(len(c.Data))
-		return nil
+	if log == nil {
+		log = zap.NewNop()
 	}
+	send, done := newSeedSend(ctx, timeout, l, r.Desc().ID, epoch, log)
 	pre, err := seedFrom(send, snap)
 	if err != nil {
 		return nil, err
 	}
-	if log != nil {
-		log.Info("backup pre-seeded while the region serves", zap.Uint64("region", r.Desc().ID), zap.Int("commands", sent), zap.Int64("bytes", bytes))
-	}
+	done("backup pre-seeded while the region serves")
 	return pre, nil
 }
 
@@ -245,13 +234,19 @@ func (s *Shipper) seedDelta(l Link, region, epoch uint64, pre *Preseeded) error 
 // seedSend returns a sendFunc to l bounded by the shipper's timeout and a
 // function logging what was sent.
 func (s *Shipper) seedSend(l Link, region, epoch uint64) (sendFunc, func(msg string, fields ...zap.Field)) {
+	return newSeedSend(s.stopCtx, s.cfg.Timeout, l, region, epoch, s.cfg.Log)
+}
+
+// newSeedSend returns a sendFunc to l for region at epoch, each command
+// bounded by timeout within ctx, and a function logging what was sent.
+func newSeedSend(ctx context.Context, timeout time.Duration, l Link, region, epoch uint64, log *zap.Logger) (sendFunc, func(msg string, fields ...zap.Field)) {
 	var sent int
 	var bytes int64
 	send := func(c *Command) error {
 		c.Region, c.Epoch = region, epoch
-		ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
+		cctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		if _, err := l.Send(ctx, c); err != nil {
+		if _, err := l.Send(cctx, c); err != nil {
 			return fmt.Errorf("seed: %s: %w", c.Kind, err)
 		}
 		sent++
@@ -259,7 +254,7 @@ func (s *Shipper) seedSend(l Link, region, epoch uint64) (sendFunc, func(msg str
 		return nil
 	}
 	done := func(msg string, fields ...zap.Field) {
-		s.cfg.Log.Info(msg, append(fields, zap.Uint64("region", region), zap.Int("commands", sent), zap.Int64("bytes", bytes))...)
+		log.Info(msg, append(fields, zap.Uint64("region", region), zap.Int("commands", sent), zap.Int64("bytes", bytes))...)
 	}
 	return send, done
 }

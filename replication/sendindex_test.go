@@ -443,7 +443,18 @@ func TestSendIndexConcurrentGC(t *testing.T) {
 	if err := g.pr.Compact(); err != nil {
 		t.Fatal(err)
 	}
-	// Stop the primary (and its GC), then let the backups catch up.
+	g.stopAndCompare(model, g.bvs, "b0", "b1")
+	if st := g.pv.Stats(); st.GCFreed == 0 {
+		t.Fatal("GC freed no log segment")
+	}
+}
+
+// stopAndCompare stops the primary (and its GC), lets the backups catch
+// up, closes their volumes bvs (dirs), and compares offline: level shapes,
+// and content as recovery or a promotion sees it, with the model.
+func (g *replGroup) stopAndCompare(model map[string][]byte, bvs []*engine.Volume, dirs ...string) {
+	t := g.t
+	t.Helper()
 	if err := g.pv.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -454,21 +465,17 @@ func TestSendIndexConcurrentGC(t *testing.T) {
 	}
 	st := g.pv.Stats()
 	t.Logf("primary: %d compactions, %d GC runs, %d log segments freed", st.Compactions, st.GCRuns, st.GCFreed)
-	if st.GCFreed == 0 {
-		t.Fatal("GC freed no log segment")
-	}
 	if d := g.shipper.Dropped(); len(d) != 0 {
 		t.Fatalf("backups dropped: %v", d)
 	}
-	for _, bv := range g.bvs {
+	for _, bv := range bvs {
 		if err := bv.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	want := levelShapes(t, g.fs, "p")
 	checkLogicalContent(t, g.fs, "p", model)
-	for i := range g.bvs {
-		dir := fmt.Sprintf("b%d", i)
+	for _, dir := range dirs {
 		if got := levelShapes(t, g.fs, dir); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("%s levels:\n%v\nprimary:\n%v", dir, got, want)
 		}
