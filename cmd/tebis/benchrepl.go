@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/tebis-go/tebis/region"
 	"github.com/tebis-go/tebis/tools/bench"
 	"github.com/tebis-go/tebis/tools/progress"
 	"github.com/urfave/cli/v2"
@@ -30,6 +31,7 @@ func benchReplicationCommand() *cli.Command {
 			&cli.BoolFlag{Name: "keep", Usage: "keep the scratch data directory"},
 			&cli.Uint64Flag{Name: "seed", Usage: "workload seed (0: from the clock; printed)"},
 			&cli.StringFlag{Name: "json", Usage: "also write the results as JSON to this file"},
+			&cli.StringFlag{Name: "server-memory", Usage: "limit each server's memory, page cache included, in a cgroup of its own (e.g. 600MiB; needs a writable memory cgroup): the paper limits the cache to a quarter of the data set"},
 			&cli.StringSliceFlag{Name: "server-arg", Value: cli.NewStringSlice("--spin-time=1us"), Usage: "extra flag for every server, repeatable (default: pollers barely spin: 3 servers and the client share this host's cores)"},
 		},
 		Action: benchReplication,
@@ -74,6 +76,13 @@ func benchReplication(c *cli.Context) error {
 			GrowthFactor: c.Int("growth-factor"), Seed: seed, Progress: progress.Reporter{W: os.Stderr, Bar: stderrIsTerminal()}, Logger: log,
 		},
 		Setups: setups, Binary: exe, SegmentSize: c.String("segment-size"), Transport: c.String("transport"), ServerArgs: c.StringSlice("server-arg"),
+	}
+	if v := c.String("server-memory"); v != "" {
+		n, err := region.ParseByteSize(v)
+		if err != nil {
+			return fmt.Errorf("--server-memory: %w", err)
+		}
+		cfg.ServerMemory = int64(n)
 	}
 	res, err := bench.RunReplication(c.Context, cfg)
 	if res != nil && len(res.Runs) > 0 {

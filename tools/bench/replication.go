@@ -48,6 +48,11 @@ type ReplConfig struct {
 	Transport   string      // client and server-to-server transport (default shm)
 	// ServerArgs are extra flags for every server (e.g. --spin-time 0).
 	ServerArgs []string
+	// ServerMemory, if set, limits each server process's memory, page
+	// cache included, in a cgroup of its own (the paper limits the buffer
+	// cache to a quarter of the data set): device I/O then shows what a
+	// data set larger than memory costs.
+	ServerMemory int64
 }
 
 // ReplRun is one setup's results.
@@ -125,6 +130,7 @@ type replServer struct {
 	cmd     *exec.Cmd
 	exited  chan error
 	profile string
+	cg      *memCgroup // with ReplConfig.ServerMemory
 }
 
 func runReplSetup(ctx context.Context, cfg ReplConfig, b Config, setup ReplSetup, dir string) (*ReplRun, error) {
@@ -164,6 +170,15 @@ func runReplSetup(ctx context.Context, cfg ReplConfig, b Config, setup ReplSetup
 		}
 		go func() { s.exited <- s.cmd.Wait() }()
 		servers = append(servers, s)
+		if cfg.ServerMemory > 0 {
+			pid := s.cmd.Process.Pid
+			if s.cg, err = newMemCgroup(fmt.Sprintf("tebis-bench-%d", pid), cfg.ServerMemory); err == nil {
+				err = s.cg.add(pid)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("server memory limit: %w", err)
+			}
+		}
 	}
 	if err := waitCluster(ctx, m, cfg.Transport, b); err != nil {
 		return nil, err
@@ -266,6 +281,7 @@ func (s *replServer) stop() error {
 	select {
 	case err := <-s.exited:
 		s.cmd = nil
+		s.dropCgroup()
 		return err
 	case <-time.After(60 * time.Second):
 		s.kill()
@@ -278,6 +294,15 @@ func (s *replServer) kill() {
 		_ = s.cmd.Process.Kill()
 		<-s.exited
 		s.cmd = nil
+	}
+	s.dropCgroup()
+}
+
+// dropCgroup removes the server's cgroup (it exited).
+func (s *replServer) dropCgroup() {
+	if s.cg != nil {
+		_ = s.cg.remove()
+		s.cg = nil
 	}
 }
 
