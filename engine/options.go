@@ -90,6 +90,13 @@ type Options struct {
 	// GCInterval is how often the background GC looks for candidates;
 	// negative disables automatic GC (Region.GC still works). Default 10s.
 	GCInterval time.Duration
+	// CompactionBypassCache keeps compactions out of the OS page cache, as
+	// Kreon's direct I/O does: the segments a compaction (or a backup's
+	// rewrite of shipped ones) writes are written back and dropped from
+	// the cache, and what a merge reads is dropped after it. Reads of
+	// levels then go to the device unless the engine's own node cache
+	// holds them. Best effort (fadvise; no effect on an in-memory FS).
+	CompactionBypassCache bool
 	// Logger receives the engine's logs. Default: zap.NewNop().
 	Logger *zap.Logger
 }

@@ -352,6 +352,9 @@ func (v *Volume) writeAt(b []byte, off int64, cat IOCategory) error {
 	if err != nil {
 		return fmt.Errorf("engine: write at %d: %w", off, ioErr(err))
 	}
+	if cat == IOCompaction && v.opts.CompactionBypassCache {
+		dropCache(v.file, off, int64(n), true)
+	}
 	return nil
 }
 
@@ -359,6 +362,9 @@ func (v *Volume) writeAt(b []byte, off int64, cat IOCategory) error {
 func (v *Volume) readAt(b []byte, off int64, cat IOCategory) error {
 	n, err := v.file.ReadAt(b, off)
 	v.ctr.read[cat].Add(uint64(n))
+	if cat == IOCompaction && v.opts.CompactionBypassCache && n > 0 {
+		dropCache(v.file, off, int64(n), false)
+	}
 	if err != nil && !(errors.Is(err, io.EOF) && n == len(b)) {
 		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("%w: segment %d: read past end of volume", ErrCorrupt, uint64(off)/uint64(v.g.segSize))

@@ -41,6 +41,8 @@ type Config struct {
 	L0Pairs      int      `yaml:"l0_pairs"`
 	GrowthFactor int      `yaml:"growth_factor"`
 	CacheSize    ByteSize `yaml:"cache_size"`
+	// CompactionBypassCache: engine.Options.CompactionBypassCache.
+	CompactionBypassCache bool `yaml:"compaction_bypass_cache"`
 
 	MaxKeySize   ByteSize `yaml:"max_key_size"`
 	MaxValueSize ByteSize `yaml:"max_value_size"`

@@ -79,7 +79,7 @@ func Start(cfg Config, log *zap.Logger) (*Server, error) {
 	}
 	vol, err := engine.Open(engine.Options{
 		Dir: cfg.DataDir, SegmentSize: int64(cfg.SegmentSize), L0Pairs: cfg.L0Pairs, GrowthFactor: cfg.GrowthFactor,
-		SyncMode: mode, CacheBytes: int64(cfg.CacheSize), Logger: log.Named("engine"),
+		SyncMode: mode, CacheBytes: int64(cfg.CacheSize), CompactionBypassCache: cfg.CompactionBypassCache, Logger: log.Named("engine"),
 		// A region replicating to backups starts compacting only once they
 		// are attached (install, attachLocked).
 		HoldBackground: true,

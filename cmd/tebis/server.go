@@ -31,6 +31,7 @@ func serverFlags() []cli.Flag {
 		&cli.StringFlag{Name: "segment-size", Value: d.SegmentSize.String(), Usage: "segment size, with unit"},
 		&cli.IntFlag{Name: "l0-pairs", Value: d.L0Pairs, Usage: "L0 capacity in pairs"},
 		&cli.IntFlag{Name: "growth-factor", Value: d.GrowthFactor, Usage: "level growth factor"},
+		&cli.BoolFlag{Name: "compaction-bypass-cache", Usage: "keep compaction I/O out of the OS page cache (as Kreon's direct I/O)"},
 		&cli.StringFlag{Name: "cache-size", Value: d.CacheSize.String(), Usage: "node cache budget, with unit"},
 		&cli.StringFlag{Name: "max-key-size", Value: d.MaxKeySize.String(), Usage: "largest key, with unit"},
 		&cli.StringFlag{Name: "max-value-size", Value: d.MaxValueSize.String(), Usage: "largest value, with unit"},
@@ -73,6 +74,9 @@ func serverConfig(c *cli.Context) (region.Config, error) {
 				return cfg, fmt.Errorf("--%s: %w", name, err)
 			}
 		}
+	}
+	if c.IsSet("compaction-bypass-cache") || c.String("config") == "" {
+		cfg.CompactionBypassCache = c.Bool("compaction-bypass-cache")
 	}
 	if c.IsSet("spin-time") || c.String("config") == "" {
 		cfg.SpinTime = region.Duration(c.Duration("spin-time"))
