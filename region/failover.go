@@ -138,6 +138,7 @@ func (s *Server) reportDrops() {
 	if s.cluster == nil {
 		return
 	}
+	s.reportPreFailed()
 	st := s.state.Load()
 	s.replMu.Lock()
 	type drop struct {

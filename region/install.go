@@ -12,6 +12,7 @@ import (
 
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/replication"
 )
 
 // Installing a region map: which regions this server serves as primary
@@ -202,6 +203,12 @@ func (s *Server) attachOne(st *routing, id uint64) error {
 		return nil
 	}
 	p, err := s.attach(st.m, *r, er)
+	if err != nil && release != nil {
+		// The old stream is retired: until an attach succeeds no write may
+		// be acknowledged without its backups (the writers the quiesce
+		// held go on at release, before the caller marks it attaching).
+		er.SetReplicator(refuseWrites{})
+	}
 	if release != nil {
 		release()
 	}
@@ -217,6 +224,12 @@ func (s *Server) attachOne(st *routing, id uint64) error {
 	s.startPreSeeds(*r, p, er)
 	return nil
 }
+
+// refuseWrites is the replicator of a region between a retired stream and
+// the next: no write counts as replicated.
+type refuseWrites struct{}
+
+func (refuseWrites) WaitReplicated(uint64) error { return replication.ErrNoBackups }
 
 // reattach retries, every second, the regions whose replication could not
 // attach (they stay unavailable meanwhile), until the server closes.

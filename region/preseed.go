@@ -50,9 +50,10 @@ func (s *Server) preseedsOf(m *regionmap.Map, r regionmap.Region) map[string]*re
 func (s *Server) startPreSeeds(r regionmap.Region, p *primaryRepl, er *engine.Region) {
 	s.replMu.Lock()
 	defer s.replMu.Unlock()
-	// Results for backups no longer joining are of no use.
+	// Results are used once: by this attach (the backup is in the stream
+	// now), or never (no longer joining).
 	for k := range s.preseeds {
-		if k.region == r.ID && !slices.Contains(r.Joining, k.name) {
+		if k.region == r.ID && !slices.Contains(p.pending, k.name) {
 			delete(s.preseeds, k)
 		}
 	}
@@ -62,9 +63,10 @@ func (s *Server) startPreSeeds(r regionmap.Region, p *primaryRepl, er *engine.Re
 			continue
 		}
 		if s.preseeding == nil {
-			s.preseeding, s.preseeds = map[preKey]bool{}, map[preKey]*replication.Preseeded{}
+			s.preseeding, s.preseeds, s.preFailed = map[preKey]bool{}, map[preKey]*replication.Preseeded{}, map[preKey]uint64{}
 		}
 		s.preseeding[k] = true
+		delete(s.preFailed, k)
 		s.bg.Add(1)
 		go func() {
 			defer s.bg.Done()
@@ -90,14 +92,18 @@ func (s *Server) preSeed(r regionmap.Region, name string, er *engine.Region) {
 			return
 		}
 		s.log.Warn("pre-seeding a joining backup failed: reported dropped", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))
-		s.reportDropped(r, name)
+		s.replMu.Lock()
+		delete(s.preseeding, k) // a re-add pre-seeds again
+		s.preFailed[k] = r.Epoch
+		s.replMu.Unlock()
+		s.reportDropped(r, name) // and again from reportDrops while the map lists it
 		return
 	}
 	s.replMu.Lock()
 	s.preseeds[k] = pre
 	s.replMu.Unlock()
 	s.log.Info("joining backup pre-seeded while the region served", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Duration("took", time.Since(start)))
-	s.attachPreseeded(r.ID, r.Epoch)
+	s.attachPreseeded(r.ID, name)
 }
 
 // copyTo runs replication.PreSeed to backup name, waiting (up to
@@ -133,9 +139,12 @@ func (s *Server) copyTo(r regionmap.Region, name string, er *engine.Region) (*re
 	}
 }
 
-// attachPreseeded attaches region id again once a pending backup of it is
-// pre-seeded, if the map still has it at epoch with that backup pending.
-func (s *Server) attachPreseeded(id, epoch uint64) {
+// attachPreseeded attaches region id again once its pending backup name
+// is pre-seeded, if the current map still has name joining and the
+// region's stream (of the map's epoch) left it pending. (A map that moved
+// on meanwhile attached it already, or made it pending again: then this
+// attach is the one that adds it.)
+func (s *Server) attachPreseeded(id uint64, name string) {
 	s.mapMu.Lock()
 	defer s.mapMu.Unlock()
 	st := s.state.Load()
@@ -143,8 +152,9 @@ func (s *Server) attachPreseeded(id, epoch uint64) {
 	s.replMu.Lock()
 	p := s.primaries[id]
 	s.replMu.Unlock()
-	if r == nil || r.Epoch != epoch || p == nil || p.epoch != epoch || len(p.pending) == 0 || st.hosted[id] == nil || st.attaching[id] || s.closed.Load() {
-		return // a newer map took over; its attach uses the pre-seed
+	if r == nil || p == nil || p.epoch != r.Epoch || !slices.Contains(r.Joining, name) || !slices.Contains(p.pending, name) ||
+		st.hosted[id] == nil || st.attaching[id] || s.closed.Load() {
+		return
 	}
 	if err := s.attachOne(st, id); err != nil {
 		// Its old stream is retired: unavailable until the reattach loop
@@ -154,5 +164,30 @@ func (s *Server) attachPreseeded(id, epoch uint64) {
 		next.attaching = maps.Clone(st.attaching)
 		next.attaching[id] = true
 		s.state.Store(&next)
+	}
+}
+
+// reportPreFailed reports again the joining backups whose pre-seed
+// failed while the map still lists them joining at that epoch (a report
+// that failed, or one the master has not acted on yet).
+func (s *Server) reportPreFailed() {
+	st := s.state.Load()
+	type drop struct {
+		r    regionmap.Region
+		name string
+	}
+	var drops []drop
+	s.replMu.Lock()
+	for k, epoch := range s.preFailed {
+		r := st.m.Region(k.region)
+		if r == nil || r.Epoch != epoch || !slices.Contains(r.Joining, k.name) {
+			delete(s.preFailed, k)
+			continue
+		}
+		drops = append(drops, drop{*r, k.name})
+	}
+	s.replMu.Unlock()
+	for _, d := range drops {
+		s.reportDropped(d.r, d.name)
 	}
 }

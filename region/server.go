@@ -47,6 +47,7 @@ type Server struct {
 	// them at Close.
 	preseeding map[preKey]bool
 	preseeds   map[preKey]*replication.Preseeded
+	preFailed  map[preKey]uint64 // pre-seeds that failed, at the region's epoch: reported dropped
 	bg         sync.WaitGroup
 	bgCtx      context.Context
 

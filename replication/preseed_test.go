@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -69,10 +70,12 @@ func TestPreSeedWhileServing(t *testing.T) {
 		model[k] = v
 	}
 
-	release, err := g.pr.Quiesce()
+	quiesced, err := g.pr.Quiesce()
 	if err != nil {
 		t.Fatal(err)
 	}
+	release := sync.OnceFunc(quiesced)
+	t.Cleanup(release) // a failure while quiesced must not hang the cleanup
 	g.shipper.Close()
 	g.mirror.Close()
 	var attachCount kindCounter
@@ -93,5 +96,58 @@ func TestPreSeedWhileServing(t *testing.T) {
 	if err := g.pr.Compact(); err != nil {
 		t.Fatal(err)
 	}
+	g.stopAndCompare(model, []*engine.Volume{nv, g.bvs[0]}, "b0", "new")
+}
+
+// TestPreSeedThenAllDeleted: after the pre-seed every key is deleted and
+// compacted while GC frees the log the copy held: the attach brings the
+// backup's levels and recovery point to the primary's, so its content —
+// levels plus the log from its recovery point, as a promotion replays
+// it — is the primary's (every key gone).
+func TestPreSeedThenAllDeleted(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 19))
+	g := newReplGroup(t, 64, []Mode{SendIndex}, nil, autoGC)
+	model := g.write(rng, 2, 800, 400)
+	g.settle()
+	nv, rep := g.newBackup("new")
+	pre, err := PreSeed(context.Background(), g.pr, &LocalLink{Replica: rep}, 3, 30*time.Second, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(pre.Levels, func(l engine.LevelInfo) bool { return l.Root != 0 }) {
+		t.Fatal("the pre-seed shipped no level: the test shows nothing")
+	}
+	for k := range model {
+		if err := g.pr.Delete([]byte(k)); err != nil {
+			t.Fatal(err)
+		}
+		model[k] = nil
+	}
+	for range 6 {
+		if err := g.pr.Compact(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.pr.WaitIdle(); err != nil {
+		t.Fatal(err)
+	}
+	quiesced, err := g.pr.Quiesce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := sync.OnceFunc(quiesced)
+	t.Cleanup(release) // a failure while quiesced must not hang the cleanup
+	t.Logf("levels after the deletes: %+v", g.pr.Levels())
+	g.shipper.Close()
+	g.mirror.Close()
+	var attachCount kindCounter
+	g.preseeded = map[string]*Preseeded{"b1": pre}
+	g.linkFail = map[int]func(*Command) error{1: attachCount.fail}
+	g.follow(g.pr, 3, []*Replica{g.reps[0], rep}, nil)
+	release()
+	if n := attachCount.get(CmdReset); n != 0 {
+		t.Fatalf("the attach seeded the pre-seeded backup whole (sent %v)", attachCount.n)
+	}
+	t.Logf("the attach sent %v", attachCount.n)
 	g.stopAndCompare(model, []*engine.Volume{nv, g.bvs[0]}, "b0", "new")
 }

@@ -72,7 +72,7 @@ func seedFrom(send sendFunc, snap *engine.Snapshot) (*Preseeded, error) {
 		}
 		pre.Logs = append(pre.Logs, engine.LogSegment{Segment: ls.Segment, Seq: ls.Seq, End: ls.End})
 	}
-	if end, err := sendTailToRP(send, snap); err != nil {
+	if end, err := sendTailToRP(send, snap, false); err != nil {
 		return nil, err
 	} else if end > 0 {
 		pre.Logs = append(pre.Logs, engine.LogSegment{Segment: snap.Tail.Segment, Seq: snap.Tail.Seq, End: end})
@@ -99,8 +99,8 @@ func sendLog(send sendFunc, snap *engine.Snapshot, seg, seq uint64, from, end in
 // sendTailToRP ships the tail up to the recovery point when the recovery
 // point is in the tail and a level needs it (the backup installs a level
 // only at a recovery point it holds); it returns the end shipped, or 0.
-func sendTailToRP(send sendFunc, snap *engine.Snapshot) (int64, error) {
-	if snap.TailImage == nil || !slices.ContainsFunc(snap.Levels, func(l engine.LevelInfo) bool { return l.Root != 0 }) {
+func sendTailToRP(send sendFunc, snap *engine.Snapshot, force bool) (int64, error) {
+	if snap.TailImage == nil || !(force || slices.ContainsFunc(snap.Levels, func(l engine.LevelInfo) bool { return l.Root != 0 })) {
 		return 0, nil
 	}
 	// Its data starts at 0 so it is never empty; only [header, End) is
@@ -188,7 +188,7 @@ func (s *Shipper) seedDelta(l Link, region, epoch uint64, pre *Preseeded) error 
 			return err
 		}
 	}
-	if _, err := sendTailToRP(send, snap); err != nil {
+	if _, err := sendTailToRP(send, snap, false); err != nil {
 		return err
 	}
 	same := func(a, b engine.LevelInfo) bool {
@@ -226,6 +226,17 @@ func (s *Shipper) seedDelta(l Link, region, epoch uint64, pre *Preseeded) error 
 			shipped = append(shipped, engine.LevelInfo{Level: len(shipped) + 1})
 		}
 		shipped[i] = next
+	}
+	if rpMoved {
+		// Every level is empty now, but the recovery point moved (the
+		// backup's may be in a segment freed above): an empty compaction
+		// from L0 carries it, with the tail up to it when it is there.
+		if _, err := sendTailToRP(send, snap, true); err != nil {
+			return err
+		}
+		if err := sendLevel(send, snap, 0, engine.LevelInfo{Level: 1}); err != nil {
+			return err
+		}
 	}
 	done("backup brought up to date after its pre-seed", zap.Int("levels_resent", resent), zap.Int("log_gaps", len(gaps)))
 	return nil
