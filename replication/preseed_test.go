@@ -70,25 +70,7 @@ func TestPreSeedWhileServing(t *testing.T) {
 		model[k] = v
 	}
 
-	quiesced, err := g.pr.Quiesce()
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := sync.OnceFunc(quiesced)
-	t.Cleanup(release) // a failure while quiesced must not hang the cleanup
-	g.shipper.Close()
-	g.mirror.Close()
-	var attachCount kindCounter
-	g.preseeded = map[string]*Preseeded{"b1": pre}
-	g.linkFail = map[int]func(*Command) error{1: attachCount.fail}
-	g.follow(g.pr, 3, []*Replica{g.reps[0], rep}, nil)
-	release()
-	if d := g.shipper.Dropped(); len(d) != 0 {
-		t.Fatalf("dropped: %v", d)
-	}
-	if n := attachCount.get(CmdReset); n != 0 {
-		t.Fatalf("the attach seeded the pre-seeded backup whole (%d resets; sent %v)", n, attachCount.n)
-	}
+	attachCount := g.attachPreseeded(rep, pre)
 	t.Logf("pre-seed sent %v; the attach %v", preCount.n, attachCount.n)
 	for k, v := range g.write(rng, 4, 800, 2400) {
 		model[k] = v
@@ -131,23 +113,37 @@ func TestPreSeedThenAllDeleted(t *testing.T) {
 	if err := g.pr.WaitIdle(); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("levels after the deletes: %+v", g.pr.Levels())
+	attachCount := g.attachPreseeded(rep, pre)
+	t.Logf("the attach sent %v", attachCount.n)
+	g.stopAndCompare(model, []*engine.Volume{nv, g.bvs[0]}, "b0", "new")
+}
+
+// attachPreseeded quiesces the primary, ends its stream and attaches a
+// new one with backup 0 and rep (pre-seeded with pre, as "b1"); the
+// attach must bring rep up to date without seeding it whole. It returns
+// what the attach sent rep.
+func (g *replGroup) attachPreseeded(rep *Replica, pre *Preseeded) *kindCounter {
+	t := g.t
+	t.Helper()
 	quiesced, err := g.pr.Quiesce()
 	if err != nil {
 		t.Fatal(err)
 	}
 	release := sync.OnceFunc(quiesced)
 	t.Cleanup(release) // a failure while quiesced must not hang the cleanup
-	t.Logf("levels after the deletes: %+v", g.pr.Levels())
 	g.shipper.Close()
 	g.mirror.Close()
-	var attachCount kindCounter
+	var sent kindCounter
 	g.preseeded = map[string]*Preseeded{"b1": pre}
-	g.linkFail = map[int]func(*Command) error{1: attachCount.fail}
+	g.linkFail = map[int]func(*Command) error{1: sent.fail}
 	g.follow(g.pr, 3, []*Replica{g.reps[0], rep}, nil)
 	release()
-	if n := attachCount.get(CmdReset); n != 0 {
-		t.Fatalf("the attach seeded the pre-seeded backup whole (sent %v)", attachCount.n)
+	if d := g.shipper.Dropped(); len(d) != 0 {
+		t.Fatalf("dropped: %v", d)
 	}
-	t.Logf("the attach sent %v", attachCount.n)
-	g.stopAndCompare(model, []*engine.Volume{nv, g.bvs[0]}, "b0", "new")
+	if n := sent.get(CmdReset); n != 0 {
+		t.Fatalf("the attach seeded the pre-seeded backup whole (sent %v)", sent.n)
+	}
+	return &sent
 }
