@@ -88,8 +88,9 @@ func (s *Server) preSeed(r regionmap.Region, name string, er *engine.Region) {
 	start := time.Now()
 	pre, err := s.copyTo(r, name, er)
 	if err != nil {
-		if s.closed.Load() {
-			return
+		cur := s.state.Load().m.Region(r.ID)
+		if s.closed.Load() || cur == nil || cur.Primary != s.cfg.Name || !slices.Contains(cur.Joining, name) {
+			return // no longer ours to seed, or no longer joining
 		}
 		s.log.Warn("pre-seeding a joining backup failed: reported dropped", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))
 		s.replMu.Lock()
@@ -129,8 +130,8 @@ func (s *Server) copyTo(r regionmap.Region, name string, er *engine.Region) (*re
 			if err == nil {
 				return pre, nil
 			}
-			if time.Now().After(deadline) || s.closed.Load() {
-				return nil, err
+			if time.Now().After(deadline) || s.closed.Load() || errors.Is(err, engine.ErrClosed) {
+				return nil, err // (closed: the region moved away from this server)
 			}
 		} else if time.Now().After(deadline) || s.closed.Load() {
 			return nil, err
