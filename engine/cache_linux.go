@@ -26,3 +26,10 @@ func dropCache(f vfs.File, off, n int64, written bool) {
 	start, end := off/page*page, (off+n+page-1)/page*page
 	_ = unix.Fadvise(int(fd), start, end-start, unix.FADV_DONTNEED)
 }
+
+// noReadahead turns the kernel's readahead off for f (best effort).
+func noReadahead(f vfs.File) {
+	if fd := f.Fd(); fd != vfs.InvalidFd {
+		_ = unix.Fadvise(int(fd), 0, 0, unix.FADV_RANDOM)
+	}
+}

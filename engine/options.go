@@ -93,9 +93,10 @@ type Options struct {
 	// CompactionBypassCache keeps compactions out of the OS page cache, as
 	// Kreon's direct I/O does: the segments a compaction (or a backup's
 	// rewrite of shipped ones) writes are written back and dropped from
-	// the cache, and what a merge reads is dropped after it. Reads of
-	// levels then go to the device unless the engine's own node cache
-	// holds them. Best effort (fadvise; no effect on an in-memory FS).
+	// the cache, and what a merge reads is dropped after it; the file gets
+	// no kernel readahead (it would cache what follows a merge's reads).
+	// Reads of levels then go to the device unless the engine's own node
+	// cache holds them. Best effort (fadvise; no effect on an in-memory FS).
 	CompactionBypassCache bool
 	// Logger receives the engine's logs. Default: zap.NewNop().
 	Logger *zap.Logger

@@ -186,6 +186,9 @@ func (v *Volume) open(explicitSeg int64, explicitNode int) error {
 	if err != nil {
 		return fmt.Errorf("engine: open %s: %w", path, err)
 	}
+	if v.opts.CompactionBypassCache {
+		noReadahead(v.file) // or a merge's node reads would cache what follows them
+	}
 	if err := v.syncDir(); err != nil {
 		return err
 	}
