@@ -94,7 +94,7 @@ func (s *Server) preSeed(r regionmap.Region, name string, er *engine.Region) {
 		}
 		s.log.Warn("pre-seeding a joining backup failed: reported dropped", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))
 		s.replMu.Lock()
-		delete(s.preseeding, k) // a re-add pre-seeds again
+		delete(s.preseeding, k)    // a re-add pre-seeds again
 		s.preFailed[k] = cur.Epoch // the map's epoch now: the master acts on that one
 		s.replMu.Unlock()
 		s.reportDropped(*cur, name) // and again from reportDrops while the map lists it
