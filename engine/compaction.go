@@ -156,7 +156,20 @@ func (r *Region) mergeInstall(info CompactionInfo, srcs []source, ver *version, 
 		r.listener.SegmentBuilt(info, s)
 		return nil
 	})
-	live := r.log.liveSegs()
+	// A level's pointers name records below the recovery point (an L0
+	// compaction's: below rp, the end of the frozen L0), so the segments
+	// a pointer may still be read in are those of the log up to it: every
+	// one of them has been flushed to the backups. A log segment past it
+	// (the tail, the prepared next) can only match a stale pointer into an
+	// earlier segment of the same number, freed after GC relocated its
+	// records and reused since.
+	bound := rp
+	if info.Src > 0 {
+		r.mu.RLock()
+		bound = r.rp
+		r.mu.RUnlock()
+	}
+	live := r.log.liveSegs(bound)
 	m := newMergeIter(srcs, shadow)
 	for ; m.valid(); m.next() {
 		k, e := m.key(), m.entry()
@@ -165,9 +178,11 @@ func (r *Region) mergeInstall(info CompactionInfo, srcs []source, ver *version, 
 			continue
 		}
 		if !live[r.v.g.seg(e.ptr)] {
-			// The segment was freed (GC relocated what was live in it):
+			// The segment was freed (GC relocated what was live in it;
+			// its number may be the log's again, past the recovery point):
 			// newer data shadows this entry. Write a dead pointer, so no
-			// replica has to translate a segment its log no longer has.
+			// replica has to translate a segment its log no longer has (or
+			// has not adopted yet).
 			e.ptr = r.v.g.ptr(0, r.v.g.off(e.ptr))
 		}
 		if err := b.add(k, e); err != nil {

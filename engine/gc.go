@@ -317,17 +317,18 @@ func (l *vlog) flushInfo(pos uint64) LogFlush {
 	return f
 }
 
-// liveSegs returns the segments currently in the log (a compaction's view
-// of which value pointers may still be read).
-func (l *vlog) liveSegs() map[uint64]bool {
+// liveSegs returns the segments currently in the log up to log position
+// upTo (a compaction's view of which value pointers may still be read).
+// Not the segments past it (the tail past the recovery point, the prepared
+// next one): no level entry points there but a stale one into a freed
+// segment whose number they reuse, which no replica can translate (it has
+// not adopted them yet).
+func (l *vlog) liveSegs(upTo uint64) map[uint64]bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	m := make(map[uint64]bool, len(l.segs))
 	for _, s := range l.segs {
-		// Not the prepared segment: no record is in it yet, so a pointer
-		// into its number is a stale one into a freed segment it reuses,
-		// which no replica can translate (it has not mapped it yet).
-		if s != l.next {
+		if s.idx <= upTo>>l.g.shift {
 			m[s.seg] = true
 		}
 	}
