@@ -131,6 +131,12 @@ func (s *Server) reportDropped(r regionmap.Region, name string) {
 	s.log.Info("reported a dropped backup to the master", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch), zap.String("backup", name))
 }
 
+// drop names a backup to report dropped from region r.
+type drop struct {
+	r    regionmap.Region
+	name string
+}
+
 // reportDrops reports again every backup a stream dropped that the map
 // still lists (a report that failed, or one the master has not acted on:
 // the region refuses writes until it does). Reports are idempotent.
@@ -141,10 +147,6 @@ func (s *Server) reportDrops() {
 	s.reportPreFailed()
 	st := s.state.Load()
 	s.replMu.Lock()
-	type drop struct {
-		r    regionmap.Region
-		name string
-	}
 	var drops []drop
 	for id, p := range s.primaries {
 		r := st.m.Region(id)

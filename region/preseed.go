@@ -173,10 +173,6 @@ func (s *Server) attachPreseeded(id uint64, name string) {
 // that failed, or one the master has not acted on yet).
 func (s *Server) reportPreFailed() {
 	st := s.state.Load()
-	type drop struct {
-		r    regionmap.Region
-		name string
-	}
 	var drops []drop
 	s.replMu.Lock()
 	for k, epoch := range s.preFailed {

@@ -26,25 +26,10 @@ import (
 func TestPromoteBackup(t *testing.T) {
 	rng := rand.New(rand.NewPCG(testseed.Seed(t), 11))
 	g := newReplGroup(t, 64, []Mode{SendIndex, SendIndex}, nil)
-	model := g.write(rng, 4, 1500, 2400)
-	if err := g.pr.Compact(); err != nil { // L0 empty: the writes below start no compaction
-		t.Fatal(err)
-	}
-	g.settle()
-	// Too few for an L0 compaction: these live only in the buffers.
-	for k, v := range g.write(rng, 2, 20, 2400) {
-		model[k] = v
-	}
-	// The primary fails: nothing more reaches the backups.
-	g.failPrimary()
-	np, err := g.reps[0].Promote(4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	model, np := g.promoteWithTail(rng)
 	if np.IsBackup() || np.Desc().Epoch != 4 {
 		t.Fatalf("promoted region: backup %v epoch %d", np.IsBackup(), np.Desc().Epoch)
 	}
-	checkContent(t, "promoted", np, model)
 
 	// The new primary replicates to the other backup, on a fresh buffer.
 	bs, ends, cq := connectBackups(t, rdma.NewLoopback(), func() string { loopAddrs++; return fmt.Sprintf("pr%d", loopAddrs) }, 1)
@@ -173,6 +158,30 @@ func (g *replGroup) newBackup(dir string) (*engine.Volume, *Replica) {
 		t.Fatal(err)
 	}
 	return nv, rep
+}
+
+// promoteWithTail writes to the group (levels, then a tail too short for
+// an L0 compaction: it lives only in the buffers), fails the primary and
+// promotes backup 0 at epoch 4, which must hold every acknowledged write.
+func (g *replGroup) promoteWithTail(rng *rand.Rand) (map[string][]byte, *engine.Region) {
+	t := g.t
+	t.Helper()
+	model := g.write(rng, 4, 1500, 2400)
+	if err := g.pr.Compact(); err != nil { // L0 empty: the writes below start no compaction
+		t.Fatal(err)
+	}
+	g.settle()
+	for k, v := range g.write(rng, 2, 20, 2400) {
+		model[k] = v
+	}
+	// The primary fails: nothing more reaches the backups.
+	g.failPrimary()
+	np, err := g.reps[0].Promote(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkContent(t, "promoted", np, model)
+	return model, np
 }
 
 // failPrimary stops the group's primary as a crash would (no flush, its

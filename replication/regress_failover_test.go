@@ -119,20 +119,7 @@ func TestPromoteSkipsFreedSegment(t *testing.T) {
 func TestCatchUpBeforeServing(t *testing.T) {
 	rng := rand.New(rand.NewPCG(testseed.Seed(t), 15))
 	g := newReplGroup(t, 64, []Mode{SendIndex, SendIndex}, nil)
-	model := g.write(rng, 4, 1500, 2400)
-	if err := g.pr.Compact(); err != nil {
-		t.Fatal(err)
-	}
-	g.settle()
-	for k, v := range g.write(rng, 2, 20, 2400) {
-		model[k] = v
-	}
-	g.failPrimary()
-	np, err := g.reps[0].Promote(4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkContent(t, "promoted", np, model)
+	_, np := g.promoteWithTail(rng)
 	bs, ends, cq := connectBackups(t, rdma.NewLoopback(), func() string { loopAddrs++; return fmt.Sprintf("cu%d", loopAddrs) }, 1)
 	rep := g.reps[1]
 	if err := rep.SetBuffer(ends[0].buf.Bytes()); err != nil {
