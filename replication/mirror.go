@@ -37,6 +37,12 @@ type Backup struct {
 // commit) and returns when every live backup's WRITEs completed up to the
 // asked offset: the acknowledgement a client may be given.
 //
+// A waiter collects the completions of the WRITEs it waits for itself (as
+// an RDMA poster polls its CQ), so where WRITEs complete as they are posted
+// (shm, loopback) a write's acknowledgement takes no goroutine hand-off; a
+// goroutine of the mirror collects them while a waiter is parked and, now
+// and then, when nobody waits.
+//
 // Append and Switch must be called in log order (under the log's lock);
 // Wait may be called from any goroutine. A backup whose WRITE fails is
 // dropped (Dropped reports it); Wait fails only when no backup is left.
@@ -55,6 +61,9 @@ type Mirror struct {
 	gen      uint64 // bumped at every Switch
 	written  uint64 // bytes posted, summed over backups
 	waiters  int    // goroutines in wait's cond.Wait
+	parks    uint64 // times a waiter parked (tests)
+	pollBuf  [16]rdma.Completion
+	kick     chan struct{} // capacity 1: a waiter parked
 	onDrop   func(name string, err error)
 	closed   bool
 	cancel   context.CancelFunc // stops the completion loop
@@ -78,7 +87,7 @@ func NewMirror(segSize int64, seg uint64, cq *rdma.CQ, backups []Backup) (*Mirro
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Mirror{segSize: segSize, staging: staging, cq: cq, seg: seg, cancel: cancel, done: make(chan struct{})}
+	m := &Mirror{segSize: segSize, staging: staging, cq: cq, seg: seg, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	m.cond = sync.NewCond(&m.mu)
 	for _, b := range backups {
 		if b.Buffer.Len < uint64(2*segSize) {
@@ -199,6 +208,7 @@ func (m *Mirror) wait(pos Pos, stopped func() error) error {
 		return end > 0 && m.gen == gen && (b.ackGen < gen || (b.ackGen == gen && b.acked < end))
 	}
 	for {
+		m.pollLocked()
 		live, behind := 0, 0
 		for _, b := range m.backups {
 			if !b.dropped {
@@ -230,6 +240,11 @@ func (m *Mirror) wait(pos Pos, stopped func() error) error {
 			return rdma.ErrClosed
 		}
 		m.waiters++
+		m.parks++
+		select { // completions watches the CQ while a waiter is parked
+		case m.kick <- struct{}{}:
+		default:
+		}
 		m.cond.Wait()
 		m.waiters--
 	}
@@ -299,6 +314,7 @@ func (m *Mirror) OnDrop(f func(name string, err error)) {
 func (m *Mirror) Acked(pos Pos) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.pollLocked()
 	live := 0
 	for _, b := range m.backups {
 		if b.dropped {
@@ -336,35 +352,76 @@ func (m *Mirror) IsDropped(name string) bool {
 	return true
 }
 
-// completions records WRITE completions until Close.
+// completions records WRITE completions that no waiter polled, until
+// Close: while a waiter is parked (asynchronous transports), and every
+// idleDrain otherwise, so a broken QP is noticed with nobody writing. On
+// transports that complete WRITEs as they are posted (shm), the waiter
+// finds its completions itself and this goroutine is not woken per write.
 func (m *Mirror) completions(ctx context.Context) {
 	defer close(m.done)
 	buf := make([]rdma.Completion, 64)
+	t := time.NewTicker(idleDrain)
+	defer t.Stop()
 	for {
-		n, err := m.cq.Wait(ctx, buf)
-		if err != nil {
+		select {
+		case <-ctx.Done():
 			return
+		case <-m.kick:
+		case <-t.C:
 		}
-		m.mu.Lock()
-		for _, c := range buf[:n] {
-			for _, b := range m.backups {
-				if c.QP != b.QP {
-					continue
-				}
-				switch {
-				case c.Err != nil:
-					m.dropLocked(b, fmt.Errorf("replication: backup %s: %w", b.Name, c.Err))
-				case c.Op == rdma.OpWrite:
-					gen, end := c.WRID>>40, int64(c.WRID&(1<<40-1))
-					if gen > b.ackGen || (gen == b.ackGen && end > b.acked) {
-						b.ackGen, b.acked = gen, end
-					}
+		for {
+			n := m.cq.Poll(buf)
+			m.mu.Lock()
+			m.applyLocked(buf[:n])
+			parked := m.waiters
+			m.mu.Unlock()
+			if parked == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.cq.Notify():
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// idleDrain is how often completions are collected with no waiter.
+const idleDrain = 100 * time.Millisecond
+
+// pollLocked collects the completions queued so far; it reports whether
+// there were any.
+func (m *Mirror) pollLocked() bool {
+	n := m.cq.Poll(m.pollBuf[:])
+	m.applyLocked(m.pollBuf[:n])
+	return n > 0
+}
+
+// applyLocked records completions: acknowledged ends, and drops for
+// failed WRITEs and broken QPs. It wakes the waiters.
+func (m *Mirror) applyLocked(cs []rdma.Completion) {
+	if len(cs) == 0 {
+		return
+	}
+	for _, c := range cs {
+		for _, b := range m.backups {
+			if c.QP != b.QP {
+				continue
+			}
+			switch {
+			case c.Err != nil:
+				m.dropLocked(b, fmt.Errorf("replication: backup %s: %w", b.Name, c.Err))
+			case c.Op == rdma.OpWrite:
+				gen, end := c.WRID>>40, int64(c.WRID&(1<<40-1))
+				if gen > b.ackGen || (gen == b.ackGen && end > b.acked) {
+					b.ackGen, b.acked = gen, end
 				}
 			}
 		}
-		m.cond.Broadcast()
-		m.mu.Unlock()
 	}
+	m.cond.Broadcast()
 }
 
 // Written is the number of bytes posted to backups so far (each backup's

@@ -297,3 +297,64 @@ func ack(ctx context.Context, m *Mirror, pos Pos, appendErr error) error {
 	}
 	return m.Wait(ctx, pos)
 }
+
+// TestMirrorWaitPollsInline: on transports that complete a WRITE as it is
+// posted, a writer finds its completions itself and never parks (no
+// goroutine hand-off per write); on the others it parks and is woken.
+func TestMirrorWaitPollsInline(t *testing.T) {
+	for name, tc := range transports(t) {
+		t.Run(name, func(t *testing.T) {
+			m, _ := newTestMirror(t, tc.tr, tc.addr, 2)
+			rec := bytes.Repeat([]byte{3}, 64)
+			off := int64(4096)
+			for range 200 {
+				pos, err := m.Append(off, rec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				off += int64(len(rec))
+				if err := m.WaitTimeout(pos, 10*time.Second); err != nil {
+					t.Fatal(err)
+				}
+				if !m.Acked(pos) {
+					t.Fatal("waited position not acknowledged")
+				}
+			}
+			m.mu.Lock()
+			parks := m.parks
+			m.mu.Unlock()
+			if name != "tcp" && parks != 0 {
+				t.Errorf("%d of 200 waits parked, want none", parks)
+			}
+			t.Logf("%d of 200 waits parked", parks)
+		})
+	}
+}
+
+// TestMirrorIdleBackupDropped: a backup whose QP breaks while nobody
+// writes is dropped within a bounded time all the same.
+func TestMirrorIdleBackupDropped(t *testing.T) {
+	for name, tc := range transports(t) {
+		t.Run(name, func(t *testing.T) {
+			m, ends := newTestMirror(t, tc.tr, tc.addr, 2)
+			pos, err := m.Append(4096, bytes.Repeat([]byte{5}, 64))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.WaitTimeout(pos, 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			ends[1].qp.Close()
+			deadline := time.Now().Add(5 * time.Second)
+			for !m.IsDropped("b1") {
+				if time.Now().After(deadline) {
+					t.Fatal("a backup that died while idle was not dropped in 5 s")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if m.IsDropped("b0") {
+				t.Fatal("the live backup was dropped too")
+			}
+		})
+	}
+}
