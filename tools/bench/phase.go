@@ -42,7 +42,10 @@ type PhaseResult struct {
 	// count); EngineIOAmp is its total / UserBytes.
 	EngineIO    IOBytes `json:"server_engine_bytes,omitempty"`
 	EngineIOAmp float64 `json:"server_engine_io_amplification,omitempty"`
-	Records     int64   `json:"records"` // after the phase
+	// EngineIOByKind splits EngineIO by what the bytes were for (log,
+	// compaction, index, gc, meta: the engine's IOCategory names).
+	EngineIOByKind ioByKind `json:"server_engine_bytes_by_kind,omitempty"`
+	Records        int64    `json:"records"` // after the phase
 
 	Latency   LatencySummary            `json:"latency"`
 	PerOp     map[string]LatencySummary `json:"latency_by_op"`
@@ -79,7 +82,29 @@ type netCounter interface {
 // processes: the bytes those engines read and wrote, counted in their file
 // layer (page-cache hits included: what the engine asked of the device).
 type engineIOCounter interface {
-	engineIO() IOBytes
+	engineIO() ioByKind
+}
+
+// ioByKind is engine bytes by what they were for (engine.IOCategory names).
+type ioByKind map[string]IOBytes
+
+// total sums every kind.
+func (m ioByKind) total() IOBytes {
+	var t IOBytes
+	for _, b := range m {
+		t.Read += b.Read
+		t.Written += b.Written
+	}
+	return t
+}
+
+// sub returns m - o, kind by kind.
+func (m ioByKind) sub(o ioByKind) ioByKind {
+	d := make(ioByKind, len(m))
+	for k, b := range m {
+		d[k] = b.Sub(o[k])
+	}
+	return d
 }
 
 // pidsUsage sums the CPU and storage I/O of server processes.
@@ -137,7 +162,7 @@ func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Ge
 		net0 = nc.netBytes()
 	}
 	ec, hasEngineIO := env.target.(engineIOCounter)
-	var eio0 IOBytes
+	var eio0 ioByKind
 	if hasEngineIO {
 		eio0 = ec.engineIO()
 	}
@@ -255,7 +280,8 @@ func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Ge
 		res.NetBytes = nc.netBytes() - net0
 	}
 	if hasEngineIO {
-		res.EngineIO = ec.engineIO().Sub(eio0)
+		res.EngineIOByKind = ec.engineIO().sub(eio0)
+		res.EngineIO = res.EngineIOByKind.total()
 	}
 	if res.SpaceBytes, err = dirSize(env.fs, env.dir); err != nil {
 		return res, err

@@ -66,7 +66,69 @@ func (r *ReplResult) WriteTable(w io.Writer) error {
 				serverCPUPerOp(b)/serverCPUPerOp(s), b.IOAmp/s.IOAmp, b.EngineIOAmp/s.EngineIOAmp, b.NetAmp/s.NetAmp)
 		}
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return r.writeCeilings(w)
+}
+
+// writeCeilings prints, from the same run, the most any index-shipping
+// scheme could gain over Build-Index (see ceilings).
+func (r *ReplResult) writeCeilings(w io.Writer) error {
+	fmt.Fprintln(w, "\nceilings: the most Send-Index could gain over Build-Index in this run (throughput and CPU: No-Replication over Build-Index; I/O: Build-Index without its backups' merge reads):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "replicas\tphase\tthroughput x\tCPU/op lower x\tI/O amp (device) lower x\tI/O amp (engine) lower x\t")
+	for _, f := range []int{2, 3} {
+		bi := r.run("build-index", f)
+		if bi == nil {
+			continue
+		}
+		nr := r.run("", 1)
+		for i, b := range bi.Phases {
+			var n *PhaseResult
+			if nr != nil && i < len(nr.Phases) {
+				n = &nr.Phases[i]
+			}
+			c := ceilings(b, n, f)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.2f\t%.2f\t\n", f, b.Phase, optRatio(c.throughput), optRatio(c.cpu), c.device, c.engine)
+		}
+	}
 	return tw.Flush()
+}
+
+// ceiling is what a scheme that builds no index at the backups could gain
+// at most; 0 when not measured.
+type ceiling struct{ throughput, cpu, device, engine float64 }
+
+// ceilings bounds Send-Index's gains over a Build-Index phase b with f
+// replicas. A Send-Index server does all that a No-Replication one does
+// (phase n, nil if not run) and more, so n's throughput and CPU per op
+// bound it. Its backups still write the log and the shipped index, as
+// Build-Index backups write their log and their merges' output; what they
+// save is reading the merged levels: (f-1)/f of Build-Index's compaction
+// reads, every replica merging the same levels. The device bound counts
+// at most that many of Build-Index's device reads as saved.
+func ceilings(b PhaseResult, n *PhaseResult, f int) ceiling {
+	var c ceiling
+	if n != nil && b.OpsPerSec > 0 && serverCPUPerOp(*n) > 0 {
+		c.throughput = n.OpsPerSec / b.OpsPerSec
+		c.cpu = serverCPUPerOp(b) / serverCPUPerOp(*n)
+	}
+	saved := float64(b.EngineIOByKind["compaction"].Read) * float64(f-1) / float64(f)
+	if t := float64(b.EngineIO.Total()); t > 0 {
+		c.engine = t / (t - saved)
+	}
+	if t := float64(b.Device.Total()); t > 0 {
+		c.device = t / (t - min(saved, float64(b.Device.Read)))
+	}
+	return c
+}
+
+func optRatio(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
 }
 
 func (r *ReplResult) run(mode string, factor int) *ReplRun {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tebis-go/tebis/client"
+	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/internal/procstat"
 	"github.com/tebis-go/tebis/region"
 	"github.com/tebis-go/tebis/region/regionmap"
@@ -156,12 +157,17 @@ func (t *serverTarget) netBytes() uint64 {
 	return n
 }
 
-// engineIO sums the servers' engine byte counters.
-func (t *serverTarget) engineIO() IOBytes {
-	var io IOBytes
+// engineIO sums the servers' engine byte counters, by category.
+func (t *serverTarget) engineIO() ioByKind {
+	io := ioByKind{}
 	for _, ss := range t.serverStats() {
-		io.Read += ss.Engine.TotalRead()
-		io.Written += ss.Engine.TotalWritten()
+		for i := range ss.Engine.BytesRead {
+			k := engine.IOCategory(i).String()
+			b := io[k]
+			b.Read += ss.Engine.BytesRead[i]
+			b.Written += ss.Engine.BytesWritten[i]
+			io[k] = b
+		}
 	}
 	return io
 }
