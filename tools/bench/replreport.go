@@ -20,12 +20,12 @@ func (r *ReplResult) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "replication: %s, %d records, %d ops, %d threads, L0 %d pairs, growth %d, seed %d\n\n",
 		r.Sizes, r.Records, r.Ops, r.Threads, r.L0Pairs, r.Growth, r.Seed)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "setup\tphase\tops/s\tserver CPU us/op\tI/O amp (device)\tI/O amp (engine)\tnet amp\tput p50 us\tput p99 us\t")
+	fmt.Fprintln(tw, "setup\tphase\tops/s\tserver CPU us/op\tclient CPU us/op\tI/O amp (device)\tI/O amp (engine)\tnet amp\tput p50 us\tput p99 us\t")
 	for _, run := range r.Runs {
 		for _, p := range run.Phases {
 			put := putLatency(p)
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.2f\t%.2f\t%.2f\t%d\t%d\t\n", run.Setup.Name, p.Phase, p.OpsPerSec,
-				serverCPUPerOp(p), p.IOAmp, p.EngineIOAmp, p.NetAmp, put.P50, put.P99)
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%d\t%d\t\n", run.Setup.Name, p.Phase, p.OpsPerSec,
+				serverCPUPerOp(p), p.CPUPerOp-serverCPUPerOp(p), p.IOAmp, p.EngineIOAmp, p.NetAmp, put.P50, put.P99)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -75,9 +75,9 @@ func (r *ReplResult) WriteTable(w io.Writer) error {
 // writeCeilings prints, from the same run, the most any index-shipping
 // scheme could gain over Build-Index (see ceilings).
 func (r *ReplResult) writeCeilings(w io.Writer) error {
-	fmt.Fprintln(w, "\nceilings: the most Send-Index could gain over Build-Index in this run (throughput and CPU: No-Replication over Build-Index; I/O: Build-Index without its backups' merge reads):")
+	fmt.Fprintln(w, "\nceilings: the most Send-Index could gain over Build-Index in this run (CPU: No-Replication over Build-Index; I/O: Build-Index without its backups' merge reads):")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "replicas\tphase\tthroughput x\tCPU/op lower x\tI/O amp (device) lower x\tI/O amp (engine) lower x\t")
+	fmt.Fprintln(tw, "replicas\tphase\tCPU/op lower x\tI/O amp (device) lower x\tI/O amp (engine) lower x\t")
 	for _, f := range []int{2, 3} {
 		bi := r.run("build-index", f)
 		if bi == nil {
@@ -90,7 +90,7 @@ func (r *ReplResult) writeCeilings(w io.Writer) error {
 				n = &nr.Phases[i]
 			}
 			c := ceilings(b, n, f)
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.2f\t%.2f\t\n", f, b.Phase, optRatio(c.throughput), optRatio(c.cpu), c.device, c.engine)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f\t%.2f\t\n", f, b.Phase, optRatio(c.cpu), c.device, c.engine)
 		}
 	}
 	return tw.Flush()
@@ -98,20 +98,20 @@ func (r *ReplResult) writeCeilings(w io.Writer) error {
 
 // ceiling is what a scheme that builds no index at the backups could gain
 // at most; 0 when not measured.
-type ceiling struct{ throughput, cpu, device, engine float64 }
+type ceiling struct{ cpu, device, engine float64 }
 
 // ceilings bounds Send-Index's gains over a Build-Index phase b with f
-// replicas. A Send-Index server does all that a No-Replication one does
-// (phase n, nil if not run) and more, so n's throughput and CPU per op
-// bound it. Its backups still write the log and the shipped index, as
+// replicas. Its servers do all that No-Replication servers do (phase n,
+// nil if not run) and more, so n's server CPU per op bounds theirs. (Not
+// its throughput: on a host the client shares, the client's CPU per op
+// varies from setup to setup with the latencies it sees.) Its backups still write the log and the shipped index, as
 // Build-Index backups write their log and their merges' output; what they
 // save is reading the merged levels: (f-1)/f of Build-Index's compaction
 // reads, every replica merging the same levels. The device bound counts
 // at most that many of Build-Index's device reads as saved.
 func ceilings(b PhaseResult, n *PhaseResult, f int) ceiling {
 	var c ceiling
-	if n != nil && b.OpsPerSec > 0 && serverCPUPerOp(*n) > 0 {
-		c.throughput = n.OpsPerSec / b.OpsPerSec
+	if n != nil && serverCPUPerOp(*n) > 0 {
 		c.cpu = serverCPUPerOp(b) / serverCPUPerOp(*n)
 	}
 	saved := float64(b.EngineIOByKind["compaction"].Read) * float64(f-1) / float64(f)

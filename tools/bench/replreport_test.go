@@ -27,14 +27,13 @@ func TestCeilings(t *testing.T) {
 			t.Errorf("%s ceiling %v, want %v", what, got, want)
 		}
 	}
-	near("throughput", c.throughput, 80.0/50)
 	near("cpu", c.cpu, 2.0)
 	// The backups' 160 merge bytes are saved; log and index writes stay.
 	near("engine", c.engine, 840.0/680)
 	// At most the 100 device bytes read can be saved.
 	near("device", c.device, 700.0/600)
 
-	if c := ceilings(b, nil, 3); c.throughput != 0 || c.cpu != 0 || c.engine == 0 {
+	if c := ceilings(b, nil, 3); c.cpu != 0 || c.engine == 0 {
 		t.Errorf("without No-Replication: %+v, want only the I/O ceilings", c)
 	}
 	// With the merge reads negligible, nothing beyond 1x is possible.
@@ -56,7 +55,7 @@ func TestWriteCeilings(t *testing.T) {
 	if err := r.writeCeilings(&buf); err != nil {
 		t.Fatal(err)
 	}
-	want := "3 Load A 1.60 2.00 1.17 1.24"
+	want := "3 Load A 2.00 1.17 1.24"
 	for _, line := range strings.Split(buf.String(), "\n") {
 		if strings.Join(strings.Fields(line), " ") == want {
 			return
