@@ -63,3 +63,24 @@ func TestWriteCeilings(t *testing.T) {
 	}
 	t.Errorf("ceilings table lacks the row %q:\n%s", want, buf.String())
 }
+
+// TestWriteCeilingsMarksGC: a Build-Index phase in which value-log GC ran
+// gets its I/O ceilings marked and the GC bytes named.
+func TestWriteCeilingsMarksGC(t *testing.T) {
+	eng := ioByKind{"log": {Written: 300}, "compaction": {Read: 240, Written: 300}, "gc": {Read: 2e6}}
+	r := &ReplResult{Runs: []ReplRun{
+		{Setup: ReplSetup{Name: "build-index-2", Mode: "build-index", Factor: 2},
+			Phases: []PhaseResult{replPhase("Run A", 1000, 50, 2e-2, eng, IOBytes{Read: 100, Written: 600})}},
+	}}
+	var buf bytes.Buffer
+	if err := r.writeCeilings(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "2-way Run A: 2 MB of GC reads") || strings.Count(out, "*") != 3 {
+		t.Errorf("GC not marked:\n%s", out)
+	}
+	if strings.Contains(out, "2-way Load A") {
+		t.Errorf("a phase without GC marked:\n%s", out)
+	}
+}
