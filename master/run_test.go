@@ -271,8 +271,11 @@ func TestRunRetriesConflict(t *testing.T) {
 		f.PutMap(other)
 	})
 	r := m.Regions[2]
-	f.RemoveServer(r.Primary)
+	// The positions first: a decision between the primary's removal and
+	// the reports would write the map once for the other regions (whose
+	// backup it was) and promote in a second write.
 	reportLogs(f, r)
+	f.RemoveServer(r.Primary)
 	wait(t, "the retried write", atVersion(f, 2))
 	got, _ := f.Map()
 	promoted(t, got, r)
