@@ -274,9 +274,10 @@ func (l *vlog) dropSegs(dead []*logSeg) {
 }
 
 // applyGarbage adds compaction-found garbage to sealed segments and returns
-// copies of the descriptors to persist: those whose garbage changed and
-// those sealed since the last batch (their end offsets). Unsealed segments'
-// garbage stays in memory. Called with metaMu held.
+// copies of the descriptors to persist: those whose garbage changed (here
+// or, by writes replacing keys in L0, since it was last persisted) and
+// those sealed since the last batch (their end offsets). Unsealed
+// segments' garbage stays in memory. Called with metaMu held.
 func (l *vlog) applyGarbage(g map[uint64]int64) []*logSeg {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -284,7 +285,7 @@ func (l *vlog) applyGarbage(g map[uint64]int64) []*logSeg {
 	for _, ls := range l.segs {
 		n, charged := g[ls.seg]
 		ls.garbage = min(ls.garbage+n, l.g.segSize)
-		if ls.end != 0 && (charged || !ls.endSaved) {
+		if ls.end != 0 && (charged || !ls.endSaved || ls.garbage != ls.savedGarbage) {
 			c := *ls
 			out = append(out, &c)
 		}
@@ -292,13 +293,15 @@ func (l *vlog) applyGarbage(g map[uint64]int64) []*logSeg {
 	return out
 }
 
-// markEndsSaved records that the listed descriptors' ends are persisted.
+// markEndsSaved records that the listed descriptors (copies) are
+// persisted: their ends and their garbage.
 func (l *vlog) markEndsSaved(saved []*logSeg) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, c := range saved {
 		if s := l.bySeg[c.seg]; s != nil && s.seq == c.seq {
 			s.endSaved = true
+			s.savedGarbage = c.garbage
 		}
 	}
 }

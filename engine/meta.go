@@ -112,6 +112,10 @@ type logSeg struct {
 	recSeq   uint64 // backup regions: the primary segment's sequence, the records' checksum seed
 	dropped  bool   // freed from the log's list; in memory only
 	endSaved bool   // end is persisted; in memory only
+	// savedGarbage is garbage as a compaction (or recovery) last persisted
+	// or read it; in memory only. Region.write charges garbage outside
+	// compactions, to segments whose end may be persisted already.
+	savedGarbage int64
 }
 
 // recordSeq is the seed of the segment's record checksums: its own

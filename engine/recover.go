@@ -41,6 +41,7 @@ func rebuildRegion(v *Volume, st *regionState) (*Region, error) {
 	for _, ls := range st.logs {
 		l.bySeg[ls.seg] = ls
 		ls.endSaved = ls.end != 0
+		ls.savedGarbage = ls.garbage
 	}
 	l.tail = st.logs[len(st.logs)-1]
 	if l.tail.end != 0 {
