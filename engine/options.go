@@ -96,7 +96,9 @@ type Options struct {
 	// the cache, and what a merge reads is dropped after it; the file gets
 	// no kernel readahead (it would cache what follows a merge's reads).
 	// Reads of levels then go to the device unless the engine's own node
-	// cache holds them. Best effort (fadvise; no effect on an in-memory FS).
+	// cache holds them; merges read their inputs' leaves and leaves'
+	// parents a segment at a time, lookups a node at a time. Best effort
+	// (fadvise; no effect on an in-memory FS but the merges' reads).
 	CompactionBypassCache bool
 	// Logger receives the engine's logs. Default: zap.NewNop().
 	Logger *zap.Logger

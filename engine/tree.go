@@ -35,7 +35,12 @@ func (v *Volume) readNode(p ptr, cat IOCategory) (*node, error) {
 
 // child reads the i-th child of n and checks its height.
 func (v *Volume) child(n *node, i int, cat IOCategory) (*node, error) {
-	c, err := v.readNode(n.ptrs[i], cat)
+	return v.childVia(n, i, cat, v.readNode)
+}
+
+// childVia is child with its read.
+func (v *Volume) childVia(n *node, i int, cat IOCategory, read func(ptr, IOCategory) (*node, error)) (*node, error) {
+	c, err := read(n.ptrs[i], cat)
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +81,7 @@ type levelIter struct {
 	stack []levelFrame
 	err   error
 	ok    bool
+	win   *segWindow // merges on a volume bypassing the page cache
 }
 
 type levelFrame struct {
@@ -89,7 +95,14 @@ func newLevelIter(v *Volume, l *levelDesc, start, end []byte, cat IOCategory) *l
 	if l == nil || l.root == 0 {
 		return it
 	}
-	n, err := v.readNode(l.root, cat)
+	read := v.readNode
+	if cat == IOCompaction && v.opts.CompactionBypassCache {
+		it.win = newSegWindow(v, l)
+		if l.height <= 1 {
+			read = it.win.node
+		}
+	}
+	n, err := read(l.root, cat)
 	if err != nil {
 		it.err = err
 		return it
@@ -103,7 +116,7 @@ func newLevelIter(v *Volume, l *levelDesc, start, end []byte, cat IOCategory) *l
 		if n.leaf {
 			break
 		}
-		if n, err = v.child(n, i, cat); err != nil {
+		if n, err = it.child(n, i); err != nil {
 			it.err = err
 			return it
 		}
@@ -151,7 +164,7 @@ func (it *levelIter) next() {
 	}
 	it.stack[d].i++
 	for d < len(it.stack)-1 {
-		c, err := it.v.child(it.stack[d].n, it.stack[d].i, it.cat)
+		c, err := it.child(it.stack[d].n, it.stack[d].i)
 		if err != nil {
 			it.err, it.ok = err, false
 			return
@@ -163,3 +176,12 @@ func (it *levelIter) next() {
 }
 
 func (it *levelIter) error() error { return it.err }
+
+// child reads n's i-th child, leaves and their parents through the
+// iterator's window if it has one.
+func (it *levelIter) child(n *node, i int) (*node, error) {
+	if it.win != nil && n.height <= 2 {
+		return it.v.childVia(n, i, it.cat, it.win.node)
+	}
+	return it.v.child(n, i, it.cat)
+}
