@@ -66,6 +66,7 @@ type Mirror struct {
 	kick     chan struct{} // capacity 1: a waiter parked
 	onDrop   func(name string, err error)
 	closed   bool
+	tick     time.Duration      // idle completion drain and waiter wake-ups
 	cancel   context.CancelFunc // stops the completion loop
 	done     chan struct{}
 }
@@ -82,12 +83,18 @@ type mirrorBackup struct {
 // buffers must be 2*segSize bytes, and their QPs must report to cq (which
 // the mirror polls; give it a CQ of its own).
 func NewMirror(segSize int64, seg uint64, cq *rdma.CQ, backups []Backup) (*Mirror, error) {
+	return newMirror(segSize, seg, cq, backups, idleDrain)
+}
+
+// newMirror is NewMirror with the period of the mirror's timers (tests
+// make it long to show that no completion waits for them).
+func newMirror(segSize int64, seg uint64, cq *rdma.CQ, backups []Backup, tick time.Duration) (*Mirror, error) {
 	staging, err := rdma.Register(int(2 * segSize))
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Mirror{segSize: segSize, staging: staging, cq: cq, seg: seg, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1)}
+	m := &Mirror{segSize: segSize, staging: staging, cq: cq, seg: seg, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1), tick: tick}
 	m.cond = sync.NewCond(&m.mu)
 	for _, b := range backups {
 		if b.Buffer.Len < uint64(2*segSize) {
@@ -253,7 +260,7 @@ func (m *Mirror) wait(pos Pos, stopped func() error) error {
 // ticker wakes waiters now and then, so that WaitTimeout sees its
 // deadline pass, until done closes.
 func (m *Mirror) ticker(done <-chan struct{}) {
-	t := time.NewTicker(100 * time.Millisecond)
+	t := time.NewTicker(m.tick)
 	defer t.Stop()
 	for {
 		select {
@@ -360,7 +367,7 @@ func (m *Mirror) IsDropped(name string) bool {
 func (m *Mirror) completions(ctx context.Context) {
 	defer close(m.done)
 	buf := make([]rdma.Completion, 64)
-	t := time.NewTicker(idleDrain)
+	t := time.NewTicker(m.tick)
 	defer t.Stop()
 	for {
 		select {
@@ -370,11 +377,16 @@ func (m *Mirror) completions(ctx context.Context) {
 		case <-t.C:
 		}
 		for {
-			n := m.cq.Poll(buf)
-			m.mu.Lock()
-			m.applyLocked(buf[:n])
-			parked := m.waiters
-			m.mu.Unlock()
+			// Drain the queue before waiting for a notification: the
+			// one notification of a burst may have been taken already.
+			n, parked := len(buf), 0
+			for rounds := 0; n == len(buf) && rounds < maxPollRounds; rounds++ {
+				n = m.cq.Poll(buf)
+				m.mu.Lock()
+				m.applyLocked(buf[:n])
+				parked = m.waiters
+				m.mu.Unlock()
+			}
 			if parked == 0 {
 				break
 			}
@@ -391,12 +403,21 @@ func (m *Mirror) completions(ctx context.Context) {
 // idleDrain is how often completions are collected with no waiter.
 const idleDrain = 100 * time.Millisecond
 
-// pollLocked collects the completions queued so far; it reports whether
-// there were any.
-func (m *Mirror) pollLocked() bool {
-	n := m.cq.Poll(m.pollBuf[:])
-	m.applyLocked(m.pollBuf[:n])
-	return n > 0
+// maxPollRounds bounds a drain of the CQ (posters keep filling it).
+const maxPollRounds = 1024
+
+// pollLocked collects the completions queued so far. After Close it
+// collects nothing: the caller closes the QPs then, and their
+// disconnections are no failures to report.
+func (m *Mirror) pollLocked() {
+	if m.closed {
+		return
+	}
+	n := len(m.pollBuf)
+	for rounds := 0; n == len(m.pollBuf) && rounds < maxPollRounds; rounds++ {
+		n = m.cq.Poll(m.pollBuf[:])
+		m.applyLocked(m.pollBuf[:n])
+	}
 }
 
 // applyLocked records completions: acknowledged ends, and drops for

@@ -358,3 +358,113 @@ func TestMirrorIdleBackupDropped(t *testing.T) {
 		})
 	}
 }
+
+// postCompletions posts n signaled WRITEs of the tail's first bytes to
+// every backup of m, as if the mirror had posted them: the last one's ID
+// acknowledges end, the others less. Loopback completes them as posted.
+func postCompletions(t *testing.T, m *Mirror, n int, end int64) {
+	t.Helper()
+	for _, b := range m.backups {
+		for i := range n {
+			id := m.gen<<40 | uint64(end-int64(n-1-i))
+			err := b.QP.PostWrite(rdma.WriteWR{ID: id, Local: m.staging, Len: 8, Remote: b.Buffer, Signaled: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestMirrorDrainsBursts: completions queued in a burst larger than a
+// poll are all collected at once, by a waiter that does not park
+// (Acked) and for a waiter that parked, without waiting for a timer (the
+// mirror's timers are set to an hour here).
+func TestMirrorDrainsBursts(t *testing.T) {
+	const burst = 300
+	for _, parked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("parked=%v", parked), func(t *testing.T) {
+			bs, _, cq := connectBackups(t, rdma.NewLoopback(), func() string { loopAddrs++; return fmt.Sprintf("m%d", loopAddrs) }, 2)
+			m, err := newMirror(mirrorSeg, 1, cq, bs, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			pos, err := m.Append(4096, bytes.Repeat([]byte{7}, 4096))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.mu.Lock()
+			m.posted = m.appended // the test posts in the mirror's place
+			m.mu.Unlock()
+			if !parked {
+				postCompletions(t, m, burst, pos.end)
+				if !m.Acked(pos) {
+					t.Fatalf("%d queued completions per backup not all collected by Acked", burst)
+				}
+				return
+			}
+			waited := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				waited <- m.Wait(ctx, pos)
+			}()
+			for {
+				m.mu.Lock()
+				w := m.waiters
+				if w > 0 {
+					// The burst lands while the waiter is parked.
+					postCompletions(t, m, burst, pos.end)
+					m.mu.Unlock()
+					break
+				}
+				m.mu.Unlock()
+				time.Sleep(time.Millisecond)
+			}
+			if err := <-waited; err != nil {
+				t.Fatalf("parked waiter, %d completions per backup queued at once: %v", burst, err)
+			}
+		})
+	}
+}
+
+// TestMirrorCloseReportsNoDrop: the QPs closed after the mirror are no
+// failed backups, even when Acked is asked afterwards.
+func TestMirrorCloseReportsNoDrop(t *testing.T) {
+	bs, _, cq := connectBackups(t, rdma.NewLoopback(), func() string { loopAddrs++; return fmt.Sprintf("m%d", loopAddrs) }, 2)
+	m, err := NewMirror(mirrorSeg, 1, cq, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var reported []string
+	m.OnDrop(func(name string, err error) {
+		mu.Lock()
+		reported = append(reported, name)
+		mu.Unlock()
+	})
+	pos, err := m.Append(4096, bytes.Repeat([]byte{9}, 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WaitTimeout(pos, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bs {
+		b.QP.Close()
+	}
+	m.Acked(pos)
+	for _, b := range bs {
+		if m.IsDropped(b.Name) {
+			t.Errorf("backup %s dropped after the mirror closed: %v", b.Name, m.Dropped()[b.Name])
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reported) > 0 {
+		t.Errorf("drops reported after the mirror closed: %v", reported)
+	}
+}
