@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"encoding/binary"
 	"fmt"
-	"sort"
 )
 
 // Installing a level built elsewhere (Send-Index): the caller allocates a
@@ -39,57 +37,6 @@ func (v *Volume) WriteSegment(seg uint64, data []byte) error {
 		return fmt.Errorf("%w: image is for segment %d seq %d, not segment %d seq %d", ErrBadOptions, h.SegNo, h.Seq, seg, v.alloc.seqOf(seg))
 	}
 	return v.writeAt(data, v.g.fileOff(seg), IOCompaction)
-}
-
-// PointerMap translates a device pointer of a shipped segment. value is
-// true for leaf value pointers (into the log) and false for child nodes.
-type PointerMap func(p uint64, value bool) (uint64, error)
-
-// RewriteIndexSegment rewrites, in place, an index segment image built by
-// another volume: every child and value pointer goes through m, every node
-// is re-sealed for the new segment sequence, and the header names newSeg.
-// It returns the log segments the leaves now point into (sorted).
-func (v *Volume) RewriteIndexSegment(data []byte, newSeg, newSeq uint64, m PointerMap) ([]uint64, error) {
-	h, err := decodeSegHeader(data, newSeg)
-	if err != nil {
-		return nil, err
-	}
-	if h.Kind != segKindIndex || (len(data)-segHeaderSize)%v.g.nodeSize != 0 {
-		return nil, fmt.Errorf("%w: segment %d: not an index segment image", ErrCorrupt, h.SegNo)
-	}
-	refs := map[uint64]struct{}{}
-	for off := segHeaderSize; off < len(data); off += v.g.nodeSize {
-		b := data[off : off+v.g.nodeSize]
-		n, err := decodeNode(b, v.g.ptr(h.SegNo, int64(off)), v.g, h.Seq)
-		if err != nil {
-			return nil, err
-		}
-		pos := nodeHeaderLen
-		for i := range n.keys {
-			slot := pos + 2 // internal: keyLen u16, then the child pointer
-			if n.leaf {
-				slot = pos + 7 // leaf: flags, keyLen, valLen, then the value pointer
-			}
-			np, err := m(n.ptrs[i], n.leaf)
-			if err != nil {
-				return nil, err
-			}
-			binary.LittleEndian.PutUint64(b[slot:], np)
-			if n.leaf {
-				refs[v.g.seg(np)] = struct{}{}
-			}
-			pos += entrySize(n.leaf, len(n.keys[i]))
-		}
-		binary.LittleEndian.PutUint32(b[0:], nodeCRC(newSeq, b[4:]))
-	}
-	h.SegNo, h.Seq = newSeg, newSeq
-	h.encode(data)
-	out := make([]uint64, 0, len(refs))
-	for s := range refs {
-		out = append(out, s)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out, nil
 }
 
 // InstalledLevel describes a level whose segments were written with

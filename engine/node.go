@@ -144,29 +144,49 @@ func (w *nodeWriter) seal(segSeq uint64) []byte {
 	return b
 }
 
+// nodeHead is a node's verified header.
+type nodeHead struct {
+	leaf        bool
+	height      int
+	count, used int
+}
+
+func corruptNode(g geometry, p ptr, why string) error {
+	return fmt.Errorf("%w: segment %d offset %d: node %s", ErrCorrupt, g.seg(p), g.off(p), why)
+}
+
+// checkNode verifies a node's checksum (for a segment of sequence segSeq)
+// and the consistency of its header.
+func checkNode(b []byte, p ptr, g geometry, segSeq uint64) (nodeHead, error) {
+	if len(b) < nodeHeaderLen {
+		return nodeHead{}, corruptNode(g, p, "short")
+	}
+	if binary.LittleEndian.Uint32(b[0:]) != nodeCRC(segSeq, b[4:]) {
+		return nodeHead{}, corruptNode(g, p, "checksum mismatch")
+	}
+	typ := b[4]
+	h := nodeHead{leaf: typ == nodeLeaf, height: int(b[5]),
+		count: int(binary.LittleEndian.Uint16(b[6:])), used: int(binary.LittleEndian.Uint16(b[8:]))}
+	if (typ != nodeLeaf && typ != nodeInternal) || h.used > len(b) || h.used < nodeHeaderLen || h.count == 0 {
+		return nodeHead{}, corruptNode(g, p, "header invalid")
+	}
+	if h.leaf != (h.height == 0) {
+		return nodeHead{}, corruptNode(g, p, "type does not match height")
+	}
+	return h, nil
+}
+
 // decodeNode verifies and parses an encoded node read from p, in a segment
 // with sequence segSeq.
 func decodeNode(b []byte, p ptr, g geometry, segSeq uint64) (*node, error) {
-	bad := func(why string) error {
-		return fmt.Errorf("%w: segment %d offset %d: node %s", ErrCorrupt, g.seg(p), g.off(p), why)
+	h, err := checkNode(b, p, g, segSeq)
+	if err != nil {
+		return nil, err
 	}
-	if len(b) < nodeHeaderLen {
-		return nil, bad("short")
-	}
-	if binary.LittleEndian.Uint32(b[0:]) != nodeCRC(segSeq, b[4:]) {
-		return nil, bad("checksum mismatch")
-	}
-	typ, height := b[4], int(b[5])
-	count := int(binary.LittleEndian.Uint16(b[6:]))
-	used := int(binary.LittleEndian.Uint16(b[8:]))
-	if (typ != nodeLeaf && typ != nodeInternal) || used > len(b) || used < nodeHeaderLen || count == 0 {
-		return nil, bad("header invalid")
-	}
-	n := &node{leaf: typ == nodeLeaf, height: height, encoded: b,
+	bad := func(why string) error { return corruptNode(g, p, why) }
+	count, used := h.count, h.used
+	n := &node{leaf: h.leaf, height: h.height, encoded: b,
 		keys: make([][]byte, count), ptrs: make([]ptr, count)}
-	if (n.leaf) != (height == 0) {
-		return nil, bad("type does not match height")
-	}
 	if n.leaf {
 		n.vlens = make([]uint32, count)
 		n.flags = make([]uint8, count)

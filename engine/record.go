@@ -32,10 +32,18 @@ func encodeRecord(b []byte, segSeq uint64, kind uint8, key, value []byte) {
 }
 
 func recordCRC(segSeq uint64, body []byte) uint32 {
-	var s [8]byte
-	binary.LittleEndian.PutUint64(s[:], segSeq)
-	c := crc32.Update(0, castagnoli, s[:])
-	return crc32.Update(c, castagnoli, body)
+	return crc32.Update(seqCRC(segSeq), castagnoli, body)
+}
+
+// seqCRC is crc32.Update(0, castagnoli, segSeq as 8 little-endian bytes),
+// a byte at a time through the table: passing a stack array to crc32
+// moves it to the heap, an allocation per record and per node.
+func seqCRC(segSeq uint64) uint32 {
+	c := ^uint32(0)
+	for i := 0; i < 8; i++ {
+		c = castagnoli[byte(c)^byte(segSeq>>(8*i))] ^ c>>8
+	}
+	return ^c
 }
 
 // record is a decoded log record; Key and Value alias the decoded buffer.

@@ -45,7 +45,10 @@ type PhaseResult struct {
 	// EngineIOByKind splits EngineIO by what the bytes were for (log,
 	// compaction, index, gc, meta: the engine's IOCategory names).
 	EngineIOByKind ioByKind `json:"server_engine_bytes_by_kind,omitempty"`
-	Records        int64    `json:"records"` // after the phase
+	// StallSeconds is how long the servers' writers waited for room in a
+	// full L0 (writer-seconds, summed over writers and servers).
+	StallSeconds float64 `json:"server_stall_seconds,omitempty"`
+	Records      int64   `json:"records"` // after the phase
 
 	Latency   LatencySummary            `json:"latency"`
 	PerOp     map[string]LatencySummary `json:"latency_by_op"`
@@ -76,6 +79,12 @@ type phaseEnv struct {
 // transport: cumulative bytes moved.
 type netCounter interface {
 	netBytes() uint64
+}
+
+// stallCounter is implemented by targets whose engines run in server
+// processes: cumulative time their writers waited for room in L0.
+type stallCounter interface {
+	stallTime() time.Duration
 }
 
 // engineIOCounter is implemented by targets whose engines run in server
@@ -160,6 +169,11 @@ func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Ge
 	var net0 uint64
 	if hasNet {
 		net0 = nc.netBytes()
+	}
+	sc, hasStall := env.target.(stallCounter)
+	var stall0 time.Duration
+	if hasStall {
+		stall0 = sc.stallTime()
 	}
 	ec, hasEngineIO := env.target.(engineIOCounter)
 	var eio0 ioByKind
@@ -278,6 +292,9 @@ func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Ge
 	}
 	if hasNet {
 		res.NetBytes = nc.netBytes() - net0
+	}
+	if hasStall {
+		res.StallSeconds = (sc.stallTime() - stall0).Seconds()
 	}
 	if hasEngineIO {
 		res.EngineIOByKind = ec.engineIO().sub(eio0)

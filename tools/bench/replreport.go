@@ -20,12 +20,12 @@ func (r *ReplResult) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "replication: %s, %d records, %d ops, %d threads, L0 %d pairs, growth %d, seed %d\n\n",
 		r.Sizes, r.Records, r.Ops, r.Threads, r.L0Pairs, r.Growth, r.Seed)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "setup\tphase\tops/s\tserver CPU us/op\tclient CPU us/op\tI/O amp (device)\tI/O amp (engine)\tnet amp\tput p50 us\tput p99 us\t")
+	fmt.Fprintln(tw, "setup\tphase\tops/s\tserver CPU us/op\tclient CPU us/op\tI/O amp (device)\tI/O amp (engine)\tnet amp\tput p50 us\tput p99 us\tL0 stall s\t")
 	for _, run := range r.Runs {
 		for _, p := range run.Phases {
 			put := putLatency(p)
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%d\t%d\t\n", run.Setup.Name, p.Phase, p.OpsPerSec,
-				serverCPUPerOp(p), p.CPUPerOp-serverCPUPerOp(p), p.IOAmp, p.EngineIOAmp, p.NetAmp, put.P50, put.P99)
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%.1f\t\n", run.Setup.Name, p.Phase, p.OpsPerSec,
+				serverCPUPerOp(p), p.CPUPerOp-serverCPUPerOp(p), p.IOAmp, p.EngineIOAmp, p.NetAmp, put.P50, put.P99, p.StallSeconds)
 		}
 	}
 	if err := tw.Flush(); err != nil {

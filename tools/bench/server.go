@@ -172,6 +172,15 @@ func (t *serverTarget) engineIO() ioByKind {
 	return io
 }
 
+// stallTime sums the servers' engine stall counters.
+func (t *serverTarget) stallTime() time.Duration {
+	var d time.Duration
+	for _, ss := range t.serverStats() {
+		d += ss.Engine.StallTime
+	}
+	return d
+}
+
 // serverStats asks every server of the map for its counters (servers
 // that do not answer are left out).
 func (t *serverTarget) serverStats() []region.ServerStats {
