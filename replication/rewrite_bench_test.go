@@ -13,17 +13,7 @@ import (
 // and index maps, as a Send-Index backup does for every shipped segment.
 func BenchmarkRewriteIndexSegment(b *testing.B) {
 	o := engine.Options{FS: vfs.NewMem(), Dir: "p", L0Pairs: 1 << 20, SyncMode: engine.SyncModeAsync, GCInterval: -1}
-	primary, err := engine.Open(o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer primary.Close()
-	r, _, err := primary.OpenRegion(engine.RegionDesc{ID: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	rec := &recorder{logs: map[uint64]bool{}}
-	r.SetListener(rec)
+	_, r, rec := recordedRegion(b, o)
 	for i := range 150000 {
 		// 24-byte keys, 9-byte values: the paper's S pairs (33 B).
 		if err := r.Put(fmt.Appendf(nil, "user%020d", uint64(i)*0x9E3779B97F4A7C15%1e19), []byte("value-abc")); err != nil {
@@ -34,11 +24,7 @@ func BenchmarkRewriteIndexSegment(b *testing.B) {
 		b.Fatal(err)
 	}
 	o.Dir = "b"
-	backup, err := engine.Open(o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer backup.Close()
+	backup := openVolume(b, o)
 	log, index := NewSegMap(), NewSegMap()
 	for s := range rec.logs {
 		log.Add(s, s+1000)

@@ -128,6 +128,30 @@ func (r *recorder) CompactionDone(_ engine.CompactionInfo, l engine.LevelInfo) {
 	r.done = append(r.done, l)
 }
 
+// openVolume opens a volume, closed when the test ends.
+func openVolume(tb testing.TB, o engine.Options) *engine.Volume {
+	tb.Helper()
+	v, err := engine.Open(o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { v.Close() })
+	return v
+}
+
+// recordedRegion opens a volume with region 1, a recorder listening.
+func recordedRegion(tb testing.TB, o engine.Options) (*engine.Volume, *engine.Region, *recorder) {
+	tb.Helper()
+	v := openVolume(tb, o)
+	r, _, err := v.OpenRegion(engine.RegionDesc{ID: 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rec := &recorder{logs: map[uint64]bool{}}
+	r.SetListener(rec)
+	return v, r, rec
+}
+
 // pointers lists every pointer of an index segment image, in order, by
 // running the engine's rewriter with an identity map on a copy.
 func pointers(t *testing.T, v *engine.Volume, data []byte, seg, seq uint64) (values, children []uint64) {
@@ -152,19 +176,8 @@ func pointers(t *testing.T, v *engine.Volume, data []byte, seg, seq uint64) (val
 // value and child pointer lands in the mapped segment at the same offset,
 // and a missing mapping is an error that leaves the image unwritten.
 func TestRewriteShippedSegments(t *testing.T) {
-	fs := vfs.NewMem()
-	o := engine.Options{FS: fs, Dir: "p", SegmentSize: 64 << 10, L0Pairs: 100000, SyncMode: engine.SyncModeAsync, GCInterval: -1}
-	primary, err := engine.Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer primary.Close()
-	r, _, err := primary.OpenRegion(engine.RegionDesc{ID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &recorder{logs: map[uint64]bool{}}
-	r.SetListener(rec)
+	o := engine.Options{FS: vfs.NewMem(), Dir: "p", SegmentSize: 64 << 10, L0Pairs: 100000, SyncMode: engine.SyncModeAsync, GCInterval: -1}
+	primary, r, rec := recordedRegion(t, o)
 	for i := range 3000 {
 		if err := r.Put(fmt.Appendf(nil, "key%06d", i), fmt.Appendf(nil, "value-%d", i)); err != nil {
 			t.Fatal(err)
@@ -177,11 +190,7 @@ func TestRewriteShippedSegments(t *testing.T) {
 		t.Fatalf("%d compactions, %d shipped segments, %d log segments", len(rec.done), len(rec.segs), len(rec.logs))
 	}
 	o.Dir = "b"
-	backup, err := engine.Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer backup.Close()
+	backup := openVolume(t, o)
 	log, index := NewSegMap(), NewSegMap()
 	for s := range rec.logs {
 		log.Add(s, s+1000) // where the backup would have flushed them
