@@ -72,7 +72,9 @@ func (v *View) dead(name string) bool {
 // Replicas, except the first):
 //   - servers' addresses follow their registrations; a server whose
 //     registered run (Started) differs from the map's restarted: it is
-//     failed over as if dead in this decision;
+//     failed over as if dead, and the map keeps its old run until no
+//     region gives it a role it is being failed over from (so that it
+//     cannot take one back while a failover waits for log positions);
 //   - a dead primary is replaced by its live backup with the most complete
 //     log (then the first in the map's order); the region's epoch grows;
 //     with no live backup the region waits for its primary; until every
@@ -98,19 +100,6 @@ func Next(v View) *regionmap.Map {
 			v.restarted[name] = true
 		}
 	}
-	for name, srv := range v.Live {
-		i := slices.IndexFunc(m.Servers, func(s regionmap.Server) bool { return s.Name == name })
-		srv.Name = name
-		switch {
-		case i < 0 && m.Replicas > 0:
-			m.Servers = append(m.Servers, srv)
-			changed = true
-		case i >= 0 && m.Servers[i] != srv:
-			m.Servers[i] = srv
-			changed = true
-		}
-	}
-	sort.Slice(m.Servers, func(i, j int) bool { return m.Servers[i].Name < m.Servers[j].Name })
 	if m.Replicas > 0 {
 		for i := range m.Regions {
 			if heal(&v, &m.Regions[i]) {
@@ -123,11 +112,50 @@ func Next(v View) *regionmap.Map {
 			}
 		}
 	}
+	for name, srv := range v.Live {
+		if v.restarted[name] && failingOver(&v, m, name) {
+			// The map keeps the old run until the server's roles are gone:
+			// with its new run in the map it would take them back, its
+			// copies perhaps lacking what it acknowledged.
+			continue
+		}
+		i := slices.IndexFunc(m.Servers, func(s regionmap.Server) bool { return s.Name == name })
+		srv.Name = name
+		switch {
+		case i < 0 && m.Replicas > 0:
+			m.Servers = append(m.Servers, srv)
+			changed = true
+		case i >= 0 && m.Servers[i] != srv:
+			m.Servers[i] = srv
+			changed = true
+		}
+	}
+	sort.Slice(m.Servers, func(i, j int) bool { return m.Servers[i].Name < m.Servers[j].Name })
 	if !changed {
 		return nil
 	}
 	m.Version = v.Map.Version + 1
 	return m
+}
+
+// failingOver reports whether a region of m still gives server name a
+// role it is being failed over from (a later decision removes it: a
+// failover waiting for log positions). A primary without a live backup
+// is not failed over: the region waits for it, and it resumes with its
+// new run.
+func failingOver(v *View, m *regionmap.Map, name string) bool {
+	for _, r := range m.Regions {
+		if r.Primary == name {
+			if slices.ContainsFunc(r.Backups, func(b string) bool { return !v.dead(b) }) {
+				return true
+			}
+			continue
+		}
+		if slices.Contains(r.Group(), name) {
+			return true
+		}
+	}
+	return false
 }
 
 // heal handles failures and finished joins in one region.

@@ -280,6 +280,56 @@ func TestNextRestartedServerFailsOver(t *testing.T) {
 	}
 }
 
+// TestNextRestartedPrimaryWaitsForLogs: a primary restarted within its
+// session is failed over once its backups reported their log positions;
+// until then the map keeps its old run (a regression: the new run was
+// published while the failover waited, the next decision no longer saw a
+// restart, and the restarted primary took its region back with a log that
+// may lack acknowledged writes). A restarted primary with no live backup
+// resumes with its new run.
+func TestNextRestartedPrimaryWaitsForLogs(t *testing.T) {
+	m := threeWay(t)
+	r := m.Regions[0]
+	all := []string{"rs1", "rs2", "rs3", "rs4"}
+	gone := t0.Add(time.Minute)
+	v := View{Map: m, Live: live(all...), Seen: seen(all...), Since: t0, Now: gone.Add(100 * time.Millisecond), Grace: time.Hour,
+		LogWait: time.Second, Gone: map[string]time.Time{r.Primary: gone}, Logs: map[Join]uint64{}}
+	again := v.Live[r.Primary]
+	again.Started = 2
+	v.Live[r.Primary] = again
+	for _, step := range []string{"no position", "one position"} {
+		if n := Next(v); n != nil {
+			if s, _ := n.Server(r.Primary); s.Started != 1 || n.Region(r.ID).Primary != r.Primary {
+				t.Fatalf("%s: %s run %d published as primary of %+v before the failover", step, r.Primary, s.Started, n.Region(r.ID))
+			}
+			v.Map = n
+		}
+		v.Logs[Join{r.ID, r.Epoch, r.Backups[0]}] = 5 << 32
+	}
+	v.Logs[Join{r.ID, r.Epoch, r.Backups[1]}] = 6 << 32
+	n := Next(v)
+	if n == nil || n.Region(r.ID).Primary != r.Backups[1] {
+		t.Fatalf("not failed over to the most complete log: %+v", n)
+	}
+	if s, _ := n.Server(r.Primary); s.Started != 2 {
+		t.Fatalf("after the failover the map keeps run %d", s.Started)
+	}
+	// The only copy: it resumes with its new run.
+	m, err := InitialMap([]regionmap.Server{srv("rs1")}, Layout{Regions: 1, Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Replicas = 3
+	v = View{Map: m, Live: live("rs1"), Seen: seen("rs1"), Since: t0, Now: gone, Grace: time.Hour, LogWait: time.Second}
+	again = v.Live["rs1"]
+	again.Started = 2
+	v.Live["rs1"] = again
+	n = Next(v)
+	if s, _ := n.Server("rs1"); s.Started != 2 || n.Regions[0].Primary != "rs1" {
+		t.Fatalf("a lone restarted primary: %+v", n)
+	}
+}
+
 // TestNextHoldsBackDroppedServers: a backup its primary dropped leaves
 // the group and, while held (a dead server stays registered until its
 // session expires), is not added back as joining; after Hold, or once it

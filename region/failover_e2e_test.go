@@ -99,6 +99,7 @@ type ackedWriter struct {
 func runWriters(t *testing.T, cl *client.Client, stop <-chan struct{}, keys []string) *ackedWriter {
 	w := &ackedWriter{acked: map[string]string{}, pending: map[string]string{}}
 	wg := &w.wg
+	quit := make(chan struct{}) // the test ended without closing stop (it failed)
 	for i, k := range keys {
 		wg.Add(1)
 		go func() {
@@ -112,6 +113,8 @@ func runWriters(t *testing.T, cl *client.Client, stop <-chan struct{}, keys []st
 						w.mu.Lock()
 						w.pending[k] = v
 						w.mu.Unlock()
+						return
+					case <-quit:
 						return
 					default:
 					}
@@ -134,7 +137,7 @@ func runWriters(t *testing.T, cl *client.Client, stop <-chan struct{}, keys []st
 			}
 		}()
 	}
-	t.Cleanup(wg.Wait)
+	t.Cleanup(func() { close(quit); wg.Wait() })
 	return w
 }
 
