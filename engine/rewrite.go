@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
@@ -16,10 +17,10 @@ type PointerMap func(p uint64, value bool) (uint64, error)
 // is re-sealed for the new segment sequence, and the header names newSeg.
 // It returns the log segments the leaves now point into (sorted).
 //
-// Each node's checksum, header and entry bounds are verified before it is
-// rewritten (ErrCorrupt otherwise); key order is not, as it is covered by
-// the checksum the builder sealed and checked whenever a node is decoded.
-// On error the image is partly rewritten and must be discarded.
+// Each node is verified as decodeNode verifies it (checksum, header, entry
+// bounds, keys in order; ErrCorrupt otherwise) before it is rewritten, so
+// that a bad image is refused here rather than re-sealed as valid. On
+// error the image is partly rewritten and must be discarded.
 func (v *Volume) RewriteIndexSegment(data []byte, newSeg, newSeq uint64, m PointerMap) ([]uint64, error) {
 	h, err := decodeSegHeader(data, newSeg)
 	if err != nil {
@@ -53,6 +54,7 @@ func rewriteNode(b []byte, p ptr, g geometry, seq, newSeq uint64, m PointerMap, 
 		fixed, lenAt, ptrAt = leafEntryFixed, 1, 7
 	}
 	pos := nodeHeaderLen
+	var prev []byte
 	for range nh.count {
 		if pos+fixed > nh.used {
 			return corruptNode(g, p, "entry overruns node")
@@ -61,6 +63,11 @@ func rewriteNode(b []byte, p ptr, g geometry, seq, newSeq uint64, m PointerMap, 
 		if kl == 0 || pos+fixed+kl > nh.used {
 			return corruptNode(g, p, "key overruns node")
 		}
+		key := b[pos+fixed : pos+fixed+kl]
+		if prev != nil && bytes.Compare(prev, key) >= 0 {
+			return corruptNode(g, p, "keys out of order")
+		}
+		prev = key
 		np, err := m(binary.LittleEndian.Uint64(b[pos+ptrAt:]), nh.leaf)
 		if err != nil {
 			return err

@@ -148,9 +148,10 @@ func TestRewriteMatchesDecoding(t *testing.T) {
 	}
 }
 
-// TestRewriteRefusesCorruptNodes: a flipped byte, an entry or a key past
-// the node's used bytes (checksum valid), a bad header: ErrCorrupt; a
-// failing map's error is returned as it is.
+// TestRewriteRefusesCorruptNodes: a flipped byte; with the checksum
+// re-sealed, an entry or a key past the node's used bytes, a zero key
+// length, keys out of order, a bad header: ErrCorrupt, never an image
+// re-sealed as valid; a failing map's error is returned as it is.
 func TestRewriteRefusesCorruptNodes(t *testing.T) {
 	v, segs := shippedLevel(t, testSeed(t))
 	id := func(p uint64, _ bool) (uint64, error) { return p, nil }
@@ -169,7 +170,17 @@ func TestRewriteRefusesCorruptNodes(t *testing.T) {
 			seal(b, off)
 		},
 		"zero key length": func(b []byte) {
-			b[off+nodeHeaderLen+1], b[off+nodeHeaderLen+2] = 0, 0 // a leaf's first key length
+			// One entry left, its key length 0: only the zero check sees it.
+			kl := int(binary.LittleEndian.Uint16(b[off+nodeHeaderLen+1:])) // a leaf's first key
+			binary.LittleEndian.PutUint16(b[off+6:], 1)
+			binary.LittleEndian.PutUint16(b[off+8:], uint16(nodeHeaderLen+leafEntryFixed+kl))
+			b[off+nodeHeaderLen+1], b[off+nodeHeaderLen+2] = 0, 0
+			seal(b, off)
+		},
+		"keys out of order": func(b []byte) {
+			kl := int(binary.LittleEndian.Uint16(b[off+nodeHeaderLen+1:]))
+			first := b[off+nodeHeaderLen+leafEntryFixed:]
+			copy(first[:kl], bytes.Repeat([]byte{0xff}, kl))
 			seal(b, off)
 		},
 		"bad type": func(b []byte) { b[off+4] = 9; seal(b, off) },

@@ -74,7 +74,8 @@ func (v *View) dead(name string) bool {
 //     registered run (Started) differs from the map's restarted: it is
 //     failed over as if dead, and the map keeps its old run until no
 //     region gives it a role it is being failed over from (so that it
-//     cannot take one back while a failover waits for log positions);
+//     cannot take one back while a failover waits for log positions; a
+//     static map, which nothing heals, takes the new run at once);
 //   - a dead primary is replaced by its live backup with the most complete
 //     log (then the first in the map's order); the region's epoch grows;
 //     with no live backup the region waits for its primary; until every
@@ -113,7 +114,7 @@ func Next(v View) *regionmap.Map {
 		}
 	}
 	for name, srv := range v.Live {
-		if v.restarted[name] && failingOver(&v, m, name) {
+		if v.restarted[name] && m.Replicas > 0 && failingOver(&v, m, name) {
 			// The map keeps the old run until the server's roles are gone:
 			// with its new run in the map it would take them back, its
 			// copies perhaps lacking what it acknowledged.

@@ -215,6 +215,17 @@ func TestNextStaticMapUntouched(t *testing.T) {
 	if n := Next(v); n != nil && n.Region(1).Primary != m.Region(1).Primary {
 		t.Fatal("a static map (replicas 0) was healed")
 	}
+	// A restarted server of a static map takes its new run at once:
+	// nothing would ever fail it over.
+	v.LogWait, v.Gone = time.Second, map[string]time.Time{"rs1": t0}
+	v.Live = live("rs1", "rs2", "rs3")
+	again := v.Live[m.Region(1).Primary]
+	again.Started = 2
+	v.Live[m.Region(1).Primary] = again
+	n := Next(v)
+	if s, _ := n.Server(m.Region(1).Primary); s.Started != 2 || n.Region(1).Primary != m.Region(1).Primary {
+		t.Fatalf("static map after a restart: %+v", n)
+	}
 }
 
 func TestNextDroppedBackupLeaves(t *testing.T) {
