@@ -176,6 +176,45 @@ func checkNode(b []byte, p ptr, g geometry, segSeq uint64) (nodeHead, error) {
 	return h, nil
 }
 
+// entries walks the entries of a node whose header checkNode verified,
+// checking each entry's bounds and the keys' order (node.go's layout:
+// leaf flags u8 | keyLen u16 | valLen u32 | valuePtr u64 | key; internal
+// keyLen u16 | childPtr u64 | key).
+type entries struct {
+	b                   []byte
+	g                   geometry
+	p                   ptr
+	used                int
+	fixed, lenAt, ptrAt int // an entry's fixed part; where its key length and pointer are
+	pos                 int
+	prev                []byte
+}
+
+func newEntries(b []byte, p ptr, g geometry, h nodeHead) entries {
+	e := entries{b: b, g: g, p: p, used: h.used, fixed: internalEntryFix, lenAt: 0, ptrAt: 2, pos: nodeHeaderLen}
+	if h.leaf {
+		e.fixed, e.lenAt, e.ptrAt = leafEntryFixed, 1, 7
+	}
+	return e
+}
+
+// next returns the offset of the next entry and its key.
+func (e *entries) next() (at int, key []byte, err error) {
+	if e.pos+e.fixed > e.used {
+		return 0, nil, corruptNode(e.g, e.p, "entry overruns node")
+	}
+	kl := int(binary.LittleEndian.Uint16(e.b[e.pos+e.lenAt:]))
+	if kl == 0 || e.pos+e.fixed+kl > e.used {
+		return 0, nil, corruptNode(e.g, e.p, "key overruns node")
+	}
+	key = e.b[e.pos+e.fixed : e.pos+e.fixed+kl]
+	if e.prev != nil && bytes.Compare(e.prev, key) >= 0 {
+		return 0, nil, corruptNode(e.g, e.p, "keys out of order")
+	}
+	at, e.prev, e.pos = e.pos, key, e.pos+e.fixed+kl
+	return at, key, nil
+}
+
 // decodeNode verifies and parses an encoded node read from p, in a segment
 // with sequence segSeq.
 func decodeNode(b []byte, p ptr, g geometry, segSeq uint64) (*node, error) {
@@ -183,42 +222,23 @@ func decodeNode(b []byte, p ptr, g geometry, segSeq uint64) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	bad := func(why string) error { return corruptNode(g, p, why) }
-	count, used := h.count, h.used
 	n := &node{leaf: h.leaf, height: h.height, encoded: b,
-		keys: make([][]byte, count), ptrs: make([]ptr, count)}
+		keys: make([][]byte, h.count), ptrs: make([]ptr, h.count)}
 	if n.leaf {
-		n.vlens = make([]uint32, count)
-		n.flags = make([]uint8, count)
+		n.vlens = make([]uint32, h.count)
+		n.flags = make([]uint8, h.count)
 	}
-	off := nodeHeaderLen
-	for i := 0; i < count; i++ {
-		fixed := internalEntryFix
+	es := newEntries(b, p, g, h)
+	for i := range h.count {
+		at, key, err := es.next()
+		if err != nil {
+			return nil, err
+		}
+		n.keys[i], n.ptrs[i] = key, binary.LittleEndian.Uint64(b[at+es.ptrAt:])
 		if n.leaf {
-			fixed = leafEntryFixed
+			n.flags[i] = b[at]
+			n.vlens[i] = binary.LittleEndian.Uint32(b[at+3:])
 		}
-		if off+fixed > used {
-			return nil, bad("entry overruns node")
-		}
-		e := b[off:]
-		var kl int
-		if n.leaf {
-			n.flags[i] = e[0]
-			kl = int(binary.LittleEndian.Uint16(e[1:]))
-			n.vlens[i] = binary.LittleEndian.Uint32(e[3:])
-			n.ptrs[i] = binary.LittleEndian.Uint64(e[7:])
-		} else {
-			kl = int(binary.LittleEndian.Uint16(e[0:]))
-			n.ptrs[i] = binary.LittleEndian.Uint64(e[2:])
-		}
-		if kl == 0 || off+fixed+kl > used {
-			return nil, bad("key overruns node")
-		}
-		n.keys[i] = b[off+fixed : off+fixed+kl]
-		if i > 0 && bytes.Compare(n.keys[i-1], n.keys[i]) >= 0 {
-			return nil, bad("keys out of order")
-		}
-		off += fixed + kl
 	}
 	return n, nil
 }

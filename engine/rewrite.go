@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
@@ -48,35 +47,21 @@ func rewriteNode(b []byte, p ptr, g geometry, seq, newSeq uint64, m PointerMap, 
 	if err != nil {
 		return err
 	}
-	// Where an entry keeps its key length and pointer (node.go's layout).
-	fixed, lenAt, ptrAt := internalEntryFix, 0, 2
-	if nh.leaf {
-		fixed, lenAt, ptrAt = leafEntryFixed, 1, 7
-	}
-	pos := nodeHeaderLen
-	var prev []byte
+	es := newEntries(b, p, g, nh)
 	for range nh.count {
-		if pos+fixed > nh.used {
-			return corruptNode(g, p, "entry overruns node")
-		}
-		kl := int(binary.LittleEndian.Uint16(b[pos+lenAt:]))
-		if kl == 0 || pos+fixed+kl > nh.used {
-			return corruptNode(g, p, "key overruns node")
-		}
-		key := b[pos+fixed : pos+fixed+kl]
-		if prev != nil && bytes.Compare(prev, key) >= 0 {
-			return corruptNode(g, p, "keys out of order")
-		}
-		prev = key
-		np, err := m(binary.LittleEndian.Uint64(b[pos+ptrAt:]), nh.leaf)
+		at, _, err := es.next()
 		if err != nil {
 			return err
 		}
-		binary.LittleEndian.PutUint64(b[pos+ptrAt:], np)
+		slot := b[at+es.ptrAt:]
+		np, err := m(binary.LittleEndian.Uint64(slot), nh.leaf)
+		if err != nil {
+			return err
+		}
+		binary.LittleEndian.PutUint64(slot, np)
 		if nh.leaf {
 			refs.add(g.seg(np))
 		}
-		pos += fixed + kl
 	}
 	binary.LittleEndian.PutUint32(b[0:], nodeCRC(newSeq, b[4:]))
 	return nil
