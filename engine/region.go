@@ -142,14 +142,39 @@ func (r *Region) Desc() RegionDesc { return r.desc }
 // it). Events in progress may still reach the previous listener.
 func (r *Region) SetListener(l Listener) { r.listener.set(l) }
 
-// SetReplicator makes acknowledged writes wait for rep (nil: no waiting).
-// Writes already past their append may still wait on the previous one.
+// SetReplicator makes acknowledged writes wait for rep (nil: no waiting:
+// a write is acknowledged once appended, or durable in sync mode). Writes
+// already past their append may still wait on the previous one. A caller
+// retiring a replicator that must not be succeeded by "no waiting" uses
+// ReplaceReplicator.
 func (r *Region) SetReplicator(rep Replicator) {
 	if rep == nil {
 		r.repl.Store(nil)
 		return
 	}
 	r.repl.Store(&replicatorBox{rep})
+}
+
+// ReplaceReplicator installs next in place of old, atomically, if old is
+// the region's replicator (compared with ==: replicators must be
+// comparable); it reports whether it did. A write appended after the swap
+// waits on next; one appended before waits on old. Swapping a closing
+// stream for a refusing replicator (rather than for nil) is how a stream
+// is detached without any later write being acknowledged unreplicated.
+func (r *Region) ReplaceReplicator(old, next Replicator) bool {
+	var nb *replicatorBox
+	if next != nil {
+		nb = &replicatorBox{next}
+	}
+	for {
+		cur := r.repl.Load()
+		if cur == nil || cur.Replicator != old {
+			return false
+		}
+		if r.repl.CompareAndSwap(cur, nb) {
+			return true
+		}
+	}
 }
 
 type replicatorBox struct{ Replicator }

@@ -3,6 +3,8 @@ package region
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,12 +138,18 @@ func (s *Server) watchExpiry(ctx context.Context, c *clusterLink) {
 
 // fence stops serving every region as primary (requests get WRONG_REGION)
 // and stops their replication; the next install starts from nothing.
+// Refuse first, detach after (depose.go): every hosted region refuses
+// writes, then the empty routing is published, then the streams close.
 func (s *Server) fence() {
 	s.mapMu.Lock()
 	defer s.mapMu.Unlock()
-	next := &routing{m: &regionmap.Map{}, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}}
-	s.stopDeposed(next)
-	s.state.Store(next)
+	old := s.state.Load()
+	refuse(old.hosted, slices.Collect(maps.Keys(old.hosted)))
+	s.state.Store(&routing{m: &regionmap.Map{}, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}})
+	s.replMu.Lock()
+	ids := slices.Collect(maps.Keys(s.primaries))
+	s.replMu.Unlock()
+	s.detach(ids)
 }
 
 // leaveCluster ends the session (the registration goes at once).

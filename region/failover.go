@@ -61,18 +61,24 @@ func (s *Server) takeRebase(id uint64, er *engine.Region) []replication.RebasePa
 	return replication.PromotedPairs(er)
 }
 
-// stopDeposed stops replicating the regions next no longer hosts (the
-// master moved them away). Called with mapMu held.
-func (s *Server) stopDeposed(next *routing) {
+// stopDeposed stops replicating the regions next no longer hosts that
+// still have a stream (install deposes the regions its map moves away
+// before it starts; this catches any other). Their handles in old refuse
+// first. Called with mapMu held, after next is published.
+func (s *Server) stopDeposed(old, next *routing) {
+	var ids []uint64
 	s.replMu.Lock()
-	defer s.replMu.Unlock()
-	for id, p := range s.primaries {
+	for id := range s.primaries {
 		if next.hosted[id] == nil {
-			p.close()
-			delete(s.primaries, id)
-			s.log.Info("no longer primary: replication stopped", zap.Uint64("region", id))
+			ids = append(ids, id)
 		}
 	}
+	s.replMu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	refuse(old.hosted, ids)
+	s.detach(ids)
 }
 
 // reportJoins tells the master which joining backups of r the attach

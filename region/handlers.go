@@ -46,6 +46,10 @@ func (s *Server) route(h *ring.ServerRequest, version uint64) (*engine.Region, *
 	}
 	mr := st.m.Region(h.Region)
 	er := st.hosted[h.Region]
+	if st.withdrawn[h.Region] {
+		r := errorReply(wire.StatusUnavailable, "region %d: no longer served by %s (handed over)", h.Region, s.cfg.Name)
+		return nil, nil, &r
+	}
 	if mr == nil || er == nil {
 		return nil, nil, wrong
 	}
@@ -81,7 +85,8 @@ func engineReply(err error) ring.Reply {
 		return errorReply(wire.StatusTooLarge, "%v", err)
 	case errors.Is(err, engine.ErrEmptyKey), errors.Is(err, engine.ErrOutOfRange):
 		return errorReply(wire.StatusBadRequest, "%v", err)
-	case errors.Is(err, engine.ErrClosed), errors.Is(err, replication.ErrNoBackups), errors.Is(err, replication.ErrBackupDropped):
+	case errors.Is(err, engine.ErrClosed), errors.Is(err, replication.ErrNoBackups), errors.Is(err, replication.ErrBackupDropped),
+		errors.Is(err, replication.ErrStreamClosed):
 		return errorReply(wire.StatusUnavailable, "%v", err)
 	}
 	return errorReply(wire.StatusInternal, "%v", err)

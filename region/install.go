@@ -36,12 +36,17 @@ func (s *Server) install(m *regionmap.Map) error {
 	next := &routing{m: m, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}}
 	var errs []error
 	regions := m.Regions
+	known := true
 	if c := s.cluster; c != nil && !c.knows(m, s.cfg.Name) {
 		// The master has not published this run yet: whatever roles the
 		// map gives the server were for an earlier run.
 		s.log.Info("the region map is not for this run of the server yet: no roles", zap.Uint64("version", m.Version))
-		regions = nil
+		regions, known = nil, false
 	}
+	// Regions m moves away stop being served before anything else happens
+	// (depose.go: refuse first, detach after), in particular before one of
+	// them is reopened here as a backup.
+	old = s.depose(deposed(old, m, s.cfg.Name, known))
 	for _, r := range regions {
 		if err := s.installRegion(m, r, old, next); err != nil {
 			err = fmt.Errorf("region %d: %w", r.ID, err)
@@ -52,8 +57,8 @@ func (s *Server) install(m *regionmap.Map) error {
 			errs = append(errs, err)
 		}
 	}
-	s.stopDeposed(next)
 	s.state.Store(next)
+	s.stopDeposed(old, next)
 	s.log.Info("region map installed", zap.Uint64("version", m.Version), zap.Int("hosted", len(next.hosted)))
 	if len(s.rings) > 0 { // listening: backups can be reached (Start attaches after listen)
 		errs = append(errs, s.attachLocked())
@@ -114,6 +119,11 @@ func (s *Server) installRegion(m *regionmap.Map, r regionmap.Region, old, next *
 	}
 	next.hosted[r.ID] = er
 	if !next.attaching[r.ID] {
+		if !attached {
+			// No backups and no stream: it serves alone, explicitly (a
+			// handle deposed earlier still refuses).
+			er.SetReplicator(nil)
+		}
 		er.Resume()
 		s.resumed[r.ID] = true
 	}
@@ -190,10 +200,12 @@ func (s *Server) attachOne(st *routing, id uint64) error {
 		if release, err = er.Quiesce(); err != nil {
 			return fmt.Errorf("region: quiesce region %d: %w", id, err)
 		}
-		s.retire(id)
+		s.retire(id) // its replicator refuses from here (Shipper.Close)
 	}
 	if len(r.Group()) == 0 {
-		// The master left it without backups: it serves alone.
+		// The master left it without backups: it serves alone (set
+		// explicitly: a retired stream leaves a refusing replicator).
+		er.SetReplicator(nil)
 		if release != nil {
 			release()
 		}
@@ -207,7 +219,12 @@ func (s *Server) attachOne(st *routing, id uint64) error {
 		// The old stream is retired: until an attach succeeds no write may
 		// be acknowledged without its backups (the writers the quiesce
 		// held go on at release, before the caller marks it attaching).
-		er.SetReplicator(refuseWrites{})
+		er.SetReplicator(replication.Refuse{Err: replication.ErrNoBackups})
+	}
+	if err == nil && p.shipper == nil {
+		// Only joining backups, none pre-seeded yet: it serves alone until
+		// they are attached (set explicitly, as above).
+		er.SetReplicator(nil)
 	}
 	if release != nil {
 		release()
@@ -224,12 +241,6 @@ func (s *Server) attachOne(st *routing, id uint64) error {
 	s.startPreSeeds(*r, p, er)
 	return nil
 }
-
-// refuseWrites is the replicator of a region between a retired stream and
-// the next: no write counts as replicated.
-type refuseWrites struct{}
-
-func (refuseWrites) WaitReplicated(uint64) error { return replication.ErrNoBackups }
 
 // reattach retries, every second, the regions whose replication could not
 // attach (they stay unavailable meanwhile), until the server closes.

@@ -116,6 +116,11 @@ func (s *Server) openBackup(m *regionmap.Map, r regionmap.Region) (*backupRegion
 	}
 	b := &backupRegion{rep: rep, buf: buf}
 	s.backups[r.ID] = b
+	if mode == replication.BuildIndex {
+		// It indexes its primary's records with its own writes, which
+		// wait for nothing (a handle deposed here refuses them).
+		er.SetReplicator(nil)
+	}
 	er.Resume() // a Build-Index backup compacts on its own
 	return b, nil
 }

@@ -61,6 +61,9 @@ type routing struct {
 	// attaching lists hosted regions whose replication is not attached
 	// yet: their requests get StatusUnavailable.
 	attaching map[uint64]bool
+	// withdrawn lists regions being handed over (deposed, depose.go)
+	// until the next map's routing is published: StatusUnavailable.
+	withdrawn map[uint64]bool
 }
 
 // Start opens the volume, loads the map and starts listening.

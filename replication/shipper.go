@@ -184,8 +184,9 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 		s.Close()
 		return nil, err
 	}
-	// Replicator before listener (and the reverse at Close): a write the
-	// listener mirrored always finds the replicator to wait on.
+	// Replicator before listener: a write the listener mirrored always
+	// finds the replicator to wait on (Close swaps it for a refusing one
+	// before it detaches the listener).
 	cfg.Region.SetReplicator(s)
 	cfg.Region.SetListener(s)
 	return s, nil
@@ -576,10 +577,14 @@ func (s *Shipper) NetBytes() uint64 {
 func (s *Shipper) Dropped() map[string]error { return s.cfg.Mirror.Dropped() }
 
 // Close detaches from the region and stops the senders (queued commands
-// are discarded). The mirror stays the caller's.
+// are discarded). The mirror stays the caller's. Refuse first, detach
+// after: the region's replicator is first swapped, atomically, for a
+// Refuse (if it is still this shipper), so that no write appended from
+// then on is acknowledged; writes appended before wait on this shipper,
+// which fails them once its mirror closes unless their backups held them.
 func (s *Shipper) Close() {
+	s.cfg.Region.ReplaceReplicator(s, Refuse{Err: ErrStreamClosed})
 	s.cfg.Region.SetListener(nil)
-	s.cfg.Region.SetReplicator(nil)
 	s.mu.Lock()
 	s.closed = true
 	s.cond.Broadcast()

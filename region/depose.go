@@ -1,0 +1,107 @@
+package region
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"go.uber.org/zap"
+
+	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/replication"
+)
+
+// Deposing: a server stops serving a region as primary (the map names
+// another primary or drops the region, the map is not for this run, the
+// session expired, the server closes). Refuse first, detach after:
+//
+//  1. the region's engine handle gets a refusing replicator, so a write
+//     appended from then on (a request routed before step 2) is refused,
+//     and a read of its L0 fails too;
+//  2. routing stops sending the region requests (published);
+//  3. only then its replication stream is closed; writes still waiting on
+//     it fail unless their backups held them.
+//
+// Closing the stream first would leave the region with no replicator, and
+// a write appended in between would be acknowledged on this node only.
+
+// errDeposed is the refusal of a region no longer served here as primary.
+var errDeposed = fmt.Errorf("%w: the region is no longer served here as primary", replication.ErrStreamClosed)
+
+// deposed returns, sorted, the regions old serves as primary that m no
+// longer lets this server (name) serve: m names another primary, lacks
+// the region, or is not for this run of the server (known false).
+func deposed(old *routing, m *regionmap.Map, name string, known bool) []uint64 {
+	if old == nil {
+		return nil
+	}
+	var out []uint64
+	for id := range old.hosted {
+		if r := m.Region(id); !known || r == nil || r.Primary != name {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// without returns a copy of st that serves none of ids: their requests
+// get StatusUnavailable until the next routing is published (a client on
+// the same map retries; WRONG_REGION at the same version would make it
+// give up).
+func (st *routing) without(ids []uint64) *routing {
+	next := &routing{m: st.m, hosted: maps.Clone(st.hosted), attaching: maps.Clone(st.attaching), withdrawn: maps.Clone(st.withdrawn)}
+	if next.withdrawn == nil {
+		next.withdrawn = map[uint64]bool{}
+	}
+	for _, id := range ids {
+		delete(next.hosted, id)
+		delete(next.attaching, id)
+		next.withdrawn[id] = true
+	}
+	return next
+}
+
+// depose stops serving regions ids of the published routing as primary,
+// in the order above, and returns the routing it published. Called with
+// mapMu held.
+func (s *Server) depose(ids []uint64) *routing {
+	st := s.state.Load()
+	if len(ids) == 0 {
+		return st
+	}
+	refuse(st.hosted, ids)
+	next := st.without(ids)
+	s.state.Store(next)
+	s.detach(ids)
+	return next
+}
+
+// refuse makes the engine regions ids of hosted refuse every write and L0
+// read from now on (step 1).
+func refuse(hosted map[uint64]*engine.Region, ids []uint64) {
+	for _, id := range ids {
+		if er := hosted[id]; er != nil {
+			er.SetReplicator(replication.Refuse{Err: errDeposed})
+		}
+	}
+}
+
+// detach closes the replication streams of regions ids (step 3: their
+// regions already refuse). Called with mapMu held.
+func (s *Server) detach(ids []uint64) {
+	var ps []*primaryRepl
+	s.replMu.Lock()
+	for _, id := range ids {
+		if p := s.primaries[id]; p != nil {
+			ps = append(ps, p)
+			delete(s.primaries, id)
+			s.log.Info("no longer primary: replication stopped", zap.Uint64("region", id))
+		}
+	}
+	s.replMu.Unlock()
+	for _, p := range ps {
+		p.close()
+	}
+}

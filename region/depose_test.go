@@ -1,0 +1,148 @@
+package region
+
+import (
+	"errors"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/replication"
+)
+
+func TestDeposedRegions(t *testing.T) {
+	hosted := func(ids ...uint64) *routing {
+		st := &routing{hosted: map[uint64]*engine.Region{}}
+		for _, id := range ids {
+			st.hosted[id] = nil
+		}
+		return st
+	}
+	m := &regionmap.Map{Regions: []regionmap.Region{
+		{ID: 1, Primary: "p", Backups: []string{"b"}},
+		{ID: 2, Primary: "b", Backups: []string{"p"}}, // moved: p is its backup now
+		{ID: 3, Primary: "b"},                         // moved away entirely
+	}}
+	for _, tc := range []struct {
+		name  string
+		old   *routing
+		known bool
+		want  []uint64
+	}{
+		{"first map", nil, true, nil},
+		{"nothing hosted", hosted(), true, nil},
+		{"kept", hosted(1), true, nil},
+		{"moved to a backup, moved away, dropped from the map", hosted(1, 2, 3, 4), true, []uint64{2, 3, 4}},
+		{"a map not for this run deposes all", hosted(1, 2), false, []uint64{1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := deposed(tc.old, m, "p", tc.known); !slices.Equal(got, tc.want) {
+				t.Fatalf("deposed = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// twoServers starts p (primary of region 1) and b (its backup) from a
+// static map and waits until region 1 is attached on p.
+func twoServers(t *testing.T) (p, b *Server, m *regionmap.Map) {
+	t.Helper()
+	dir := t.TempDir()
+	m = &regionmap.Map{Version: 1, Replication: "send-index",
+		Servers: []regionmap.Server{{Name: "p", Shm: filepath.Join(dir, "p.sock")}, {Name: "b", Shm: filepath.Join(dir, "b.sock")}},
+		Regions: []regionmap.Region{{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 1}}}
+	mapFile := filepath.Join(dir, "map.yaml")
+	if err := regionmap.WriteFile(mapFile, m); err != nil {
+		t.Fatal(err)
+	}
+	start := func(name string) *Server {
+		cfg := DefaultConfig()
+		cfg.Name, cfg.DataDir, cfg.TCP, cfg.Shm, cfg.MapFile = name, filepath.Join(dir, name), "", filepath.Join(dir, name+".sock"), mapFile
+		cfg.SegmentSize, cfg.L0Pairs, cfg.SyncMode = 64<<10, 64, "async"
+		cfg.ReplicationConnect = Duration(2 * time.Second)
+		s, err := Start(cfg, zaptest.NewLogger(t).Named(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	b = start("b")
+	p = start("p")
+	deadline := time.Now().Add(10 * time.Second)
+	for p.state.Load().attaching[1] {
+		if time.Now().After(deadline) {
+			t.Fatal("region 1 never attached to its backup")
+		}
+		time.Sleep(10 * time.Millisecond)
+		_ = p.attachAll()
+	}
+	if err := p.state.Load().hosted[1].Put([]byte("k1"), []byte("v1")); err != nil {
+		t.Fatalf("put through the attached stream: %v", err)
+	}
+	return p, b, m
+}
+
+// TestDeposedPrimaryRefusesRoutedWrites: a map moves region 1's primary
+// away from p. A put routed by p before the new routing was published
+// reaches the region's engine handle after its stream closed: it must be
+// refused, not acknowledged with no backup holding it (the stream used to
+// be closed first, leaving the region with no replicator). Handed back to
+// p with no backups, the region serves alone again.
+func TestDeposedPrimaryRefusesRoutedWrites(t *testing.T) {
+	p, _, m := twoServers(t)
+	er := p.state.Load().hosted[1] // what a request routed before the move holds
+	m2 := m.Clone()
+	m2.Version, m2.Regions[0].Epoch, m2.Regions[0].Primary, m2.Regions[0].Backups = 2, 2, "b", nil
+	if err := p.install(m2); err != nil {
+		t.Fatal(err)
+	}
+	if p.state.Load().hosted[1] != nil {
+		t.Fatal("region 1 still hosted by p after the map moved it")
+	}
+	err := er.Put([]byte("k2"), []byte("v2"))
+	if err == nil {
+		t.Fatal("a put routed before the move was acknowledged by the deposed primary (unreplicated)")
+	}
+	if !errors.Is(err, replication.ErrStreamClosed) {
+		t.Fatalf("put on the deposed region: %v, want ErrStreamClosed", err)
+	}
+	if _, err := er.Get([]byte("k1")); !errors.Is(err, replication.ErrStreamClosed) {
+		t.Fatalf("L0 read on the deposed region: %v, want ErrStreamClosed", err)
+	}
+	m3 := m2.Clone()
+	m3.Version, m3.Regions[0].Epoch, m3.Regions[0].Primary = 3, 3, "p"
+	if err := p.install(m3); err != nil {
+		t.Fatal(err)
+	}
+	er3 := p.state.Load().hosted[1]
+	if er3 == nil || p.state.Load().attaching[1] {
+		t.Fatal("region 1 not served by p again")
+	}
+	if err := er3.Put([]byte("k3"), []byte("v3")); err != nil {
+		t.Fatalf("region 1 handed back with no backups refuses writes: %v", err)
+	}
+}
+
+// TestFencedPrimaryRefusesRoutedWrites: p's session expired (fence). A put
+// routed before the fence reaches the engine handle after: it is refused,
+// not acknowledged with no replication wait.
+func TestFencedPrimaryRefusesRoutedWrites(t *testing.T) {
+	p, _, _ := twoServers(t)
+	er := p.state.Load().hosted[1]
+	p.fence()
+	if len(p.state.Load().hosted) != 0 {
+		t.Fatal("p still hosts regions after the fence")
+	}
+	err := er.Put([]byte("k2"), []byte("v2"))
+	if err == nil {
+		t.Fatal("a put routed before the fence was acknowledged by the fenced primary (unreplicated)")
+	}
+	if !errors.Is(err, replication.ErrStreamClosed) {
+		t.Fatalf("put on the fenced region: %v, want ErrStreamClosed", err)
+	}
+}
