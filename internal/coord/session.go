@@ -28,6 +28,9 @@ type Config struct {
 	// is declared dead. Default 2 s.
 	SessionTimeout time.Duration
 	Log            *zap.Logger
+	// Clock is what the session's read lease is measured on (nil: the
+	// system clock).
+	Clock Clock
 }
 
 // Session is one ZooKeeper session (re-established by the client library
@@ -37,6 +40,7 @@ type Session struct {
 	root    string
 	log     *zap.Logger
 	timeout time.Duration // the session timeout asked for
+	lease   *Lease        // revoked at every expiry; renewed by KeepLease
 
 	mu      sync.Mutex
 	events  []zk.Event // session events not yet consumed by the event loop
@@ -74,10 +78,12 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	s := &Session{root: cfg.Root, log: cfg.Log, timeout: cfg.SessionTimeout, wake: make(chan struct{}, 1),
+	s := &Session{root: cfg.Root, log: cfg.Log, timeout: cfg.SessionTimeout, lease: NewLease(cfg.Clock), wake: make(chan struct{}, 1),
 		expired: make(chan struct{}), has: make(chan struct{}), done: make(chan struct{})}
+	// Info lines on: the one reporting the session timeout ZooKeeper
+	// granted is how the lease learns it (zkLogger).
 	conn, _, err := zk.Connect(servers, cfg.SessionTimeout, zk.WithEventCallback(s.onEvent),
-		zk.WithLogger(zkLogger{cfg.Log}), zk.WithLogInfo(false))
+		zk.WithLogger(zkLogger{l: cfg.Log, granted: s.granted}), zk.WithLogInfo(true))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoSession, err)
 	}
@@ -125,6 +131,7 @@ func (s *Session) loop() {
 				s.log.Debug("zookeeper session", zap.Int64("id", s.conn.SessionID()))
 			case zk.StateExpired:
 				s.log.Warn("zookeeper session expired")
+				s.lease.Revoke()
 				s.mu.Lock()
 				close(s.expired)
 				s.expired = make(chan struct{})
@@ -177,12 +184,38 @@ func (s *Session) Close() {
 	default:
 	}
 	close(s.done)
+	s.lease.Revoke()
 	if s.conn != nil {
 		s.conn.Close()
 	}
 }
 
-// zkLogger sends the library's log lines to zap at debug level.
-type zkLogger struct{ l *zap.Logger }
+// granted records the session timeout ZooKeeper granted (it clamps the
+// one asked for to its bounds): leases are derived from the smaller.
+func (s *Session) granted(d time.Duration) {
+	s.lease.SetSessionTimeout(min(d, s.timeout))
+	if d != s.timeout {
+		s.log.Info("zookeeper granted a different session timeout", zap.Duration("asked", s.timeout), zap.Duration("granted", d))
+	}
+}
 
-func (z zkLogger) Printf(f string, a ...any) { z.l.Sugar().Debugf("zk: "+f, a...) }
+// zkLogger sends the library's log lines to zap at debug level, and hands
+// the session timeout of its "authenticated" line (the library exposes it
+// nowhere else) to granted.
+type zkLogger struct {
+	l       *zap.Logger
+	granted func(time.Duration)
+}
+
+// authenticatedLine is the go-zookeeper (v1.0.x) format of the line
+// logged when a session is established, with the granted timeout in ms.
+const authenticatedLine = "authenticated: id=%d, timeout=%d"
+
+func (z zkLogger) Printf(f string, a ...any) {
+	if f == authenticatedLine && len(a) == 2 && z.granted != nil {
+		if ms, ok := a[1].(int32); ok && ms > 0 {
+			z.granted(time.Duration(ms) * time.Millisecond)
+		}
+	}
+	z.l.Sugar().Debugf("zk: "+f, a...)
+}
