@@ -54,7 +54,12 @@ func (s *Server) joinCluster() error {
 	wctx, wcancel := context.WithCancel(context.Background())
 	c.cancel = wcancel
 	s.cluster = c
-	c.wg.Add(3)
+	s.lease.Store(sess.Lease()) // before any map is installed: nothing is served without it
+	c.wg.Add(4)
+	go func() {
+		defer c.wg.Done()
+		sess.KeepLease(wctx, cfg.Name)
+	}()
 	go func() {
 		defer c.wg.Done()
 		sess.WatchServers(wctx, s.reportLogs)

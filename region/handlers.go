@@ -17,10 +17,10 @@ import (
 func (s *Server) handlers() map[uint16]ring.HandlerFunc {
 	return map[uint16]ring.HandlerFunc{
 		wire.TypePut:      s.handlePut,
-		wire.TypeGet:      s.handleGet,
+		wire.TypeGet:      s.leased(s.handleGet),
 		wire.TypeDelete:   s.handleDelete,
-		wire.TypeScan:     s.handleScan,
-		wire.TypeMultiGet: s.handleMultiGet,
+		wire.TypeScan:     s.leased(s.handleScan),
+		wire.TypeMultiGet: s.leased(s.handleMultiGet),
 		wire.TypeStats:    s.handleStats,
 	}
 }
@@ -33,7 +33,9 @@ func badRequest(err error) ring.Reply { return errorReply(wire.StatusBadRequest,
 
 // route finds the hosted region a request is for, or the reply refusing it:
 // WRONG_REGION when the client's map version differs from the server's, or
-// the region is not this server's, or the key is outside it.
+// the region is not this server's, or the key is outside it; UNAVAILABLE
+// when the region is being handed over or attached, or the server's read
+// lease does not hold (lease.go).
 func (s *Server) route(h *ring.ServerRequest, version uint64) (*engine.Region, *regionmap.Region, *ring.Reply) {
 	st := s.state.Load()
 	wrong := &ring.Reply{Status: wire.StatusWrongRegion, Payload: wire.EncodeVersion(st.m.Version)}
@@ -52,6 +54,10 @@ func (s *Server) route(h *ring.ServerRequest, version uint64) (*engine.Region, *
 	}
 	if mr == nil || er == nil {
 		return nil, nil, wrong
+	}
+	if !s.leaseHolds() {
+		r := s.noLease()
+		return nil, nil, &r
 	}
 	if st.attaching[h.Region] {
 		r := errorReply(wire.StatusUnavailable, "region %d: connecting to its backups", h.Region)

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/coord"
 	"github.com/tebis-go/tebis/rdma"
 	"github.com/tebis-go/tebis/rdma/ring"
 	"github.com/tebis-go/tebis/region/regionmap"
@@ -52,6 +53,9 @@ type Server struct {
 	bgCtx      context.Context
 
 	cluster *clusterLink // nil: standalone
+	// lease is the read lease of a managed server's ZooKeeper session
+	// (lease.go); nil: standalone, no lease.
+	lease atomic.Pointer[coord.Lease]
 }
 
 // routing is an immutable snapshot: the map and the regions hosted under it.
