@@ -235,15 +235,33 @@ func TestE2EFailoverPrimaryKilled(t *testing.T) {
 }
 
 // TestE2EPausedPrimaryFenced: the primary of region 1 is paused (SIGSTOP)
-// past its session; the master promotes a backup, which serves. Resumed,
-// the old primary gets puts at its old map and epoch straight away: none
-// is acknowledged, and none is visible through the new primary.
+// past its session; the master promotes a backup, which serves and takes
+// a newer write. A client pinned to the old map (a static source: it never
+// follows the watch) has reads queued at the paused server when it
+// resumes, and reads again after: no get, multi-get or scan returns the
+// overwritten value (the resumed server's read lease lapsed with the
+// pause). Then it puts at its old map and epoch: none is acknowledged, and
+// none is visible through the new primary.
 func TestE2EPausedPrimaryFenced(t *testing.T) {
 	c := startManaged(t, 3)
 	old := c.cl.Map()
 	r := *old.Region(1)
 	if err := c.cl.Put(ctx(t), []byte("k000005"), []byte("before")); err != nil {
 		t.Fatal(err)
+	}
+	// Other keys fill L0 (100 pairs here) a few times: "before" is read
+	// from a level, where no replication wait stands in for a fence (an L0
+	// read waits until its record is replicated, which a fenced primary's
+	// dropped backups refuse).
+	for i := range 400 {
+		if err := c.cl.Put(ctx(t), []byte(fmt.Sprintf("k001%03d", i)), []byte("filler")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second)                           // the compactions end
+	stale := open(t, regionmap.Static{M: old}, "shm") // routes by the old map, to the old primary
+	if got, err := stale.Get(ctx(t), []byte("k000005")); err != nil || string(got) != "before" {
+		t.Fatalf("k000005 through the old primary before the pause: %q, %v", got, err)
 	}
 	victim := c.servers[r.Primary]
 	victim.p.Signal(syscall.SIGSTOP)
@@ -258,8 +276,50 @@ func TestE2EPausedPrimaryFenced(t *testing.T) {
 	if err := c.cl.Put(ctx(t), []byte("k000005"), []byte("new primary")); err != nil {
 		t.Fatal(err)
 	}
-	stale := open(t, regionmap.Static{M: old}, "shm") // routes by the old map, to the old primary
+	// Reads sent to the paused server sit in its ring; it answers them as
+	// soon as it runs again, before it can have heard from ZooKeeper.
+	staleRead := func(what string) error {
+		cc, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var got []byte
+		var err error
+		switch what {
+		case "get":
+			got, err = stale.Get(cc, []byte("k000005"))
+		case "multi-get":
+			var vs [][]byte
+			if vs, err = stale.MultiGet(cc, [][]byte{[]byte("k000005")}); err == nil {
+				got = vs[0]
+			}
+		case "scan":
+			it := stale.Scan(cc, []byte("k000005"), []byte("k000006"), client.ScanOptions{})
+			if it.Next() {
+				got = bytes.Clone(it.Value())
+			}
+			err = errors.Join(it.Err(), it.Close())
+		}
+		if err == nil && string(got) == "before" {
+			return fmt.Errorf("%s through the resumed old primary returned the overwritten value %q", what, got)
+		}
+		return nil
+	}
+	kinds := []string{"get", "multi-get", "scan", "get", "multi-get", "scan"}
+	errs := make(chan error, len(kinds))
+	for _, k := range kinds {
+		go func() { errs <- staleRead(k) }()
+	}
+	time.Sleep(300 * time.Millisecond) // written to the paused server's rings
 	victim.p.Signal(syscall.SIGCONT)
+	for range kinds {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	for i := range 10 {
+		if err := staleRead(kinds[i%3]); err != nil {
+			t.Error(err)
+		}
+	}
 	for i := range 20 {
 		cc, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		err := stale.Put(cc, []byte("k000005"), []byte(fmt.Sprintf("stale %d", i)))
