@@ -258,8 +258,9 @@ func TestE2EPausedPrimaryFenced(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(time.Second)                           // the compactions end
-	stale := open(t, regionmap.Static{M: old}, "shm") // routes by the old map, to the old primary
+	time.Sleep(time.Second) // the compactions end
+	// Routes by the old map, to the old primary.
+	stale := open(t, regionmap.Static{M: old}, "shm")
 	if got, err := stale.Get(ctx(t), []byte("k000005")); err != nil || string(got) != "before" {
 		t.Fatalf("k000005 through the old primary before the pause: %q, %v", got, err)
 	}

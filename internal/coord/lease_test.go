@@ -168,3 +168,16 @@ func TestLeaseGrantedTimeout(t *testing.T) {
 		t.Fatalf("lease session timeout %v: want the granted one (ZooKeeper's maximum), below the asked hour", got)
 	}
 }
+
+// BenchmarkLeaseHolds is the lease check a read pays (twice) on the
+// system clock.
+func BenchmarkLeaseHolds(b *testing.B) {
+	l := NewLease(nil)
+	l.SetSessionTimeout(time.Hour)
+	l.Confirm(l.Begin())
+	for b.Loop() {
+		if !l.Holds() {
+			b.Fatal("lease")
+		}
+	}
+}
