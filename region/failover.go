@@ -77,7 +77,9 @@ func (s *Server) stopDeposed(old, next *routing) {
 	if len(ids) == 0 {
 		return
 	}
-	refuse(old.hosted, ids)
+	if old != nil {
+		refuse(old.hosted, ids)
+	}
 	s.detach(ids)
 }
 
