@@ -115,6 +115,8 @@ func TestKeepLease(t *testing.T) {
 	const timeout = 800 * time.Millisecond
 	s, obs := dial(t, p.Addr(), timeout), dial(t, addr, 0)
 	ctx := ctxFor(t, 60*time.Second)
+	// Logged by the library right after the session event Dial waits for.
+	eventually(t, "the granted session timeout", func() bool { return s.Lease().SessionTimeout() != 0 })
 	if got := s.Lease().SessionTimeout(); got != timeout {
 		t.Fatalf("lease session timeout %v, want the granted %v", got, timeout)
 	}
@@ -164,6 +166,7 @@ func TestKeepLease(t *testing.T) {
 func TestLeaseGrantedTimeout(t *testing.T) {
 	t.Parallel()
 	s := dial(t, zkAddr(t), time.Hour)
+	eventually(t, "the granted session timeout", func() bool { return s.Lease().SessionTimeout() != 0 })
 	if got := s.Lease().SessionTimeout(); got <= 0 || got >= time.Hour {
 		t.Fatalf("lease session timeout %v: want the granted one (ZooKeeper's maximum), below the asked hour", got)
 	}
