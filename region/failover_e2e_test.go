@@ -274,8 +274,16 @@ func TestE2EPausedPrimaryFenced(t *testing.T) {
 			t.Fatalf("the client's map is at version %d, ZooKeeper's at %d", c.cl.Map().Version, nm.Version)
 		}
 	}
-	if err := c.cl.Put(ctx(t), []byte("k000005"), []byte("new primary")); err != nil {
-		t.Fatal(err)
+	// The new primary serves once it installed the map and promoted its
+	// copy (the client's own retries may give up before).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		err := c.cl.Put(ctx(t), []byte("k000005"), []byte("new primary"))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, client.ErrUnavailable) || time.Now().After(deadline) {
+			t.Fatalf("put through the new primary: %v", err)
+		}
 	}
 	// Reads sent to the paused server sit in its ring; it answers them as
 	// soon as it runs again, before it can have heard from ZooKeeper.
