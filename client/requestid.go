@@ -95,11 +95,14 @@ func (s *seqTracker) ack() uint64 {
 func (c *Client) write(ctx context.Context, typ uint16, key []byte, encode func(v uint64, id wire.RequestID) []byte) error {
 	seq := c.seqs.begin()
 	defer c.seqs.end(seq)
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RetryWindow)
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.RetryWindow)
 	defer cancel()
-	rep, _, err := c.do(ctx, request{typ: typ, key: key, payload: func(v uint64) []byte {
+	rep, _, err := c.do(wctx, request{typ: typ, key: key, payload: func(v uint64) []byte {
 		return encode(v, wire.RequestID{Client: c.id, Seq: seq, Ack: c.seqs.ack()})
 	}})
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return fmt.Errorf("%w: not acknowledged within the retry window (%v): %w", ErrUnavailable, c.cfg.RetryWindow, err)
+	}
 	if err != nil {
 		return err
 	}
