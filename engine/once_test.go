@@ -367,3 +367,53 @@ func TestPutOnceSurvivesPromotion(t *testing.T) {
 	}
 	checkValue(t, nr, late, "", "promoted, late key")
 }
+
+// TestApplyLogRecordFillsTable: a Build-Index backup applying the
+// primary's records keeps their identities (a later retry on it is a
+// duplicate), skips a re-delivered record, applies a record the primary
+// applied even if its seq is below the ack the backup knows, and merges
+// the primary's checkpoints.
+func TestApplyLogRecordFillsTable(t *testing.T) {
+	v := mustOpen(t, smallOpts(vfs.NewMem()))
+	defer v.Close()
+	r := mustRegion(t, v, 1)
+	const seq = 99
+	rec := func(kind uint8, id RequestID, k, val string) []byte {
+		b := make([]byte, recordSize(len(k), payloadLen(id, []byte(val))))
+		if kind == recTable {
+			b = make([]byte, recordSize(0, len(val)))
+		}
+		encodeRecord(b, seq, kind, id, []byte(k), []byte(val))
+		return b
+	}
+	apply := func(b []byte) {
+		t.Helper()
+		n, err := r.ApplyLogRecord(append(b, 0, 0, 0), seq)
+		if err != nil || n != len(b) {
+			t.Fatalf("apply: %d, %v (record of %d bytes)", n, err, len(b))
+		}
+	}
+	a1 := rec(recPut, RequestID{Client: 1, Seq: 5, Ack: 5}, "k", "A")
+	apply(a1)
+	apply(rec(recPut, RequestID{Client: 2, Seq: 1, Ack: 1}, "k", "B"))
+	apply(a1) // re-delivered
+	checkValue(t, r, []byte("k"), "B", "after a re-delivery")
+	// The primary applied client 1's seq 3 (its request raced ahead of the
+	// ack the backup saw first): the backup applies it too.
+	apply(rec(recDelete, RequestID{Client: 1, Seq: 3, Ack: 3}, "k", ""))
+	checkValue(t, r, []byte("k"), "", "after a replicated delete below the ack")
+	if applied, err := r.PutOnce([]byte("k"), []byte("A"), RequestID{Client: 1, Seq: 5, Ack: 5}); err != nil || applied {
+		t.Fatalf("retry on the backup: applied %v, %v", applied, err)
+	}
+	// A checkpoint names client 7's seq 4, applied before this backup
+	// joined.
+	tb := newReqTable()
+	tb.add(RequestID{Client: 7, Seq: 4, Ack: 2}, 1, time.Time{})
+	apply(rec(recTable, RequestID{}, "", string(tb.encodeChunks(maxCheckpointChunk)[0])))
+	if applied, err := r.PutOnce([]byte("k"), []byte("X"), RequestID{Client: 7, Seq: 4, Ack: 4}); err != nil || applied {
+		t.Fatalf("retry of a checkpointed write: applied %v, %v", applied, err)
+	}
+	if _, err := r.ApplyLogRecord([]byte{1, 2, 3}, seq); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("apply of garbage: %v", err)
+	}
+}
