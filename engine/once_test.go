@@ -290,14 +290,14 @@ func TestPutOnceRetryWhileFirstInFlight(t *testing.T) {
 			go func() { a, err := r.PutOnce([]byte("k"), []byte("A"), id); first <- result{a, err} }()
 			waitFor(t, func() bool { return len(rep.waiting()) == 1 })
 			go func() { a, err := r.PutOnce([]byte("k"), []byte("A"), id); retry <- result{a, err} }()
-			waitFor(t, func() bool { return len(rep.waiting()) == 2 })
-			if w := rep.waiting(); w[0] != w[1] {
-				t.Fatalf("the retry waits for position %d, the original for %d", w[1], w[0])
-			}
+			waitFor(t, func() bool { return len(rep.waiting()) == 2 || len(retry) > 0 })
 			select {
 			case res := <-retry:
 				t.Fatalf("the retry returned (%+v) before the original was replicated", res)
 			default:
+			}
+			if w := rep.waiting(); w[0] != w[1] {
+				t.Fatalf("the retry waits for position %d, the original for %d", w[1], w[0])
 			}
 			var want error
 			if fail {
