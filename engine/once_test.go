@@ -417,3 +417,53 @@ func TestApplyLogRecordFillsTable(t *testing.T) {
 		t.Fatalf("apply of garbage: %v", err)
 	}
 }
+
+// TestPutOnceLargeTableSurvivesRestart: a table too large for one
+// checkpoint record (5000 clients: chunks of at most a 64 KiB segment's
+// record size) is written as several records that cross log segments, and
+// every outcome survives compactions and a restart.
+func TestPutOnceLargeTableSurvivesRestart(t *testing.T) {
+	fs := vfs.NewMem()
+	o := mirrorOpts(fs, "vol")
+	v := mustOpen(t, o)
+	r := mustRegion(t, v, 1)
+	const clients = 5000
+	for c := uint64(1); c <= clients; c++ {
+		if _, err := r.PutOnce(key(int(c)), []byte("first"), RequestID{Client: c << 20, Seq: c, Ack: c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fillPastRecoveryPoint(t, r, 100000, 3*o.L0Pairs)
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	in, err := OpenInspector(fs, "vol", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkpoints, segs := 0, map[uint64]bool{}
+	if err := in.Log(1, LogPosition{}, func(rec LogRecord) error {
+		if rec.Checkpoint {
+			checkpoints++
+			segs[rec.Position.Index] = true
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	in.Close()
+	if checkpoints < 3 || len(segs) < 2 {
+		t.Fatalf("%d checkpoint records in %d log segments: the table never spans records and segments", checkpoints, len(segs))
+	}
+	v = mustOpen(t, o)
+	defer v.Close()
+	r, _ = v.Region(1)
+	if n := r.RequestTableLen(); n != clients {
+		t.Fatalf("%d outcomes after the restart, want %d", n, clients)
+	}
+	for c := uint64(1); c <= clients; c += 97 {
+		if applied, err := r.PutOnce(key(int(c)), []byte("again"), RequestID{Client: c << 20, Seq: c, Ack: c}); err != nil || applied {
+			t.Fatalf("client %d's retry: applied %v, %v", c, applied, err)
+		}
+	}
+}
