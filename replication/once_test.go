@@ -16,6 +16,12 @@ import (
 // (compacted and shipped: a checkpoint record carries its outcome) or in
 // the tail the promotion replays (only in the backups' buffers). Send-Index
 // promotes by replaying the log; Build-Index applied the records itself.
+// The group's small L0 (64 pairs) flushes the tail partially every 64
+// writes; what is tested does not depend on it: the early write is behind
+// the recovery point after many compactions (only a checkpoint can carry
+// it), the late one is in the buffered tail. engine's
+// TestPutOnceLargeTableSurvivesRestart covers checkpoints that fill and
+// cross log segments.
 func TestRetryToPromotedBackupNotApplied(t *testing.T) {
 	for _, mode := range []Mode{SendIndex, BuildIndex} {
 		t.Run(mode.String(), func(t *testing.T) {
