@@ -27,6 +27,15 @@ type Config struct {
 	// ReplyHint is the reply payload a get reserves room for (default
 	// 4 KiB); larger values cost one retry and raise the hint.
 	ReplyHint int
+	// RetryWindow bounds how long a put or delete is attempted, from its
+	// first attempt (default DefaultRetryWindow, at most MaxRetryWindow):
+	// no attempt of it is sent later, so the regions, which remember a
+	// write's outcome for longer (engine.DefaultRequestRetention), never
+	// apply a retry twice.
+	RetryWindow time.Duration
+	// ClientID names this client in its writes' request identities; 0
+	// (the default) picks a random one. Two clients must never share one.
+	ClientID uint64
 }
 
 // Client talks to a tebis cluster.
@@ -40,6 +49,9 @@ type Client struct {
 
 	refreshMu sync.Mutex
 	dropped   ring.ClientStats // byte counts of connections closed
+
+	id   uint64      // request identity: this client's id
+	seqs *seqTracker // and its write sequence numbers
 }
 
 // Stats are the transport bytes of every connection so far.
@@ -78,11 +90,24 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.ReplyHint == 0 {
 		cfg.ReplyHint = 4 << 10
 	}
+	if cfg.RetryWindow == 0 {
+		cfg.RetryWindow = DefaultRetryWindow
+	}
+	if cfg.RetryWindow < 0 || cfg.RetryWindow > MaxRetryWindow {
+		return nil, fmt.Errorf("client: RetryWindow %v outside (0, %v]", cfg.RetryWindow, MaxRetryWindow)
+	}
+	id := cfg.ClientID
+	if id == 0 {
+		var err error
+		if id, err = newClientID(); err != nil {
+			return nil, err
+		}
+	}
 	m, err := cfg.Map.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, conns: map[string]*ring.Client{}}
+	c := &Client{cfg: cfg, conns: map[string]*ring.Client{}, id: id, seqs: newSeqTracker()}
 	c.m.Store(m)
 	if z, ok := cfg.Map.(*ZooKeeper); ok {
 		z.subscribe(c.adopt)
@@ -96,7 +121,7 @@ func (c *Client) Map() *regionmap.Map { return c.m.Load() }
 // MaxValue is the largest value a put can carry over this client's rings
 // (the server may allow less).
 func (c *Client) MaxValue(keyLen int) int {
-	return c.cfg.RingSize/2 - ring.HeaderSize - 8 - 12 - keyLen
+	return c.cfg.RingSize/2 - ring.HeaderSize - 8 - 12 - wire.RequestIDLen - keyLen
 }
 
 // Close closes every connection; later calls fail with ErrClosed.
@@ -282,19 +307,17 @@ func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.Re
 // errRegionMoved: a scan's region changed shape; the scan re-routes.
 var errRegionMoved = errors.New("client: region changed")
 
-// Put stores value under key.
+// Put stores value under key. Its retries (after UNAVAILABLE, a broken
+// connection, a redirect) carry the same request identity, so the put is
+// applied at most once; it is retried for at most Config.RetryWindow.
 func (c *Client) Put(ctx context.Context, key, value []byte) error {
 	if len(value) > c.MaxValue(len(key)) {
 		return fmt.Errorf("%w: value of %d bytes, this client's limit %d", ErrTooLarge, len(value), c.MaxValue(len(key)))
 	}
-	rep, _, err := c.do(ctx, request{typ: wire.TypePut, key: key, payload: func(v uint64) []byte {
-		q := wire.PutRequest{MapVersion: v, Key: key, Value: value}
+	return c.write(ctx, wire.TypePut, key, func(v uint64, id wire.RequestID) []byte {
+		q := wire.PutRequest{MapVersion: v, ID: id, Key: key, Value: value}
 		return q.Encode(nil)
-	}})
-	if err != nil {
-		return err
-	}
-	return statusErr(rep)
+	})
 }
 
 // Get returns the value under key, or ErrNotFound.
@@ -315,14 +338,11 @@ func (c *Client) Get(ctx context.Context, key []byte) ([]byte, error) {
 	return rep.Payload, nil
 }
 
-// Delete removes key (deleting a missing key is not an error).
+// Delete removes key (deleting a missing key is not an error), at most
+// once, like Put.
 func (c *Client) Delete(ctx context.Context, key []byte) error {
-	rep, _, err := c.do(ctx, request{typ: wire.TypeDelete, key: key, payload: func(v uint64) []byte {
-		q := wire.KeyRequest{MapVersion: v, Key: key}
+	return c.write(ctx, wire.TypeDelete, key, func(v uint64, id wire.RequestID) []byte {
+		q := wire.DeleteRequest{MapVersion: v, ID: id, Key: key}
 		return q.Encode(nil)
-	}})
-	if err != nil {
-		return err
-	}
-	return statusErr(rep)
+	})
 }

@@ -75,7 +75,7 @@ func (r *Region) capacity(i int) int64 {
 
 func (r *Region) compactOnce() (bool, error) {
 	r.mu.Lock()
-	imm, immEnd := r.imm, r.immEnd
+	imm, immEnd, ckEnd := r.imm, r.immEnd, r.immCkEnd
 	ver := r.cur
 	ver.refs.Add(1)
 	r.compacting = true
@@ -88,7 +88,7 @@ func (r *Region) compactOnce() (bool, error) {
 		r.mu.Unlock()
 	}()
 	if imm != nil {
-		return true, r.compactL0(imm, immEnd, ver)
+		return true, r.compactL0(imm, immEnd, ckEnd, ver)
 	}
 	for i := 1; i < len(ver.levels); i++ {
 		if l := ver.levels[i]; l != nil && l.pairs > r.capacity(i) {
@@ -98,11 +98,25 @@ func (r *Region) compactOnce() (bool, error) {
 	return false, nil
 }
 
-// compactL0 merges the frozen L0 into L1 and advances the recovery point.
-func (r *Region) compactL0(imm *memtable, immEnd uint64, ver *version) error {
+// compactL0 merges the frozen L0 into L1 and advances the recovery point
+// to immEnd. The request-table checkpoint written at immEnd (ending at
+// ckEnd; 0: writing it failed) must be durable, and replicated to the
+// backups in the stream, before any replica can take immEnd as its
+// recovery point: a replay from there must find it.
+func (r *Region) compactL0(imm *memtable, immEnd, ckEnd uint64, ver *version) error {
+	if ckEnd == 0 {
+		return fmt.Errorf("engine: region %d: no request-table checkpoint at the recovery point", r.desc.ID)
+	}
 	// Every pointer of the new L1 must reach durable log bytes.
-	if err := r.log.syncTo(immEnd); err != nil {
+	if err := r.log.syncTo(ckEnd); err != nil {
 		return err
+	}
+	if rep := r.repl.Load(); rep != nil && ckEnd > immEnd {
+		if err := rep.WaitReplicated(ckEnd); err != nil {
+			// A backup the wait gave up on leaves the stream: it gets no
+			// level install with this recovery point from it either.
+			r.v.log.Warn("request-table checkpoint not replicated before compaction", zap.Uint64("region", r.desc.ID), zap.Error(err))
+		}
 	}
 	r.listener.LogFlushed(r.log.flushInfo(immEnd))
 	info := CompactionInfo{Region: r.desc.ID, Src: 0, Dst: 1}

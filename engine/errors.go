@@ -30,4 +30,11 @@ var (
 	ErrMetadataFailed = errors.New("engine: metadata store failed")
 	// ErrBadOptions is returned by Open for inconsistent options.
 	ErrBadOptions = errors.New("engine: bad options")
+	// ErrBadRequestID: a write's RequestID is malformed (Seq 0, or Ack
+	// above Seq).
+	ErrBadRequestID = errors.New("engine: bad request id")
+	// ErrStaleRequest: a write's sequence number is below what its client
+	// acknowledged as complete; the region neither applies it nor knows its
+	// outcome (the client promised never to send it again).
+	ErrStaleRequest = errors.New("engine: stale request")
 )

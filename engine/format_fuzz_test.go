@@ -265,17 +265,21 @@ func fzFixRecordCRC(b []byte, seq uint64) []byte {
 // sequence seeds and, if flips, that every single-bit flip is detected.
 func fzCheckRecord(t *testing.T, b []byte, seq uint64, r record, flips bool) {
 	t.Helper()
-	if r.Kind != recPut && r.Kind != recDelete {
+	switch {
+	case r.Kind != recPut && r.Kind != recDelete && r.Kind != recTable:
 		t.Fatalf("decoded kind %d", r.Kind)
-	}
-	if len(r.Key) == 0 || len(r.Key) > MaxKeySize {
+	case r.Kind == recTable && (len(r.Key) != 0 || r.ID != RequestID{}):
+		t.Fatalf("decoded checkpoint with key of %d bytes, id %+v", len(r.Key), r.ID)
+	case r.Kind != recTable && (len(r.Key) == 0 || len(r.Key) > MaxKeySize):
 		t.Fatalf("decoded key of %d bytes", len(r.Key))
+	case r.ID.Client != 0 && (r.ID.Seq == 0 || r.ID.Ack > r.ID.Seq):
+		t.Fatalf("decoded request id %+v", r.ID)
 	}
-	if r.Size != recordSize(len(r.Key), len(r.Value)) || r.Size > len(b) {
-		t.Fatalf("size %d for key %d value %d in %d bytes", r.Size, len(r.Key), len(r.Value), len(b))
+	if r.Size != recordSize(len(r.Key), payloadLen(r.ID, r.Value)) || int(r.Payload) != payloadLen(r.ID, r.Value) || r.Size > len(b) {
+		t.Fatalf("size %d for key %d value %d id %+v in %d bytes", r.Size, len(r.Key), len(r.Value), r.ID, len(b))
 	}
 	enc := make([]byte, r.Size)
-	encodeRecord(enc, seq, r.Kind, r.Key, r.Value)
+	encodeRecord(enc, seq, r.Kind, r.ID, r.Key, r.Value)
 	if !bytes.Equal(enc, b[:r.Size]) {
 		t.Fatalf("record does not re-encode to its bytes:\n got %x\nwant %x", enc, b[:r.Size])
 	}
@@ -312,11 +316,20 @@ func fzCheckRecord(t *testing.T, b []byte, seq uint64, r record, flips bool) {
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	add := func(seq uint64, kind uint8, key, value []byte, trailer []byte) {
-		b := make([]byte, recordSize(len(key), len(value)))
-		encodeRecord(b, seq, kind, key, value)
+	addID := func(seq uint64, kind uint8, id RequestID, key, value []byte, trailer []byte) {
+		b := make([]byte, recordSize(len(key), payloadLen(id, value)))
+		encodeRecord(b, seq, kind, id, key, value)
 		f.Add(append(b, trailer...), seq)
 	}
+	add := func(seq uint64, kind uint8, key, value []byte, trailer []byte) {
+		addID(seq, kind, RequestID{}, key, value, trailer)
+	}
+	addID(42, recPut, RequestID{Client: 9, Seq: 3, Ack: 2}, []byte("user42"), []byte("hello"), nil)
+	addID(42, recDelete, RequestID{Client: 9, Seq: 3, Ack: 3}, []byte("user42"), nil, []byte{0})
+	addID(5, recTable, RequestID{}, nil, goldenTable().encodeChunks(maxCheckpointChunk)[0], nil)
+	addID(5, recTable, RequestID{}, nil, newReqTable().encodeChunks(maxCheckpointChunk)[0], []byte{1, 2})
+	// A put with an identity whose ack is above its seq (malformed).
+	addID(3, recPut, RequestID{Client: 1, Seq: 1, Ack: 2}, []byte("k"), nil, nil)
 	add(42, recPut, []byte("user42"), []byte("hello"), nil)
 	add(42, recDelete, []byte("user42"), nil, nil)
 	add(1, recPut, []byte("k"), nil, []byte{0, 0, 0, 0})
@@ -333,12 +346,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		// well-formed records.
 		fixed := fzFixRecordCRC(b, seq)
 		r, ok := decodeRecord(fixed, seq)
-		wellFormed := len(fixed) >= recHeaderLen && (fixed[4] == recPut || fixed[4] == recDelete)
-		if wellFormed {
-			kl := int(binary.LittleEndian.Uint16(fixed[5:]))
-			n := uint64(recHeaderLen) + uint64(kl) + uint64(binary.LittleEndian.Uint32(fixed[7:]))
-			wellFormed = kl >= 1 && kl <= MaxKeySize && n <= uint64(len(fixed))
-		}
+		wellFormed := fzRecordWellFormed(fixed)
 		if ok != wellFormed {
 			t.Fatalf("decodeRecord ok=%v for a record that is well-formed=%v: %x", ok, wellFormed, fixed[:min(len(fixed), 32)])
 		}
@@ -346,6 +354,39 @@ func FuzzDecodeRecord(f *testing.F) {
 			fzCheckRecord(t, fixed, seq, r, false)
 		}
 	})
+}
+
+// fzRecordWellFormed is the record grammar of docs/format.md, written
+// independently of decodeRecord: kinds 1-5, a key of 1..MaxKeySize bytes
+// (none for kind 5), a payload of at least a request id for kinds 3 and 4
+// (exactly one for 4) whose client is non-zero, seq non-zero and ack at
+// most seq, and the whole record inside b.
+func fzRecordWellFormed(b []byte) bool {
+	if len(b) < recHeaderLen || b[4] < 1 || b[4] > 5 {
+		return false
+	}
+	kind := b[4]
+	kl := int(binary.LittleEndian.Uint16(b[5:]))
+	pl := uint64(binary.LittleEndian.Uint32(b[7:]))
+	n := uint64(recHeaderLen) + uint64(kl) + pl
+	if n > uint64(len(b)) {
+		return false
+	}
+	if kind == 5 {
+		return kl == 0
+	}
+	if kl < 1 || kl > MaxKeySize {
+		return false
+	}
+	if kind == 3 || kind == 4 {
+		if pl < 24 || (kind == 4 && pl != 24) {
+			return false
+		}
+		p := b[recHeaderLen+kl:]
+		c, sq, ack := binary.LittleEndian.Uint64(p), binary.LittleEndian.Uint64(p[8:]), binary.LittleEndian.Uint64(p[16:])
+		return c != 0 && sq != 0 && ack <= sq
+	}
+	return true
 }
 
 // TestFormatFuzzRecordLimits checks the key length bounds of decodeRecord
@@ -358,7 +399,7 @@ func TestFormatFuzzRecordLimits(t *testing.T) {
 	}{{MaxKeySize, 0, true}, {MaxKeySize, 3000, true}, {MaxKeySize + 1, 0, false}, {1<<16 - 1, 1, false}} {
 		key := bytes.Repeat([]byte("K"), tc.keyLen)
 		b := make([]byte, recordSize(tc.keyLen, tc.valLen))
-		encodeRecord(b, 99, recPut, key, make([]byte, tc.valLen))
+		encodeRecord(b, 99, recPut, RequestID{}, key, make([]byte, tc.valLen))
 		r, ok := decodeRecord(b, 99)
 		if ok != tc.ok {
 			t.Fatalf("key %d bytes, value %d bytes: ok=%v, want %v", tc.keyLen, tc.valLen, ok, tc.ok)

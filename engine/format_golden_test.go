@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -281,27 +282,60 @@ func TestFormatGoldenSegHeader(t *testing.T) {
 
 func annotRecord(a *annot) {
 	a.hex32("crc32c of seq u64 ++ [4:end)")
-	a.u8("kind (1 put, 2 delete)")
+	kind := a.u8("kind (1 put, 2 delete, 3 put with request id, 4 delete with request id, 5 request-table checkpoint)")
 	kl := a.u16("key length")
-	vl := a.u32("value length")
+	vl := a.u32("payload length (the value, after the request id of kinds 3 and 4)")
 	a.raw("key", int(kl))
+	if kind == recPutOnce || kind == recDeleteOnce {
+		a.u64("request id: client")
+		a.u64("request id: seq")
+		a.u64("request id: ack (the client's lowest incomplete seq)")
+		vl -= ridLen
+	}
+	if kind == recTable {
+		a.u8("checkpoint chunk version (1)")
+		n := a.u32("clients")
+		for range n {
+			a.u64("client")
+			a.u64("ack")
+			k := a.u32("applied seqs")
+			for range k {
+				a.u64("seq")
+			}
+		}
+		return
+	}
 	if vl > 0 {
 		a.raw("value", int(vl))
 	}
 }
 
+// goldenTable is the completion table the checkpoint golden encodes.
+func goldenTable() *reqTable {
+	t := newReqTable()
+	t.add(RequestID{Client: 0x1111, Seq: 7, Ack: 5}, 100, time.Time{})
+	t.add(RequestID{Client: 0x1111, Seq: 9, Ack: 5}, 200, time.Time{})
+	t.add(RequestID{Client: 0x2222, Seq: 1, Ack: 1}, 300, time.Time{})
+	return t
+}
+
 func TestFormatGoldenRecord(t *testing.T) {
+	rid := RequestID{Client: 0x0123456789abcdef, Seq: 42, Ack: 40}
 	for _, tc := range []struct {
 		name       string
 		kind       uint8
+		id         RequestID
 		key, value []byte
 	}{
-		{"record_put", recPut, []byte("user42"), []byte("hello")},
-		{"record_delete", recDelete, []byte("user42"), nil},
+		{"record_put", recPut, RequestID{}, []byte("user42"), []byte("hello")},
+		{"record_delete", recDelete, RequestID{}, []byte("user42"), nil},
+		{"record_put_once", recPut, rid, []byte("user42"), []byte("hello")},
+		{"record_delete_once", recDelete, rid, []byte("user42"), nil},
+		{"record_table", recTable, RequestID{}, nil, goldenTable().encodeChunks(maxCheckpointChunk)[0]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			buf := make([]byte, recordSize(len(tc.key), len(tc.value)))
-			encodeRecord(buf, goldenRecSeq, tc.kind, tc.key, tc.value)
+			buf := make([]byte, recordSize(len(tc.key), payloadLen(tc.id, tc.value)))
+			encodeRecord(buf, goldenRecSeq, tc.kind, tc.id, tc.key, tc.value)
 			g := checkGolden(t, tc.name, buf, func(a *annot) {
 				a.comment(fmt.Sprintf("log record (%s) in a log segment with sequence number %d", tc.name[len("record_"):], goldenRecSeq))
 				a.comment("integers little-endian; the checksum is seeded with the segment's sequence number")
@@ -312,7 +346,7 @@ func TestFormatGoldenRecord(t *testing.T) {
 			if !ok {
 				t.Fatal("golden record does not decode")
 			}
-			if r.Kind != tc.kind || string(r.Key) != string(tc.key) || string(r.Value) != string(tc.value) || r.Size != len(buf) {
+			if r.Kind != tc.kind || r.ID != tc.id || string(r.Key) != string(tc.key) || string(r.Value) != string(tc.value) || r.Size != len(buf) {
 				t.Fatalf("decoded %+v", r)
 			}
 			if _, ok := decodeRecord(g, goldenRecSeq+1); ok {

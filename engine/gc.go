@@ -127,6 +127,10 @@ func (r *Region) gcSegment(ls logSeg) (int64, error) {
 		if !ok {
 			return moved, errBadRecord(ls.seg, off, "fails its checksum during gc")
 		}
+		if rec.Kind == recTable { // a checkpoint: dead once behind the recovery point
+			off += int64(rec.Size)
+			continue
+		}
 		did, err := r.relocate(rec, r.v.g.ptr(ls.seg, off))
 		if err != nil {
 			return moved, err
@@ -180,7 +184,7 @@ func (r *Region) relocate(rec record, p ptr) (bool, error) {
 			return false, nil
 		}
 		// No sync per record: gcSegment syncs once before anything is freed.
-		applied, err := r.write(rec.Kind, rec.Key, rec.Value, func() bool { return r.cur == ver && !inL0() }, false)
+		applied, err := r.write(rec.Kind, rec.Key, rec.Value, RequestID{}, func() bool { return r.cur == ver && !inL0() }, false, false)
 		r.release(ver)
 		if err != nil || applied {
 			return applied, err

@@ -401,6 +401,11 @@ type LogRecord struct {
 	ValueLen  int         `json:"value_len"`
 	Value     []byte      `json:"-"`
 	Tombstone bool        `json:"tombstone,omitempty"`
+	// Request is the write's identity (zero: none).
+	Request RequestID `json:"request,omitempty"`
+	// Checkpoint marks a request-table checkpoint (no key; Value is the
+	// encoded chunk).
+	Checkpoint bool `json:"checkpoint,omitempty"`
 }
 
 // Log reads a region's log records in order from position from (segment
@@ -453,7 +458,8 @@ func (in *Inspector) segmentRecords(region uint64, ls *logSeg, start int64, fn f
 			return nil
 		}
 		r := LogRecord{Position: LogPosition{Index: ls.idx, Offset: off}, Ptr: in.g.ptr(ls.seg, off),
-			Key: rec.Key, ValueLen: len(rec.Value), Value: rec.Value, Tombstone: rec.Kind == recDelete}
+			Key: rec.Key, ValueLen: len(rec.Value), Value: rec.Value, Tombstone: rec.Kind == recDelete,
+			Request: rec.ID, Checkpoint: rec.Kind == recTable}
 		if err := fn(r); err != nil {
 			return err
 		}

@@ -100,6 +100,12 @@ type Options struct {
 	// parents a segment at a time, lookups a node at a time. Best effort
 	// (fadvise; no effect on an in-memory FS but the merges' reads).
 	CompactionBypassCache bool
+	// RequestRetention is how long a region keeps a client's write
+	// outcomes (its completion table row) after it last saw the client:
+	// a retry of a write older than that is applied again. It must exceed
+	// the clients' retry window (client.MaxRetryWindow). Default
+	// DefaultRequestRetention.
+	RequestRetention time.Duration
 	// Logger receives the engine's logs. Default: zap.NewNop().
 	Logger *zap.Logger
 }
@@ -143,6 +149,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.GCInterval == 0 {
 		o.GCInterval = 10 * time.Second
+	}
+	if o.RequestRetention == 0 {
+		o.RequestRetention = DefaultRequestRetention
+	}
+	if o.RequestRetention < 0 {
+		return o, fmt.Errorf("%w: request retention %v is negative", ErrBadOptions, o.RequestRetention)
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

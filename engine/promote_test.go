@@ -281,7 +281,7 @@ func TestTailEnd(t *testing.T) {
 		for i := range n {
 			v := bytes.Repeat([]byte{byte(seq)}, vlen)
 			size := int64(recordSize(len(key(i)), vlen))
-			encodeRecord(image[off:off+size], seq, recPut, key(i), v)
+			encodeRecord(image[off:off+size], seq, recPut, RequestID{}, key(i), v)
 			off += size
 		}
 		return off
@@ -302,7 +302,7 @@ func TestTailEnd(t *testing.T) {
 		t.Fatalf("unaligned garbage: TailEnd %d, want %d", got, shifted)
 	}
 	torn := make([]byte, recordSize(len(key(30)), 117))
-	encodeRecord(torn, newSeq, recPut, key(30), bytes.Repeat([]byte{1}, 117))
+	encodeRecord(torn, newSeq, recPut, RequestID{}, key(30), bytes.Repeat([]byte{1}, 117))
 	copy(image[shifted:], torn[:len(torn)/2])
 	if got := TailEnd(image, newSeq); got != shifted {
 		t.Fatalf("torn record: TailEnd %d, want %d", got, shifted)

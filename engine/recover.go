@@ -112,8 +112,15 @@ func (r *Region) replaySegment(ls *logSeg, start int64, index bool) error {
 			}
 			return errBadRecord(ls.seg, off, "fails its checksum during replay")
 		}
-		e := entry{ptr: v.g.ptr(ls.seg, off), vlen: uint32(len(rec.Value)), tomb: rec.Kind == recDelete}
+		e := entry{ptr: v.g.ptr(ls.seg, off), vlen: rec.Payload, tomb: rec.Kind == recDelete}
 		if !index {
+			off += int64(rec.Size)
+			continue
+		}
+		if err := r.replayRecord(rec, ls.idx<<v.g.shift|uint64(off+int64(rec.Size)), r.now()); err != nil {
+			return fmt.Errorf("segment %d offset %d: %w", ls.seg, off, err)
+		}
+		if rec.Kind == recTable {
 			off += int64(rec.Size)
 			continue
 		}

@@ -21,7 +21,10 @@ type Region struct {
 	memCond    *sync.Cond   // broadcast when L0 has room, a compaction attempt ends, bgErr is set or the region closes
 	mem        *memtable
 	imm        *memtable // frozen L0 being compacted into L1
-	immEnd     uint64    // log position where imm ends
+	immEnd     uint64    // log position where imm ends (the next recovery point)
+	immCkEnd   uint64    // log position after the request-table checkpoint written at immEnd
+	reqs       *reqTable // completion table (exactly-once writes; see once.go)
+	now        func() time.Time
 	cur        *version
 	rp         uint64 // persisted L0 recovery point
 	bgErr      error
@@ -186,6 +189,8 @@ func (r *Region) newEmptyState() {
 	r.closing = make(chan struct{})
 	r.flusherStop = make(chan struct{})
 	r.gcDone = map[uint64]bool{}
+	r.reqs = newReqTable()
+	r.now = time.Now
 }
 
 func (r *Region) checkKey(key []byte) error {
@@ -206,20 +211,24 @@ func (r *Region) Put(key, value []byte) error {
 	if len(value) > r.v.MaxValueSize() {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), r.v.MaxValueSize())
 	}
-	_, err := r.write(recPut, key, value, nil, r.v.opts.SyncMode == SyncModeSync)
+	_, err := r.write(recPut, key, value, RequestID{}, nil, r.v.opts.SyncMode == SyncModeSync, false)
 	return err
 }
 
 // Delete removes key (a tombstone; dropped at the last level).
 func (r *Region) Delete(key []byte) error {
-	_, err := r.write(recDelete, key, nil, nil, r.v.opts.SyncMode == SyncModeSync)
+	_, err := r.write(recDelete, key, nil, RequestID{}, nil, r.v.opts.SyncMode == SyncModeSync, false)
 	return err
 }
 
 // write appends a record and indexes it in L0. cond, if set, is checked
 // under the region lock right before the append; false skips the write.
-// sync waits until the record is durable.
-func (r *Region) write(kind uint8, key, value []byte, cond func() bool, sync bool) (bool, error) {
+// sync waits until the record is durable. A write with an identity
+// (id.Client ≠ 0) is looked up in the completion table first: a duplicate
+// is not appended again, but waits like its original (see waitDuplicate)
+// and reports applied false. replicated applies a record the primary
+// applied: its seq is never refused as stale.
+func (r *Region) write(kind uint8, key, value []byte, id RequestID, cond func() bool, sync, replicated bool) (bool, error) {
 	if err := r.checkKey(key); err != nil {
 		return false, err
 	}
@@ -247,12 +256,25 @@ func (r *Region) write(kind uint8, key, value []byte, cond func() bool, sync boo
 		r.mu.Unlock()
 		return false, nil
 	}
-	p, end, err := r.log.append(kind, key, value)
+	if id.Client != 0 {
+		switch v, end := r.reqs.check(id); {
+		case v == reqDuplicate:
+			r.mu.Unlock()
+			return false, r.waitDuplicate(end, sync)
+		case v == reqStale && !replicated:
+			r.mu.Unlock()
+			return false, fmt.Errorf("%w: region %d client %d seq %d", ErrStaleRequest, r.desc.ID, id.Client, id.Seq)
+		}
+	}
+	p, end, err := r.log.append(kind, key, value, id)
 	if err != nil {
 		r.mu.Unlock()
 		return false, err
 	}
-	if old, had := r.mem.put(k, entry{ptr: p, vlen: uint32(len(value)), tomb: kind == recDelete}); had {
+	if id.Client != 0 {
+		r.reqs.add(id, end, r.now())
+	}
+	if old, had := r.mem.put(k, entry{ptr: p, vlen: uint32(payloadLen(id, value)), tomb: kind == recDelete}); had {
 		r.log.addGarbage(old.ptr, old.recSize(len(key)))
 	}
 	// The replicator that saw the append (its listener mirrored it) is the
@@ -306,9 +328,25 @@ func (r *Region) waitRoomLocked() error {
 }
 
 // freezeLocked turns the L0 into the immutable one and starts compaction.
+//
+// It then appends the completion table as checkpoint records right at
+// the new L0's start (immEnd, the compaction's recovery point): a replay
+// from there, at a restart or a promotion, reads them first and so knows
+// the outcomes of the writes compacted away. If that append fails the
+// region fails (bgErr): advancing the recovery point without the table
+// would let retries apply twice.
 func (r *Region) freezeLocked() {
 	r.imm, r.immEnd = r.mem, r.log.pos()
 	r.mem = newMemtable()
+	end, err := r.checkpointLocked()
+	r.immCkEnd = max(end, r.immEnd)
+	if err != nil {
+		r.immCkEnd = 0 // compactL0 refuses to move the recovery point
+		if r.bgErr == nil {
+			r.bgErr = fmt.Errorf("engine: region %d: request-table checkpoint: %w", r.desc.ID, err)
+		}
+		r.memCond.Broadcast()
+	}
 	r.signal()
 }
 

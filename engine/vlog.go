@@ -72,10 +72,10 @@ func (r *Region) LogTail() (LogTail, error) {
 
 func (l *vlog) posLocked() uint64 { return l.tail.idx<<l.g.shift | uint64(l.off) }
 
-// append adds one record and returns its device pointer and the log
-// position after it.
-func (l *vlog) append(kind uint8, key, value []byte) (ptr, uint64, error) {
-	n := int64(recordSize(len(key), len(value)))
+// append adds one record (with request identity id, zero for none) and
+// returns its device pointer and the log position after it.
+func (l *vlog) append(kind uint8, key, value []byte, id RequestID) (ptr, uint64, error) {
+	n := int64(recordSize(len(key), payloadLen(id, value)))
 	l.mu.Lock()
 	// A record never ends exactly at the segment's end: the offset after it
 	// must stay below the segment size for log positions to be unambiguous.
@@ -101,7 +101,7 @@ func (l *vlog) append(kind uint8, key, value []byte) (ptr, uint64, error) {
 		return 0, 0, err
 	}
 	off := l.off
-	encodeRecord(l.buf[off:off+n], l.tail.seq, kind, key, value)
+	encodeRecord(l.buf[off:off+n], l.tail.seq, kind, id, key, value)
 	l.off += n
 	if l.next == nil && off < l.g.segSize/2 && l.off >= l.g.segSize/2 {
 		l.kickPrepare()

@@ -405,7 +405,7 @@ func ioErr(err error) error {
 
 // MaxValueSize is the largest value this volume accepts.
 func (v *Volume) MaxValueSize() int {
-	m := v.g.maxRecord() - recHeaderLen - MaxKeySize
+	m := v.g.maxRecord() - recHeaderLen - MaxKeySize - ridLen
 	return min(m, MaxValueSize)
 }
 

@@ -89,7 +89,8 @@ func engineReply(err error) ring.Reply {
 		return ring.Reply{Status: wire.StatusNotFound}
 	case errors.Is(err, engine.ErrKeyTooLarge), errors.Is(err, engine.ErrValueTooLarge):
 		return errorReply(wire.StatusTooLarge, "%v", err)
-	case errors.Is(err, engine.ErrEmptyKey), errors.Is(err, engine.ErrOutOfRange):
+	case errors.Is(err, engine.ErrEmptyKey), errors.Is(err, engine.ErrOutOfRange),
+		errors.Is(err, engine.ErrBadRequestID), errors.Is(err, engine.ErrStaleRequest):
 		return errorReply(wire.StatusBadRequest, "%v", err)
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, replication.ErrNoBackups), errors.Is(err, replication.ErrBackupDropped),
 		errors.Is(err, replication.ErrStreamClosed):
@@ -113,13 +114,18 @@ func (s *Server) handlePut(req *ring.ServerRequest) ring.Reply {
 	if len(q.Value) > int(s.cfg.MaxValueSize) {
 		return errorReply(wire.StatusTooLarge, "value of %d bytes, limit %d", len(q.Value), s.cfg.MaxValueSize)
 	}
-	if err := labeledErr("insert", func() error { return er.Put(q.Key, q.Value) }); err != nil {
+	// A put the region applied already (a client's retry) is not applied
+	// again: it is acknowledged once the original is (engine.PutOnce).
+	if err := labeledErr("insert", func() error {
+		_, err := er.PutOnce(q.Key, q.Value, engine.RequestID(q.ID))
+		return err
+	}); err != nil {
 		return engineReply(err)
 	}
 	return ring.Reply{}
 }
 
-// keyRequest decodes and routes a get or delete.
+// keyRequest decodes and routes a get.
 func (s *Server) keyRequest(req *ring.ServerRequest) (*engine.Region, []byte, *ring.Reply) {
 	q, err := wire.DecodeKeyRequest(req.Payload)
 	if err != nil {
@@ -146,11 +152,22 @@ func (s *Server) handleGet(req *ring.ServerRequest) ring.Reply {
 }
 
 func (s *Server) handleDelete(req *ring.ServerRequest) ring.Reply {
-	er, key, rej := s.keyRequest(req)
+	q, err := wire.DecodeDeleteRequest(req.Payload)
+	if err != nil {
+		return badRequest(err)
+	}
+	er, mr, rej := s.route(req, q.MapVersion)
+	if rej == nil {
+		rej = s.checkKey(mr, q.Key)
+	}
 	if rej != nil {
 		return *rej
 	}
-	if err := labeledErr("insert", func() error { return er.Delete(key) }); err != nil {
+	// Exactly once, like a put.
+	if err := labeledErr("insert", func() error {
+		_, err := er.DeleteOnce(q.Key, engine.RequestID(q.ID))
+		return err
+	}); err != nil {
 		return engineReply(err)
 	}
 	return ring.Reply{}

@@ -29,16 +29,12 @@ func NewApplier(region *engine.Region, seq uint64, off int64) *Applier {
 func (a *Applier) Apply(image []byte, upto int64) (int, error) {
 	n := 0
 	for a.off < upto {
-		kind, key, value, size, ok := engine.DecodeLogRecord(image[a.off:upto], a.seq)
-		if !ok {
+		if _, _, _, _, ok := engine.DecodeLogRecord(image[a.off:upto], a.seq); !ok {
 			return n, fmt.Errorf("replication: no valid record at offset %d of the mirrored segment (seq %d) before %d", a.off, a.seq, upto)
 		}
-		var err error
-		if kind == engine.RecordDelete {
-			err = a.region.Delete(key)
-		} else {
-			err = a.region.Put(key, value)
-		}
+		// ApplyLogRecord keeps the record's request identity: the
+		// backup's completion table is filled as the primary's was.
+		size, err := a.region.ApplyLogRecord(image[a.off:upto], a.seq)
 		if err != nil {
 			return n, err
 		}

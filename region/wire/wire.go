@@ -17,9 +17,9 @@ var ErrMalformed = errors.New("wire: malformed payload")
 
 // Request types (ring message types).
 const (
-	TypePut      = ring.TypeFirstApp + iota // map version, key, value
+	TypePut      = ring.TypeFirstApp + iota // map version, request id, key, value
 	TypeGet                                 // map version, key
-	TypeDelete                              // map version, key
+	TypeDelete                              // map version, request id, key
 	TypeScan                                // map version, start, end, limit, max bytes
 	TypeMultiGet                            // map version, keys
 	// TypeReplicate is server to server: a replication.Command for the
@@ -46,16 +46,58 @@ const (
 	ScanMore      = 1 << 1 // limit or byte budget reached inside the region
 )
 
-// KeyRequest is a get or delete.
+// KeyRequest is a get.
 type KeyRequest struct {
 	MapVersion uint64
 	Key        []byte
 }
 
+// RequestID names a write for exactly-once application (docs/protocol.md):
+// Client is the client's unique id, Seq the write's sequence number for
+// that client (≥ 1), Ack the client's lowest sequence number not yet
+// completed (≤ Seq; the client never sends a write below it again). The
+// zero RequestID is a write without identity (not deduplicated); any other
+// with Client 0, Seq 0 or Ack > Seq is malformed.
+type RequestID struct {
+	Client, Seq, Ack uint64
+}
+
+// RequestIDLen is a RequestID's encoded size.
+const RequestIDLen = 24
+
+func (id RequestID) valid() bool {
+	if id.Client == 0 {
+		return id.Seq == 0 && id.Ack == 0
+	}
+	return id.Seq != 0 && id.Ack <= id.Seq
+}
+
+func (id RequestID) append(b []byte) []byte {
+	b = binary.LittleEndian.AppendUint64(b, id.Client)
+	b = binary.LittleEndian.AppendUint64(b, id.Seq)
+	return binary.LittleEndian.AppendUint64(b, id.Ack)
+}
+
+func (r *reader) requestID() RequestID {
+	id := RequestID{Client: r.u64(), Seq: r.u64(), Ack: r.u64()}
+	if r.err == nil && !id.valid() {
+		r.err = fmt.Errorf("%w: request id client %d seq %d ack %d", ErrMalformed, id.Client, id.Seq, id.Ack)
+	}
+	return id
+}
+
 // PutRequest is a put.
 type PutRequest struct {
 	MapVersion uint64
+	ID         RequestID
 	Key, Value []byte
+}
+
+// DeleteRequest is a delete.
+type DeleteRequest struct {
+	MapVersion uint64
+	ID         RequestID
+	Key        []byte
 }
 
 // ScanRequest asks for up to Limit pairs (and about MaxBytes) from Start
@@ -152,7 +194,7 @@ func (q *KeyRequest) Encode(b []byte) []byte {
 	return append(b, q.Key...)
 }
 
-// DecodeKeyRequest decodes a get or delete; Key aliases b.
+// DecodeKeyRequest decodes a get; Key aliases b.
 func DecodeKeyRequest(b []byte) (KeyRequest, error) {
 	r := reader{b: b}
 	q := KeyRequest{MapVersion: r.u64()}
@@ -163,6 +205,7 @@ func DecodeKeyRequest(b []byte) (KeyRequest, error) {
 // Encode appends the request to b.
 func (q *PutRequest) Encode(b []byte) []byte {
 	b = binary.LittleEndian.AppendUint64(b, q.MapVersion)
+	b = q.ID.append(b)
 	b = appendBytes(b, q.Key)
 	return append(b, q.Value...)
 }
@@ -170,9 +213,30 @@ func (q *PutRequest) Encode(b []byte) []byte {
 // DecodePutRequest decodes a put; Key and Value alias b.
 func DecodePutRequest(b []byte) (PutRequest, error) {
 	r := reader{b: b}
-	q := PutRequest{MapVersion: r.u64(), Key: r.bytes()}
+	q := PutRequest{MapVersion: r.u64(), ID: r.requestID(), Key: r.bytes()}
+	if r.err != nil {
+		return PutRequest{}, r.err
+	}
 	q.Value = r.b
-	return q, r.err
+	return q, nil
+}
+
+// Encode appends the request to b.
+func (q *DeleteRequest) Encode(b []byte) []byte {
+	b = binary.LittleEndian.AppendUint64(b, q.MapVersion)
+	b = q.ID.append(b)
+	return append(b, q.Key...)
+}
+
+// DecodeDeleteRequest decodes a delete; Key aliases b.
+func DecodeDeleteRequest(b []byte) (DeleteRequest, error) {
+	r := reader{b: b}
+	q := DeleteRequest{MapVersion: r.u64(), ID: r.requestID()}
+	if r.err != nil {
+		return DeleteRequest{}, r.err
+	}
+	q.Key = r.b
+	return q, nil
 }
 
 // Encode appends the request to b.

@@ -11,6 +11,15 @@ func TestRoundTrips(t *testing.T) {
 	if err != nil || p.MapVersion != 7 || string(p.Key) != "k" || string(p.Value) != "value" {
 		t.Fatalf("put: %+v %v", p, err)
 	}
+	id := RequestID{Client: 0xfeed, Seq: 9, Ack: 4}
+	put = PutRequest{MapVersion: 7, ID: id, Key: []byte("k"), Value: []byte("value")}
+	if p, err = DecodePutRequest(put.Encode(nil)); err != nil || p.ID != id || string(p.Key) != "k" || string(p.Value) != "value" {
+		t.Fatalf("put with id: %+v %v", p, err)
+	}
+	del := DeleteRequest{MapVersion: 5, ID: id, Key: []byte("dk")}
+	if d, err := DecodeDeleteRequest(del.Encode(nil)); err != nil || d.MapVersion != 5 || d.ID != id || string(d.Key) != "dk" {
+		t.Fatalf("delete: %+v %v", d, err)
+	}
 	get := KeyRequest{MapVersion: 3, Key: []byte("key")}
 	g, err := DecodeKeyRequest(get.Encode(nil))
 	if err != nil || g.MapVersion != 3 || string(g.Key) != "key" {
@@ -57,17 +66,56 @@ func TestMalformed(t *testing.T) {
 	}
 }
 
+func TestRequestIDStrict(t *testing.T) {
+	for _, tc := range []struct {
+		id RequestID
+		ok bool
+	}{
+		{RequestID{}, true},
+		{RequestID{Client: 1, Seq: 1, Ack: 1}, true},
+		{RequestID{Client: 1, Seq: 5, Ack: 0}, true},
+		{RequestID{Client: 0, Seq: 1}, false},
+		{RequestID{Client: 0, Ack: 1}, false},
+		{RequestID{Client: 1, Seq: 0}, false},
+		{RequestID{Client: 1, Seq: 2, Ack: 3}, false},
+	} {
+		put := PutRequest{MapVersion: 1, ID: tc.id, Key: []byte("k"), Value: []byte("v")}
+		if _, err := DecodePutRequest(put.Encode(nil)); (err == nil) != tc.ok {
+			t.Fatalf("put with %+v: %v, want ok %v", tc.id, err, tc.ok)
+		}
+		del := DeleteRequest{MapVersion: 1, ID: tc.id, Key: []byte("k")}
+		if _, err := DecodeDeleteRequest(del.Encode(nil)); (err == nil) != tc.ok {
+			t.Fatalf("delete with %+v: %v, want ok %v", tc.id, err, tc.ok)
+		}
+	}
+	full := (&DeleteRequest{MapVersion: 1, ID: RequestID{Client: 1, Seq: 1}, Key: []byte("k")}).Encode(nil)
+	for n := range 8 + RequestIDLen {
+		if _, err := DecodeDeleteRequest(full[:n]); err == nil {
+			t.Fatalf("delete truncated to %d bytes decoded", n)
+		}
+	}
+}
+
 // FuzzDecode: no decoder panics or returns slices outside its input.
 func FuzzDecode(f *testing.F) {
 	put := PutRequest{MapVersion: 7, Key: []byte("k"), Value: []byte("value")}
 	f.Add(put.Encode(nil))
+	put.ID = RequestID{Client: 3, Seq: 2, Ack: 1}
+	f.Add(put.Encode(nil))
+	del := DeleteRequest{MapVersion: 7, ID: RequestID{Client: 3, Seq: 2, Ack: 2}, Key: []byte("k")}
+	f.Add(del.Encode(nil))
 	scan := ScanRequest{MapVersion: 1, Start: []byte("a"), End: []byte("z"), Limit: 10, MaxBytes: 4096}
 	f.Add(scan.Encode(nil))
 	mg := MultiGetRequest{MapVersion: 2, Keys: [][]byte{[]byte("a"), {}, []byte("ccc")}}
 	f.Add(mg.Encode(nil))
 	f.Add(EncodeScanReply(nil, ScanRegionEnd, []Pair{{[]byte("a"), []byte("1")}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = DecodePutRequest(b)
+		if q, err := DecodePutRequest(b); err == nil && !bytes.Equal(q.Encode(nil), b) {
+			t.Fatalf("put request does not round-trip")
+		}
+		if q, err := DecodeDeleteRequest(b); err == nil && !bytes.Equal(q.Encode(nil), b) {
+			t.Fatalf("delete request does not round-trip")
+		}
 		_, _ = DecodeKeyRequest(b)
 		if q, err := DecodeScanRequest(b); err == nil {
 			if again, err := DecodeScanRequest(q.Encode(nil)); err != nil || !bytes.Equal(again.Start, q.Start) || !bytes.Equal(again.End, q.End) {

@@ -1,0 +1,110 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tebis-go/tebis/region/wire"
+)
+
+// Exactly-once writes (docs/protocol.md): every put and delete carries a
+// request identity, the client's id and a sequence number of its own, and
+// every retry of a write carries the same identity. A region that applied
+// the write already answers the retry with the original's outcome instead
+// of applying it again (RIFL, Lee et al., SOSP'15). The region remembers an
+// outcome until the client acknowledges it (the Ack of its later writes)
+// or, for a client it no longer hears from, for its retention time
+// (engine.DefaultRequestRetention, 5 minutes): a client retries a write
+// for at most RetryWindow after its first attempt, well inside that.
+
+const (
+	// DefaultRetryWindow is how long a write is retried by default.
+	DefaultRetryWindow = 10 * time.Second
+	// MaxRetryWindow is the longest RetryWindow accepted: the regions'
+	// request retention must exceed it (engine.DefaultRequestRetention is
+	// 5 minutes).
+	MaxRetryWindow = time.Minute
+)
+
+// newClientID returns a random non-zero 64-bit client id: two clients
+// share one with probability about n²/2⁶⁵ for n clients.
+func newClientID() (uint64, error) {
+	var b [8]byte
+	for range 8 {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, fmt.Errorf("client: random client id: %w", err)
+		}
+		if id := binary.LittleEndian.Uint64(b[:]); id != 0 {
+			return id, nil
+		}
+	}
+	return 0, fmt.Errorf("client: random client id: the source returned zeros")
+}
+
+// seqTracker hands out a client's write sequence numbers and knows the
+// lowest one still in progress (the Ack every request carries). Safe for
+// concurrent use.
+type seqTracker struct {
+	mu       sync.Mutex
+	next     uint64              // the next seq to hand out (from 1)
+	low      uint64              // every seq below it is complete
+	inflight map[uint64]struct{} // seqs begun and not ended
+}
+
+func newSeqTracker() *seqTracker {
+	return &seqTracker{next: 1, low: 1, inflight: map[uint64]struct{}{}}
+}
+
+// begin returns a fresh sequence number, in progress until end.
+func (s *seqTracker) begin() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seq := s.next
+	s.next++
+	s.inflight[seq] = struct{}{}
+	return seq
+}
+
+// end marks seq complete: the client never sends it again.
+func (s *seqTracker) end(seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.inflight, seq)
+	for s.low < s.next {
+		if _, ok := s.inflight[s.low]; ok {
+			break
+		}
+		s.low++
+	}
+}
+
+// ack is the lowest sequence number in progress (or the next one): at most
+// the seq of any write in progress.
+func (s *seqTracker) ack() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.low
+}
+
+// write runs one identified write: a fresh seq, the same identity on every
+// attempt, attempts only within the retry window.
+func (c *Client) write(ctx context.Context, typ uint16, key []byte, encode func(v uint64, id wire.RequestID) []byte) error {
+	seq := c.seqs.begin()
+	defer c.seqs.end(seq)
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.RetryWindow)
+	defer cancel()
+	rep, _, err := c.do(wctx, request{typ: typ, key: key, payload: func(v uint64) []byte {
+		return encode(v, wire.RequestID{Client: c.id, Seq: seq, Ack: c.seqs.ack()})
+	}})
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return fmt.Errorf("%w: not acknowledged within the retry window (%v): %w", ErrUnavailable, c.cfg.RetryWindow, err)
+	}
+	if err != nil {
+		return err
+	}
+	return statusErr(rep)
+}

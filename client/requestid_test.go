@@ -1,0 +1,133 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/rdma"
+	"github.com/tebis-go/tebis/rdma/ring"
+	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/region/wire"
+)
+
+func TestSeqTrackerAck(t *testing.T) {
+	s := newSeqTracker()
+	steps := []struct {
+		begin   bool
+		seq     uint64 // begin: the seq expected; end: the seq ended
+		wantAck uint64
+	}{
+		{true, 1, 1}, {true, 2, 1}, {true, 3, 1},
+		{false, 2, 1}, // out of order: 1 still in progress
+		{false, 1, 3}, // 1 and 2 complete
+		{true, 4, 3},
+		{false, 3, 4},
+		{false, 4, 5}, // nothing in progress: the next seq
+	}
+	for i, st := range steps {
+		if st.begin {
+			if got := s.begin(); got != st.seq {
+				t.Fatalf("step %d: begin = %d, want %d", i, got, st.seq)
+			}
+		} else {
+			s.end(st.seq)
+		}
+		if got := s.ack(); got != st.wantAck {
+			t.Fatalf("step %d: ack = %d, want %d", i, got, st.wantAck)
+		}
+	}
+}
+
+func TestRetryWindowBelowRequestRetention(t *testing.T) {
+	if MaxRetryWindow >= engine.DefaultRequestRetention {
+		t.Fatalf("MaxRetryWindow %v must be below the regions' request retention %v", MaxRetryWindow, engine.DefaultRequestRetention)
+	}
+	m := regionmap.Single(regionmap.Server{Name: "s", TCP: "127.0.0.1:1"})
+	for _, w := range []time.Duration{-time.Second, MaxRetryWindow + time.Millisecond} {
+		if _, err := Open(context.Background(), Config{Map: regionmap.Static{M: m}, RetryWindow: w}); err == nil {
+			t.Fatalf("RetryWindow %v accepted", w)
+		}
+	}
+}
+
+// TestWriteRetriesKeepIdentityWithinWindow: a server that answers every
+// write UNAVAILABLE sees each attempt of one write with the same identity,
+// and no attempt after the retry window; the next write has the next seq
+// and acknowledges the first.
+func TestWriteRetriesKeepIdentityWithinWindow(t *testing.T) {
+	var mu sync.Mutex
+	var puts []wire.RequestID
+	var dels []wire.RequestID
+	var last time.Time
+	unavailable := ring.Reply{Status: wire.StatusUnavailable, Payload: []byte("injected")}
+	srv, err := ring.Listen(ring.ServerConfig{Transport: &rdma.TCP{}, Addr: "127.0.0.1:0", Handlers: map[uint16]ring.HandlerFunc{
+		wire.TypePut: func(req *ring.ServerRequest) ring.Reply {
+			q, err := wire.DecodePutRequest(req.Payload)
+			if err != nil {
+				t.Errorf("put: %v", err)
+			}
+			mu.Lock()
+			puts, last = append(puts, q.ID), time.Now()
+			mu.Unlock()
+			return unavailable
+		},
+		wire.TypeDelete: func(req *ring.ServerRequest) ring.Reply {
+			q, err := wire.DecodeDeleteRequest(req.Payload)
+			if err != nil {
+				t.Errorf("delete: %v", err)
+			}
+			mu.Lock()
+			dels = append(dels, q.ID)
+			mu.Unlock()
+			return ring.Reply{}
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	m := regionmap.Single(regionmap.Server{Name: "s", TCP: srv.Addr()})
+	const window = 300 * time.Millisecond
+	c, err := Open(context.Background(), Config{Map: regionmap.Static{M: m}, RetryWindow: window, Retries: 1000, ClientID: 77})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	err = c.Put(context.Background(), []byte("k"), []byte("v"))
+	putErr := err
+	if err == nil {
+		t.Fatal("put succeeded against a server that only answers UNAVAILABLE")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(puts) < 3 {
+		t.Fatalf("%d attempts in the window, want several", len(puts))
+	}
+	for i, id := range puts {
+		if id != (wire.RequestID{Client: 77, Seq: 1, Ack: 1}) {
+			t.Fatalf("attempt %d carries %+v", i, id)
+		}
+	}
+	if late := last.Sub(start); late > window {
+		t.Fatalf("an attempt %v after the first, past the %v window", late, window)
+	}
+	mu.Unlock()
+	t0 := time.Now()
+	if err := c.Delete(context.Background(), []byte("k")); err != nil {
+		t.Fatalf("delete after %v (the put: %v): %v", time.Since(t0), putErr, err)
+	}
+	mu.Lock()
+	if len(dels) != 1 || dels[0] != (wire.RequestID{Client: 77, Seq: 2, Ack: 2}) {
+		t.Fatalf("delete carried %+v, want client 77 seq 2 ack 2", dels)
+	}
+	mu.Unlock()
+	if !errors.Is(putErr, ErrUnavailable) {
+		t.Fatalf("put after the window: %v, want ErrUnavailable", putErr)
+	}
+	mu.Lock()
+}
