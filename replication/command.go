@@ -44,7 +44,8 @@ const (
 	// Nodes, Segments); an L0 compaction moves the recovery point to
 	// RPSegment:RPOffset.
 	CmdCompactionDone
-	// CmdLogFree: the primary freed its log segment Segment.
+	// CmdLogFree: the primary freed its log segment Segment, allocated
+	// as Seq (the number alone is reused by the log; Seq is never 0).
 	CmdLogFree
 	// CmdCheck: the first command of a stream; Data is the primary's
 	// state (EncodeState). A backup whose adopted log or levels differ
@@ -180,6 +181,9 @@ func DecodeCommand(b []byte) (*Command, error) {
 		return nil, fmt.Errorf("%w: kind %d flags %#x half %d", ErrMalformed, b[4], b[5], c.Half)
 	}
 	n := int(le.Uint32(b[68:]))
+	if c.Kind == CmdLogFree && (c.Segment == 0 || c.Seq == 0) {
+		return nil, fmt.Errorf("%w: log-free of segment %d seq %d", ErrMalformed, c.Segment, c.Seq)
+	}
 	if n > maxCmdSeg || len(b)-cmdFixed < 8*n {
 		return nil, fmt.Errorf("%w: %d segments in %d bytes", ErrMalformed, n, len(b))
 	}

@@ -23,7 +23,7 @@ func goldenCommands() []*Command {
 		{Kind: CmdIndexSegment, Region: 7, Epoch: 3, Src: 0, Dst: 1, Segment: 40, Data: []byte("TBSG....nodes")},
 		{Kind: CmdCompactionDone, Region: 7, Epoch: 3, Src: 0, Dst: 1, Root: 40<<16 | 4096, Height: 2, Pairs: 1000,
 			KVBytes: 52000, Nodes: 30, RPSeg: 13, RPOff: 4096, Segments: []uint64{40, 41}},
-		{Kind: CmdLogFree, Region: 7, Epoch: 3, Segment: 12},
+		{Kind: CmdLogFree, Region: 7, Epoch: 3, Segment: 12, Seq: 99},
 		{Kind: CmdCheck, Region: 7, Epoch: 3, Data: EncodeState(State{
 			Logs:   []engine.LogSegment{{Segment: 12, Seq: 99, End: 65000}, {Segment: 13, Seq: 100}},
 			Levels: []engine.LevelInfo{{}, {Height: 2, Segments: make([]uint64, 2), Root: 40<<16 | 4096, Pairs: 1000, KVBytes: 52000, Nodes: 30}},
@@ -75,6 +75,7 @@ func TestDecodeCommandRejects(t *testing.T) {
 		"reserved":         patch(good, 12, 1),
 		"segment count":    patch(good, 68, 9),
 		"data on log-free": append(goldenCommands()[5].Encode(nil), 1),
+		"log-free no seq":  patch(goldenCommands()[5].Encode(nil), 40, 0),
 	}
 	for name, b := range cases {
 		if _, err := DecodeCommand(b); !errors.Is(err, ErrMalformed) {

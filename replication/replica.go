@@ -61,15 +61,23 @@ type Replica struct {
 	built      []uint64
 	refs       map[uint64]struct{}
 	retired    *SegMap
-	// freed lists primary log segments freed while this replica ran: a
-	// buffer half may still hold one, which a promotion must not adopt.
-	freed map[uint64]bool
+	// freed lists the primary's log segments (number and sequence) freed
+	// while this replica followed it: a buffer half may still hold one,
+	// which a promotion must not adopt. The number alone is not an
+	// identity: the primary's log reuses it, and a half holding the
+	// reused segment must be adopted. Cleared when the numbering changes
+	// (a rebase to a new primary, a reset).
+	freed map[logID]bool
 
 	// Build-Index: records applied so far.
 	applier   *Applier
 	applySeg  uint64
 	appliedTo int64
 }
+
+// logID names a primary's log segment: its number and the allocation
+// sequence (its records' seed) it has under that number.
+type logID struct{ seg, seq uint64 }
 
 // NewReplica serves region (a backup region for SendIndex, an ordinary one
 // for BuildIndex) of vol at epoch, with the primary's log tail mirrored
@@ -148,7 +156,7 @@ func (r *Replica) Handle(c *Command) error {
 	}
 	switch c.Kind {
 	case CmdFlush:
-		delete(r.freed, c.Segment) // a number the primary reused
+		delete(r.freed, logID{c.Segment, c.Seq}) // adopted again: live
 		if len(c.Data) > 0 {
 			if int64(len(c.Data)) > c.End || c.End >= r.segSize {
 				return fmt.Errorf("%w: %d catch-up bytes ending at %d", ErrMalformed, len(c.Data), c.End)
@@ -175,6 +183,7 @@ func (r *Replica) Handle(c *Command) error {
 	case CmdReset:
 		r.abortLocked()
 		r.retired = NewSegMap()
+		r.freed = nil
 		// What the halves hold predates the seed: the stream re-sends the
 		// tail (with its marker) after it.
 		clearMarker(r.buf[:r.segSize])
@@ -185,6 +194,7 @@ func (r *Replica) Handle(c *Command) error {
 		if err != nil {
 			return err
 		}
+		r.freed = nil // named in the old primary's numbering
 		return rebase(r.region, pairs)
 	case CmdCheck:
 		st, err := DecodeState(c.Data)
@@ -314,15 +324,21 @@ func (r *Replica) install(c *Command) error {
 
 // logFree drops the local copy of a freed primary log segment; while a
 // compaction runs, its merge may still name the segment, so the mapping
-// is kept (retired) until the compaction is installed.
+// is kept (retired) until the compaction is installed. A local copy of the
+// same number under another sequence is not the freed segment and stays.
 func (r *Replica) logFree(c *Command) error {
 	if r.freed == nil {
-		r.freed = map[uint64]bool{}
+		r.freed = map[logID]bool{}
 	}
-	r.freed[c.Segment] = true
+	r.freed[logID{c.Segment, c.Seq}] = true
 	local, ok := r.region.LogMap()[c.Segment]
 	if !ok {
 		return nil
+	}
+	for _, l := range r.region.LogSegments() {
+		if l.Segment == local && l.Seq != c.Seq {
+			return fmt.Errorf("%w: free of log segment %d seq %d, this backup holds it with seq %d", ErrOutOfSync, c.Segment, c.Seq, l.Seq)
+		}
 	}
 	if r.compacting {
 		r.retired.Remove(c.Segment) // a segment number the log reused and freed again

@@ -415,7 +415,7 @@ func (s *Shipper) LogFreed(f engine.LogFree) {
 	if err == nil && tail.gen == s.gen && tail.end > engine.SegmentHeaderSize {
 		s.enqueueLocked(&Command{Kind: CmdFlush, Segment: s.tailSeg, Seq: s.tailSeq, End: tail.end, Half: uint8(s.gen & 1)})
 	}
-	s.enqueueLocked(&Command{Kind: CmdLogFree, Segment: f.Segment})
+	s.enqueueLocked(&Command{Kind: CmdLogFree, Segment: f.Segment, Seq: f.Seq})
 }
 
 func (s *Shipper) allLocked(ok func(*sender) bool) bool {
