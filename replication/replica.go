@@ -119,7 +119,7 @@ func (r *Replica) Reply(c *Command) ([]byte, error) {
 		return nil, err
 	}
 	if c.Kind == CmdCheck && r.mode == SendIndex {
-		return EncodeState(State{Logs: backupLogs(r.region), Levels: r.region.Levels()}), nil
+		return EncodeState(State{Logs: backupLogs(r.region), Levels: r.region.Levels(), RP: regionRP(r.region)}), nil
 	}
 	return nil, nil
 }
