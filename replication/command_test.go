@@ -31,6 +31,7 @@ func goldenCommands() []*Command {
 		})},
 		{Kind: CmdRebase, Region: 7, Epoch: 4, Data: EncodeRebase([]RebasePair{{Old: 12, Seq: 99, New: 30}, {Old: 13, Seq: 100, New: 31}})},
 		{Kind: CmdReset, Region: 7, Epoch: 5},
+		{Kind: CmdInSync, Region: 7, Epoch: 5},
 	}
 }
 
@@ -70,7 +71,7 @@ func TestDecodeCommandRejects(t *testing.T) {
 	cases := map[string][]byte{
 		"short":            good[:cmdFixed-1],
 		"magic":            append([]byte{0}, good[1:]...),
-		"kind":             patch(good, 4, 9),
+		"kind":             patch(good, 4, 10),
 		"flags":            patch(good, 5, 4),
 		"half":             patch(good, 6, 2),
 		"reserved":         patch(good, 12, 1),

@@ -109,5 +109,6 @@ func (r *Replica) SetBuffer(buf []byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.buf = buf
+	r.incomplete = true // the records of the old buffer are not in this one
 	return nil
 }

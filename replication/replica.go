@@ -69,6 +69,10 @@ type Replica struct {
 	// (a rebase to a new primary, a reset).
 	freed map[logID]bool
 
+	// incomplete: the copy may lack acknowledged writes (from the start,
+	// a reset, a rebase or a new buffer until the primary's CmdInSync).
+	incomplete bool
+
 	// Build-Index: records applied so far.
 	applier   *Applier
 	applySeg  uint64
@@ -90,7 +94,19 @@ func NewReplica(vol *engine.Volume, region *engine.Region, mode Mode, epoch uint
 	if (mode == SendIndex) != region.IsBackup() {
 		return nil, fmt.Errorf("replication: %s replica of region %d whose engine role does not match (backup region: %v)", mode, region.Desc().ID, region.IsBackup())
 	}
-	return &Replica{region: region, vol: vol, mode: mode, epoch: epoch, buf: buf, segSize: seg, retired: NewSegMap()}, nil
+	return &Replica{region: region, vol: vol, mode: mode, epoch: epoch, buf: buf, segSize: seg, retired: NewSegMap(), incomplete: true}, nil
+}
+
+// Complete reports whether the replica's copy (its region and buffer)
+// holds every write its primary acknowledged: true from a stream's
+// CmdInSync until a reset (a seed), a rebase (a new primary whose
+// catch-up has not landed), a new buffer (SetBuffer), or a new replica (a
+// restart: the buffer is gone). A replica whose copy is not complete must
+// not be promoted: the master is told (region/logpos.go).
+func (r *Replica) Complete() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.incomplete
 }
 
 // Epoch is the newest epoch the replica accepted.
@@ -148,6 +164,10 @@ func (r *Replica) Handle(c *Command) error {
 		return fmt.Errorf("%w: %s at epoch %d, region %d is at %d", ErrStaleEpoch, c.Kind, c.Epoch, c.Region, r.epoch)
 	}
 	r.epoch = c.Epoch
+	if c.Kind == CmdInSync {
+		r.incomplete = false
+		return nil
+	}
 	if r.mode == BuildIndex {
 		if c.Kind == CmdFlush {
 			return r.applyRecords(c)
@@ -184,6 +204,7 @@ func (r *Replica) Handle(c *Command) error {
 		r.abortLocked()
 		r.retired = NewSegMap()
 		r.freed = nil
+		r.incomplete = true
 		// What the halves hold predates the seed: the stream re-sends the
 		// tail (with its marker) after it.
 		clearMarker(r.buf[:r.segSize])
@@ -195,6 +216,7 @@ func (r *Replica) Handle(c *Command) error {
 			return err
 		}
 		r.freed = nil // named in the old primary's numbering
+		r.incomplete = true
 		return rebase(r.region, pairs)
 	case CmdCheck:
 		st, err := DecodeState(c.Data)

@@ -184,6 +184,15 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 		s.Close()
 		return nil, err
 	}
+	// Every live backup holds what was acknowledged before: tell them
+	// (their copies are complete: promotable), then serve.
+	s.mu.Lock()
+	s.enqueueLocked(&Command{Kind: CmdInSync})
+	s.mu.Unlock()
+	if err := s.settle(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	// Replicator before listener (and the reverse at Close): a write the
 	// listener mirrored always finds the replicator to wait on.
 	cfg.Region.SetReplicator(s)
