@@ -19,9 +19,9 @@ type helloReq struct {
 	rejected bool
 }
 
-func (r *helloReq) Private() []byte               { return r.hello }
+func (r *helloReq) Private() []byte              { return r.hello }
 func (r *helloReq) PeerRegions() []rdma.RemoteMR { return nil }
-func (r *helloReq) Reject() error                 { r.rejected = true; return nil }
+func (r *helloReq) Reject() error                { r.rejected = true; return nil }
 func (r *helloReq) Accept(rdma.ConnConfig) (rdma.QP, error) {
 	return &closeQP{}, nil
 }
