@@ -389,3 +389,30 @@ func (r *Region) readLog(seg, seq uint64, from, to int64, dropped bool) ([]byte,
 	}
 	return b, nil
 }
+
+// LogRecoveryPoint is the region's L0 recovery point (the log before it
+// is indexed by the levels) as a log segment in the primary's terms (a
+// backup region: the primary's number of the adopted segment; a primary:
+// its own number; Seq is the records' seed either way) and the offset in
+// it. ok is false when no
+// segment of the log holds it (a backup that adopted nothing since its
+// copy was emptied). Either role; safe for concurrent use.
+func (r *Region) LogRecoveryPoint() (seg LogSegment, off int64, ok bool) {
+	r.mu.RLock()
+	rp := r.rp
+	r.mu.RUnlock()
+	idx, off := rp>>r.v.g.shift, int64(rp&(uint64(r.v.g.segSize)-1))
+	l := r.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ls := range l.segs {
+		if ls.idx == idx {
+			seg = LogSegment{Segment: ls.seg, Seq: ls.recordSeq(), Primary: ls.primary, End: ls.end}
+			if r.backup {
+				seg.Segment = ls.primary
+			}
+			return seg, off, true
+		}
+	}
+	return LogSegment{}, off, false
+}

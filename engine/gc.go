@@ -242,7 +242,7 @@ func (r *Region) freeLogSegsLocked(dead []*logSeg) error {
 	// of the same segment number (a new log segment's flush), or it would
 	// apply the free to the new segment.
 	for _, ls := range dead {
-		r.listener.LogFreed(LogFree{Region: r.desc.ID, Segment: ls.seg})
+		r.listener.LogFreed(LogFree{Region: r.desc.ID, Segment: ls.seg, Seq: ls.recordSeq()})
 	}
 	r.mu.Lock()
 	r.installLocked(r.cur.with(0, nil), func() {

@@ -31,10 +31,12 @@ type Listener interface {
 	LogFreed(LogFree)
 }
 
-// LogFree names a freed log segment.
+// LogFree names a freed log segment by its number and the allocation
+// sequence it was freed under: the number alone is reused by the log.
 type LogFree struct {
 	Region  uint64
 	Segment uint64
+	Seq     uint64 // the segment's sequence (its records' seed)
 }
 
 // LogAppend describes one appended record.

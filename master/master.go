@@ -116,6 +116,8 @@ type observed struct {
 	live  map[string]regionmap.Server
 	joins map[Join]bool
 	logs  map[Join]uint64 // backups' log positions
+	// incomplete: backups that reported their copy incomplete
+	incomplete map[Join]bool
 	// dropped are backups primaries dropped from their streams
 	dropped map[Join]bool
 	ready   bool // the first server list arrived
@@ -167,12 +169,15 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history) error {
 		defer wg.Done()
 		s.WatchJoined(ctx, func(js map[coord.Joined]bool) {
 			obs.mu.Lock()
-			obs.joins, obs.dropped, obs.logs, obs.reports = map[Join]bool{}, map[Join]bool{}, map[Join]uint64{}, true
+			obs.joins, obs.dropped, obs.logs, obs.incomplete, obs.reports = map[Join]bool{}, map[Join]bool{}, map[Join]uint64{}, map[Join]bool{}, true
 			for j := range js {
 				k := Join{Region: j.Region, Epoch: j.Epoch, Server: j.Server}
 				switch {
 				case j.Log:
 					obs.logs[k] = max(obs.logs[k], j.Pos)
+					if j.Incomplete {
+						obs.incomplete[k] = true
+					}
 				case j.Dropped:
 					obs.dropped[k] = true
 					if _, ok := obs.drops[k]; !ok {
@@ -236,7 +241,7 @@ func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, sin
 	}
 	obs.mu.Lock()
 	v := View{Map: m, Live: obs.live, Seen: obs.seen, Since: since, Now: cfg.Now(), Grace: cfg.Grace, Joins: obs.joins, Dropped: obs.dropped,
-		Logs: obs.logs, Gone: obs.gone, LogWait: cfg.LogWait, Suspect: obs.suspects(), Hold: cfg.DropHold}
+		Logs: obs.logs, Incomplete: obs.incomplete, Gone: obs.gone, LogWait: cfg.LogWait, Suspect: obs.suspects(), Hold: cfg.DropHold}
 	next := Next(v)
 	obs.mu.Unlock()
 	if next == nil {

@@ -33,6 +33,11 @@ type View struct {
 	// Logs are the log positions backups reported for a region's epoch
 	// once its primary failed (higher: more of the primary's log).
 	Logs map[Join]uint64
+	// Incomplete are backups that reported, with their log position,
+	// that their copy is not complete at the region's epoch (a seed, a
+	// new primary's catch-up or a restart not finished): promoted, they
+	// would lose acknowledged writes.
+	Incomplete map[Join]bool
 	// Gone is when this master saw each server's registration end or
 	// change (a new run); LogWait bounds how long after that a failed
 	// primary's promotion waits for its live backups' log positions (from
@@ -81,6 +86,9 @@ func (v *View) dead(name string) bool {
 //     with no live backup the region waits for its primary; until every
 //     live backup reported its log position, or LogWait passed, the
 //     region is left as it is;
+//   - a backup that reported its copy incomplete is never promoted; when
+//     every live backup did, the region is left as it is: it waits for its
+//     primary (unavailable rather than without acknowledged writes);
 //   - dead backups and joining backups, and those their primary reported
 //     dropped at the current epoch, leave the group (epoch grows);
 //   - a joining backup reported done at the current epoch becomes a backup;
@@ -142,12 +150,13 @@ func Next(v View) *regionmap.Map {
 // failingOver reports whether a region of m still gives server name a
 // role it is being failed over from (a later decision removes it: a
 // failover waiting for log positions). A primary without a live backup
-// is not failed over: the region waits for it, and it resumes with its
-// new run.
+// is not failed over, nor one whose live backups all reported an
+// incomplete copy: the region waits for it, and it resumes with its new
+// run.
 func failingOver(v *View, m *regionmap.Map, name string) bool {
 	for _, r := range m.Regions {
 		if r.Primary == name {
-			if slices.ContainsFunc(r.Backups, func(b string) bool { return !v.dead(b) }) {
+			if slices.ContainsFunc(r.Backups, func(b string) bool { return !v.dead(b) && !v.Incomplete[Join{r.ID, r.Epoch, b}] }) {
 				return true
 			}
 			continue
@@ -175,15 +184,18 @@ func heal(v *View, r *regionmap.Region) bool {
 	if v.dead(r.Primary) && waitLogs(v, r, alive(r.Backups)) {
 		return false
 	}
+	if v.dead(r.Primary) && len(alive(r.Backups)) > 0 && len(promotable(v, r, alive(r.Backups))) == 0 {
+		return false // every live backup's copy is incomplete: wait for the primary
+	}
 	if b, j := alive(r.Backups), alive(r.Joining); len(b) != len(r.Backups) || len(j) != len(r.Joining) {
 		r.Backups, r.Joining = b, j
 		r.Epoch++
 		changed = true
 	}
-	if v.dead(r.Primary) && len(r.Backups) > 0 {
-		best := 0
-		for i, b := range r.Backups {
-			if v.Logs[Join{r.ID, epoch, b}] > v.Logs[Join{r.ID, epoch, r.Backups[best]}] {
+	if cands := promotable(v, &regionmap.Region{ID: r.ID, Epoch: epoch}, r.Backups); v.dead(r.Primary) && len(cands) > 0 {
+		best := cands[0]
+		for _, i := range cands {
+			if v.Logs[Join{r.ID, epoch, r.Backups[i]}] > v.Logs[Join{r.ID, epoch, r.Backups[best]}] {
 				best = i
 			}
 		}
@@ -205,6 +217,18 @@ func heal(v *View, r *regionmap.Region) bool {
 	}
 	r.Joining = still
 	return changed
+}
+
+// promotable lists the indexes in backups of those that may replace r's
+// primary: all but those that reported an incomplete copy at r's epoch.
+func promotable(v *View, r *regionmap.Region, backups []string) []int {
+	var out []int
+	for i, b := range backups {
+		if !v.Incomplete[Join{r.ID, r.Epoch, b}] {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // held reports whether server name is held back from joining groups: a

@@ -377,3 +377,69 @@ func TestNextHoldsBackDroppedServers(t *testing.T) {
 		t.Fatalf("%s registered again after its drop and was not added back", x)
 	}
 }
+
+// TestNextNeverPromotesIncompleteCopy: a backup that reported its copy
+// incomplete (being seeded or caught up) is not promoted while another
+// live backup may be, even with a higher log position; when every live
+// backup's copy is incomplete the region waits for its primary (no
+// change), and a restarted primary then takes its new run back.
+func TestNextNeverPromotesIncompleteCopy(t *testing.T) {
+	all := []string{"rs1", "rs2", "rs3", "rs4"}
+	gone := t0.Add(time.Minute)
+	cases := []struct {
+		name       string
+		logs       map[int]uint64 // by backup index
+		incomplete []int
+		restarted  bool   // the primary restarted instead of dying
+		want       string // "b0", "b1", "wait"
+	}{
+		{name: "both complete, the longer log", logs: map[int]uint64{0: 4 << 32, 1: 5 << 32}, want: "b1"},
+		{name: "the longer log is incomplete", logs: map[int]uint64{0: 4 << 32, 1: 5 << 32}, incomplete: []int{1}, want: "b0"},
+		{name: "incomplete at position 0", logs: map[int]uint64{0: 0, 1: 5 << 32}, incomplete: []int{0}, want: "b1"},
+		{name: "every live backup incomplete", logs: map[int]uint64{0: 4 << 32, 1: 5 << 32}, incomplete: []int{0, 1}, want: "wait"},
+		{name: "every live backup incomplete, primary restarted", logs: map[int]uint64{0: 4 << 32, 1: 5 << 32}, incomplete: []int{0, 1}, restarted: true, want: "wait"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := threeWay(t)
+			r := m.Regions[0]
+			v := View{Map: m, Live: live(all...), Seen: seen(all...), Since: t0, Now: gone.Add(100 * time.Millisecond), Grace: time.Hour,
+				LogWait: time.Second, Gone: map[string]time.Time{r.Primary: gone}, Logs: map[Join]uint64{}, Incomplete: map[Join]bool{}}
+			if c.restarted {
+				again := v.Live[r.Primary]
+				again.Started = 2
+				v.Live[r.Primary] = again
+			} else {
+				delete(v.Live, r.Primary)
+			}
+			for i, pos := range c.logs {
+				v.Logs[Join{r.ID, r.Epoch, r.Backups[i]}] = pos
+			}
+			for _, i := range c.incomplete {
+				v.Incomplete[Join{r.ID, r.Epoch, r.Backups[i]}] = true
+			}
+			n := Next(v)
+			if c.want == "wait" {
+				if n != nil && (n.Region(r.ID).Primary != r.Primary || n.Region(r.ID).Epoch != r.Epoch) {
+					t.Fatalf("every live backup incomplete, the region changed: %+v", n.Region(r.ID))
+				}
+				if c.restarted {
+					if n == nil {
+						t.Fatal("the restarted primary's new run was not published")
+					}
+					if s, _ := n.Server(r.Primary); s.Started != 2 {
+						t.Fatalf("the restarted primary keeps run %d: it could never resume", s.Started)
+					}
+				}
+				return
+			}
+			want := r.Backups[0]
+			if c.want == "b1" {
+				want = r.Backups[1]
+			}
+			if n == nil || n.Region(r.ID).Primary != want {
+				t.Fatalf("promoted %+v, want %s", n, want)
+			}
+		})
+	}
+}

@@ -337,3 +337,24 @@ func TestRunHoldsBackDroppedServer(t *testing.T) {
 		t.Fatalf("region %+v after the hold: want %s joining", nr, x)
 	}
 }
+
+// TestRunSkipsIncompleteBackup: a backup's report that its copy is
+// incomplete reaches the decision: the other backup is promoted although
+// the incomplete one holds more of the log.
+func TestRunSkipsIncompleteBackup(t *testing.T) {
+	m := threeWay(t)
+	f := newFake(m, all4...)
+	runFake(t, f, time.Hour)
+	wait(t, "leading", leading(f, 1))
+	settle(t, f)
+	settle(t, f)
+	r := m.Regions[0]
+	f.RemoveServer(r.Primary)
+	settle(t, f)
+	f.ReportJoined(coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: r.Backups[0], Log: true, Pos: 2<<32 | 500})
+	f.ReportJoined(coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: r.Backups[1], Log: true, Pos: 9 << 32, Incomplete: true})
+	wait(t, "a new map", func() bool { got, _ := f.Map(); return got.Region(r.ID).Primary != r.Primary })
+	if got, _ := f.Map(); got.Region(r.ID).Primary != r.Backups[0] {
+		t.Fatalf("promoted %s, whose copy is incomplete; want %s", got.Region(r.ID).Primary, r.Backups[0])
+	}
+}

@@ -14,8 +14,10 @@ import (
 // region it backs up (not joining) whose primary's registration is gone
 // or belongs to a new run (the master fails such a primary over), it
 // reports once per region epoch how much of the primary's log its buffer
-// holds (replication.Replica.LogPosition); the master promotes the most
-// complete. Called by the server list watch.
+// holds (replication.Replica.LogPosition) and whether its copy is complete
+// (replication.Replica.Complete: not while a seed or a new primary's
+// catch-up is unfinished); the master promotes the most complete of the
+// complete copies. Called by the server list watch.
 func (s *Server) reportLogs(live map[string]coord.ServerInfo) {
 	c := s.cluster
 	st := s.state.Load()
@@ -42,10 +44,11 @@ func (s *Server) reportLogs(live map[string]coord.ServerInfo) {
 		// Held: a WRITE of a primary in this process (loopback, tcp)
 		// does not copy into the buffer while it is read.
 		var pos uint64
-		if !b.buf.View(func([]byte) { pos = b.rep.LogPosition() }) {
+		var complete bool
+		if !b.buf.View(func([]byte) { pos, complete = b.rep.LogPosition(), b.rep.Complete() }) {
 			continue
 		}
-		out = append(out, coord.Joined{Region: id, Epoch: r.Epoch, Server: s.cfg.Name, Log: true, Pos: pos})
+		out = append(out, coord.Joined{Region: id, Epoch: r.Epoch, Server: s.cfg.Name, Log: true, Pos: pos, Incomplete: !complete})
 	}
 	s.replMu.Unlock()
 	for _, j := range out {
@@ -63,6 +66,6 @@ func (s *Server) reportLogs(live map[string]coord.ServerInfo) {
 		s.logsReported[[2]uint64{j.Region, j.Epoch}] = true
 		s.replMu.Unlock()
 		s.log.Info("primary failed: log position reported", zap.Uint64("region", j.Region), zap.Uint64("epoch", j.Epoch),
-			zap.Uint64("segment_index", j.Pos>>32), zap.Uint64("offset", j.Pos&(1<<32-1)))
+			zap.Uint64("segment_index", j.Pos>>32), zap.Uint64("offset", j.Pos&(1<<32-1)), zap.Bool("incomplete", j.Incomplete))
 	}
 }

@@ -30,9 +30,13 @@ type backupRegion struct {
 	rep *replication.Replica
 	buf *rdma.MR
 	// epoch of the primary connections in qps; a hello at a newer epoch
-	// (a new primary) fences them off first. Under Server.replMu.
+	// from a new primary fences them off first. Under Server.replMu.
 	epoch uint64
 	qps   []rdma.QP
+	// primary sent the hellos of qps, as the map named it (zero: not
+	// known, the map lagged): a hello at a newer epoch from the same
+	// primary (name and run) keeps the buffer. Under Server.replMu.
+	primary regionmap.Server
 }
 
 // fence cuts the primary connections of the backup's current epoch: the
@@ -163,17 +167,40 @@ func (s *Server) acceptReplication(req rdma.ConnRequest) error {
 		req.Reject()
 		return err
 	}
+	var m *regionmap.Map
+	if st := s.state.Load(); st != nil {
+		m = st.m
+	}
+	from, known := helloSender(m, h.Region, h.Epoch)
 	s.replMu.Lock()
-	if h.Epoch > b.epoch && len(b.qps) > 0 {
-		// A new primary: the old one (perhaps paused, not dead) must not
-		// get another WRITE acknowledged. Its buffer is revoked and
-		// replaced.
+	switch {
+	case h.Epoch > b.epoch && len(b.qps) > 0 && known && samePrimary(b.primary, from):
+		// The same primary re-attaching at a new epoch (its group
+		// changed): the buffer holds records it acknowledged that no log
+		// holds yet; it is kept (the old connections closed) and the new
+		// stream re-sends the tail into it.
+		for _, qp := range b.qps {
+			qp.Close()
+		}
+		b.qps = nil
+		s.log.Info("the region's primary re-attached: buffer kept", zap.Uint64("region", h.Region), zap.Uint64("epoch", b.epoch), zap.Uint64("new_epoch", h.Epoch))
+	case h.Epoch > b.epoch && len(b.qps) > 0:
+		// A new primary (or one the map cannot name yet): the old one
+		// (perhaps paused, not dead) must not get another WRITE
+		// acknowledged. Its buffer is revoked and replaced; the copy is
+		// incomplete until the new stream's attach ends.
 		if err := s.rebuffer(b); err != nil {
 			s.replMu.Unlock()
 			req.Reject()
 			return err
 		}
 		s.log.Info("fenced the region's previous primary", zap.Uint64("region", h.Region), zap.Uint64("epoch", b.epoch), zap.Uint64("new_epoch", h.Epoch))
+	}
+	switch {
+	case known:
+		b.primary = from
+	case h.Epoch > b.epoch:
+		b.primary = regionmap.Server{}
 	}
 	b.epoch = max(b.epoch, h.Epoch)
 	b.rep.RaiseEpoch(h.Epoch)
@@ -188,6 +215,30 @@ func (s *Server) acceptReplication(req rdma.ConnRequest) error {
 	s.replMu.Unlock()
 	s.log.Info("primary connected for replication", zap.Uint64("region", h.Region), zap.Uint64("epoch", h.Epoch))
 	return nil
+}
+
+// helloSender names the primary a replication hello for region at epoch
+// comes from, as map m knows it: an epoch of a region has one primary.
+// ok is false when m does not have the region at that epoch (it lags, or
+// it is not known).
+func helloSender(m *regionmap.Map, region, epoch uint64) (regionmap.Server, bool) {
+	if m == nil {
+		return regionmap.Server{}, false
+	}
+	r := m.Region(region)
+	if r == nil || r.Epoch != epoch {
+		return regionmap.Server{}, false
+	}
+	srv, ok := m.Server(r.Primary)
+	if !ok || srv.Started == 0 {
+		return regionmap.Server{}, false // no run: a restart could not be told apart
+	}
+	return srv, true
+}
+
+// samePrimary reports whether a and b name the same run of one server.
+func samePrimary(a, b regionmap.Server) bool {
+	return a.Name != "" && a.Name == b.Name && a.Started != 0 && a.Started == b.Started
 }
 
 // rebuffer fences b and gives its replica a fresh buffer. Called with

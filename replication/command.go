@@ -44,7 +44,8 @@ const (
 	// Nodes, Segments); an L0 compaction moves the recovery point to
 	// RPSegment:RPOffset.
 	CmdCompactionDone
-	// CmdLogFree: the primary freed its log segment Segment.
+	// CmdLogFree: the primary freed its log segment Segment, allocated
+	// as Seq (the number alone is reused by the log; Seq is never 0).
 	CmdLogFree
 	// CmdCheck: the first command of a stream; Data is the primary's
 	// state (EncodeState). A backup whose adopted log or levels differ
@@ -59,6 +60,11 @@ const (
 	// of the region (levels and log); the primary then sends its sealed
 	// log (flushes with data) and every level (as compactions from L0).
 	CmdReset
+	// CmdInSync: the last command of a stream's attach, sent once the
+	// backup holds everything acknowledged before the stream (the re-sent
+	// tail, the catch-up or seed): its copy is complete from here until a
+	// reset, a rebase or a new buffer (Replica.Complete).
+	CmdInSync
 )
 
 func (k CmdKind) String() string {
@@ -79,6 +85,8 @@ func (k CmdKind) String() string {
 		return "rebase"
 	case CmdReset:
 		return "reset"
+	case CmdInSync:
+		return "in-sync"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(k))
 }
@@ -176,10 +184,13 @@ func DecodeCommand(b []byte) (*Command, error) {
 		End: int64(le.Uint64(b[48:])), Root: le.Uint64(b[56:]), Height: le.Uint32(b[64:]),
 		Pairs: int64(le.Uint64(b[72:])), KVBytes: int64(le.Uint64(b[80:])), Nodes: int64(le.Uint64(b[88:])),
 		RPSeg: le.Uint64(b[96:]), RPOff: int64(le.Uint64(b[104:]))}
-	if c.Kind < CmdFlush || c.Kind > CmdReset || b[5]&^3 != 0 || c.Half > 1 {
+	if c.Kind < CmdFlush || c.Kind > CmdInSync || b[5]&^3 != 0 || c.Half > 1 {
 		return nil, fmt.Errorf("%w: kind %d flags %#x half %d", ErrMalformed, b[4], b[5], c.Half)
 	}
 	n := int(le.Uint32(b[68:]))
+	if c.Kind == CmdLogFree && (c.Segment == 0 || c.Seq == 0) {
+		return nil, fmt.Errorf("%w: log-free of segment %d seq %d", ErrMalformed, c.Segment, c.Seq)
+	}
 	if n > maxCmdSeg || len(b)-cmdFixed < 8*n {
 		return nil, fmt.Errorf("%w: %d segments in %d bytes", ErrMalformed, n, len(b))
 	}

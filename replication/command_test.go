@@ -23,13 +23,15 @@ func goldenCommands() []*Command {
 		{Kind: CmdIndexSegment, Region: 7, Epoch: 3, Src: 0, Dst: 1, Segment: 40, Data: []byte("TBSG....nodes")},
 		{Kind: CmdCompactionDone, Region: 7, Epoch: 3, Src: 0, Dst: 1, Root: 40<<16 | 4096, Height: 2, Pairs: 1000,
 			KVBytes: 52000, Nodes: 30, RPSeg: 13, RPOff: 4096, Segments: []uint64{40, 41}},
-		{Kind: CmdLogFree, Region: 7, Epoch: 3, Segment: 12},
+		{Kind: CmdLogFree, Region: 7, Epoch: 3, Segment: 12, Seq: 99},
 		{Kind: CmdCheck, Region: 7, Epoch: 3, Data: EncodeState(State{
 			Logs:   []engine.LogSegment{{Segment: 12, Seq: 99, End: 65000}, {Segment: 13, Seq: 100}},
 			Levels: []engine.LevelInfo{{}, {Height: 2, Segments: make([]uint64, 2), Root: 40<<16 | 4096, Pairs: 1000, KVBytes: 52000, Nodes: 30}},
+			RP:     RecoveryPoint{Segment: 13, Seq: 100, Offset: 4096},
 		})},
 		{Kind: CmdRebase, Region: 7, Epoch: 4, Data: EncodeRebase([]RebasePair{{Old: 12, Seq: 99, New: 30}, {Old: 13, Seq: 100, New: 31}})},
 		{Kind: CmdReset, Region: 7, Epoch: 5},
+		{Kind: CmdInSync, Region: 7, Epoch: 5},
 	}
 }
 
@@ -69,12 +71,13 @@ func TestDecodeCommandRejects(t *testing.T) {
 	cases := map[string][]byte{
 		"short":            good[:cmdFixed-1],
 		"magic":            append([]byte{0}, good[1:]...),
-		"kind":             patch(good, 4, 9),
+		"kind":             patch(good, 4, 10),
 		"flags":            patch(good, 5, 4),
 		"half":             patch(good, 6, 2),
 		"reserved":         patch(good, 12, 1),
 		"segment count":    patch(good, 68, 9),
 		"data on log-free": append(goldenCommands()[5].Encode(nil), 1),
+		"log-free no seq":  patch(goldenCommands()[5].Encode(nil), 40, 0),
 	}
 	for name, b := range cases {
 		if _, err := DecodeCommand(b); !errors.Is(err, ErrMalformed) {

@@ -60,7 +60,7 @@ func (r *Replica) Promote(epoch uint64) (*engine.Region, error) {
 			// and replayed after the tail they would win), nor a leftover
 			// of an earlier stream.
 			last := halves[len(halves)-1].m
-			if h.m.Index+1 != last.Index || r.freed[h.m.Segment] {
+			if h.m.Index+1 != last.Index || r.freed[logID{h.m.Segment, h.m.Seq}] {
 				continue
 			}
 			if _, err := r.region.AdoptLog(h.m.Segment, h.m.Seq, h.img, h.end); err != nil {
@@ -109,5 +109,6 @@ func (r *Replica) SetBuffer(buf []byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.buf = buf
+	r.incomplete = true // the records of the old buffer are not in this one
 	return nil
 }

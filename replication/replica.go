@@ -61,15 +61,27 @@ type Replica struct {
 	built      []uint64
 	refs       map[uint64]struct{}
 	retired    *SegMap
-	// freed lists primary log segments freed while this replica ran: a
-	// buffer half may still hold one, which a promotion must not adopt.
-	freed map[uint64]bool
+	// freed lists the primary's log segments (number and sequence) freed
+	// while this replica followed it: a buffer half may still hold one,
+	// which a promotion must not adopt. The number alone is not an
+	// identity: the primary's log reuses it, and a half holding the
+	// reused segment must be adopted. Cleared when the numbering changes
+	// (a rebase to a new primary, a reset).
+	freed map[logID]bool
+
+	// incomplete: the copy may lack acknowledged writes (from the start,
+	// a reset, a rebase or a new buffer until the primary's CmdInSync).
+	incomplete bool
 
 	// Build-Index: records applied so far.
 	applier   *Applier
 	applySeg  uint64
 	appliedTo int64
 }
+
+// logID names a primary's log segment: its number and the allocation
+// sequence (its records' seed) it has under that number.
+type logID struct{ seg, seq uint64 }
 
 // NewReplica serves region (a backup region for SendIndex, an ordinary one
 // for BuildIndex) of vol at epoch, with the primary's log tail mirrored
@@ -82,7 +94,19 @@ func NewReplica(vol *engine.Volume, region *engine.Region, mode Mode, epoch uint
 	if (mode == SendIndex) != region.IsBackup() {
 		return nil, fmt.Errorf("replication: %s replica of region %d whose engine role does not match (backup region: %v)", mode, region.Desc().ID, region.IsBackup())
 	}
-	return &Replica{region: region, vol: vol, mode: mode, epoch: epoch, buf: buf, segSize: seg, retired: NewSegMap()}, nil
+	return &Replica{region: region, vol: vol, mode: mode, epoch: epoch, buf: buf, segSize: seg, retired: NewSegMap(), incomplete: true}, nil
+}
+
+// Complete reports whether the replica's copy (its region and buffer)
+// holds every write its primary acknowledged: true from a stream's
+// CmdInSync until a reset (a seed), a rebase (a new primary whose
+// catch-up has not landed), a new buffer (SetBuffer), or a new replica (a
+// restart: the buffer is gone). A replica whose copy is not complete must
+// not be promoted: the master is told (region/logpos.go).
+func (r *Replica) Complete() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.incomplete
 }
 
 // Epoch is the newest epoch the replica accepted.
@@ -111,7 +135,7 @@ func (r *Replica) Reply(c *Command) ([]byte, error) {
 		return nil, err
 	}
 	if c.Kind == CmdCheck && r.mode == SendIndex {
-		return EncodeState(State{Logs: backupLogs(r.region), Levels: r.region.Levels()}), nil
+		return EncodeState(State{Logs: backupLogs(r.region), Levels: r.region.Levels(), RP: regionRP(r.region)}), nil
 	}
 	return nil, nil
 }
@@ -140,6 +164,10 @@ func (r *Replica) Handle(c *Command) error {
 		return fmt.Errorf("%w: %s at epoch %d, region %d is at %d", ErrStaleEpoch, c.Kind, c.Epoch, c.Region, r.epoch)
 	}
 	r.epoch = c.Epoch
+	if c.Kind == CmdInSync {
+		r.incomplete = false
+		return nil
+	}
 	if r.mode == BuildIndex {
 		if c.Kind == CmdFlush {
 			return r.applyRecords(c)
@@ -148,7 +176,7 @@ func (r *Replica) Handle(c *Command) error {
 	}
 	switch c.Kind {
 	case CmdFlush:
-		delete(r.freed, c.Segment) // a number the primary reused
+		delete(r.freed, logID{c.Segment, c.Seq}) // adopted again: live
 		if len(c.Data) > 0 {
 			if int64(len(c.Data)) > c.End || c.End >= r.segSize {
 				return fmt.Errorf("%w: %d catch-up bytes ending at %d", ErrMalformed, len(c.Data), c.End)
@@ -175,6 +203,8 @@ func (r *Replica) Handle(c *Command) error {
 	case CmdReset:
 		r.abortLocked()
 		r.retired = NewSegMap()
+		r.freed = nil
+		r.incomplete = true
 		// What the halves hold predates the seed: the stream re-sends the
 		// tail (with its marker) after it.
 		clearMarker(r.buf[:r.segSize])
@@ -185,6 +215,8 @@ func (r *Replica) Handle(c *Command) error {
 		if err != nil {
 			return err
 		}
+		r.freed = nil // named in the old primary's numbering
+		r.incomplete = true
 		return rebase(r.region, pairs)
 	case CmdCheck:
 		st, err := DecodeState(c.Data)
@@ -314,15 +346,21 @@ func (r *Replica) install(c *Command) error {
 
 // logFree drops the local copy of a freed primary log segment; while a
 // compaction runs, its merge may still name the segment, so the mapping
-// is kept (retired) until the compaction is installed.
+// is kept (retired) until the compaction is installed. A local copy of the
+// same number under another sequence is not the freed segment and stays.
 func (r *Replica) logFree(c *Command) error {
 	if r.freed == nil {
-		r.freed = map[uint64]bool{}
+		r.freed = map[logID]bool{}
 	}
-	r.freed[c.Segment] = true
+	r.freed[logID{c.Segment, c.Seq}] = true
 	local, ok := r.region.LogMap()[c.Segment]
 	if !ok {
 		return nil
+	}
+	for _, l := range r.region.LogSegments() {
+		if l.Segment == local && l.Seq != c.Seq {
+			return fmt.Errorf("%w: free of log segment %d seq %d, this backup holds it with seq %d", ErrOutOfSync, c.Segment, c.Seq, l.Seq)
+		}
 	}
 	if r.compacting {
 		r.retired.Remove(c.Segment) // a segment number the log reused and freed again

@@ -175,7 +175,7 @@ func (s *Shipper) seedDelta(l Link, region, epoch uint64, pre *Preseeded) error 
 			have = append(have, ls)
 			continue
 		}
-		if err := send(&Command{Kind: CmdLogFree, Segment: ls.Segment}); err != nil {
+		if err := send(&Command{Kind: CmdLogFree, Segment: ls.Segment, Seq: ls.Seq}); err != nil {
 			return err
 		}
 	}

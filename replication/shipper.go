@@ -184,6 +184,15 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 		s.Close()
 		return nil, err
 	}
+	// Every live backup holds what was acknowledged before: tell them
+	// (their copies are complete: promotable), then serve.
+	s.mu.Lock()
+	s.enqueueLocked(&Command{Kind: CmdInSync})
+	s.mu.Unlock()
+	if err := s.settle(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	// Replicator before listener: a write the listener mirrored always
 	// finds the replicator to wait on (Close swaps it for a refusing one
 	// before it detaches the listener).
@@ -416,7 +425,7 @@ func (s *Shipper) LogFreed(f engine.LogFree) {
 	if err == nil && tail.gen == s.gen && tail.end > engine.SegmentHeaderSize {
 		s.enqueueLocked(&Command{Kind: CmdFlush, Segment: s.tailSeg, Seq: s.tailSeq, End: tail.end, Half: uint8(s.gen & 1)})
 	}
-	s.enqueueLocked(&Command{Kind: CmdLogFree, Segment: f.Segment})
+	s.enqueueLocked(&Command{Kind: CmdLogFree, Segment: f.Segment, Seq: f.Seq})
 }
 
 func (s *Shipper) allLocked(ok func(*sender) bool) bool {

@@ -9,23 +9,42 @@ import (
 
 // State is what a primary and an in-sync Send-Index backup agree on: the
 // primary's live log segments (number, records' seed, sealed end; 0 for
-// the tail and the segment prepared to follow it) and the shape of every
-// level. A check command carries it when
-// a stream starts.
+// the tail and the segment prepared to follow it), the shape of every
+// level and the recovery point (which log the levels index). A check
+// command carries it when a stream starts.
 type State struct {
 	Logs   []engine.LogSegment // Segment is the primary's number
 	Levels []engine.LevelInfo  // Segments and Root compared by shape only
+	RP     RecoveryPoint
+}
+
+// RecoveryPoint is a region's L0 recovery point in the primary's terms:
+// the log segment (number and records' seed) and the offset. The zero
+// value: unknown (no log segment holds it).
+type RecoveryPoint struct {
+	Segment, Seq uint64
+	Offset       int64
+}
+
+// regionRP reads a region's recovery point in the primary's terms.
+func regionRP(r *engine.Region) RecoveryPoint {
+	ls, off, ok := r.LogRecoveryPoint()
+	if !ok {
+		return RecoveryPoint{}
+	}
+	return RecoveryPoint{Segment: ls.Segment, Seq: ls.Seq, Offset: off}
 }
 
 // PrimaryState reads a primary region's state.
 func PrimaryState(r *engine.Region) State {
-	return State{Logs: r.LogSegments(), Levels: r.Levels()}
+	return State{Logs: r.LogSegments(), Levels: r.Levels(), RP: regionRP(r)}
 }
 
 // EncodeState: u32 log count, per log u64 segment u64 seq i64 end; u32
 // level count, per level u32 height u32 segment count u64 root offset
 // (root modulo the segment size is not known here: the root itself) i64
-// pairs i64 kv bytes i64 nodes.
+// pairs i64 kv bytes i64 nodes; then the recovery point: u64 segment u64
+// seq i64 offset (all zero: unknown).
 func EncodeState(st State) []byte {
 	le := binary.LittleEndian
 	b := le.AppendUint32(nil, uint32(len(st.Logs)))
@@ -43,7 +62,9 @@ func EncodeState(st State) []byte {
 		b = le.AppendUint64(b, uint64(l.KVBytes))
 		b = le.AppendUint64(b, uint64(l.Nodes))
 	}
-	return b
+	b = le.AppendUint64(b, st.RP.Segment)
+	b = le.AppendUint64(b, st.RP.Seq)
+	return le.AppendUint64(b, uint64(st.RP.Offset))
 }
 
 // DecodeState parses EncodeState's bytes. Level segment lists come back
@@ -69,7 +90,7 @@ func DecodeState(b []byte) (State, error) {
 	}
 	n = int(le.Uint32(b))
 	b = b[4:]
-	if n > len(b)/40 || len(b) != 40*n {
+	if n > len(b)/40 || len(b) != 40*n+24 {
 		return st, bad
 	}
 	for range n {
@@ -81,6 +102,10 @@ func DecodeState(b []byte) (State, error) {
 			Pairs: int64(le.Uint64(b[16:])), KVBytes: int64(le.Uint64(b[24:])), Nodes: int64(le.Uint64(b[32:]))})
 		b = b[40:]
 	}
+	st.RP = RecoveryPoint{Segment: le.Uint64(b), Seq: le.Uint64(b[8:]), Offset: int64(le.Uint64(b[16:]))}
+	if (st.RP.Segment == 0) != (st.RP.Seq == 0) || st.RP.Offset < 0 || (st.RP.Segment == 0 && st.RP.Offset != 0) {
+		return st, bad
+	}
 	return st, nil
 }
 
@@ -88,8 +113,19 @@ func DecodeState(b []byte) (State, error) {
 // accepts what the primary can repair by catching the backup up (sealed
 // segments adopted only in part, or missing after the last one the backup
 // holds: its buffer was lost while the primary went on) and refuses what
-// it cannot: levels of another shape, segments the primary no longer has,
-// a segment missing before one the backup holds.
+// it cannot: levels of another shape, another recovery point, segments
+// the primary no longer has, a segment missing before one the backup
+// holds.
+//
+// Identity, not only shape: a backup missed a contiguous run of the
+// primary's commands (a stream broke). If the run holds an L0 compaction
+// that moved the recovery point, the recovery points differ, even when
+// every level kept its shape (updates only, a delete balanced by an
+// insert). If it holds none, the shallowest level its compactions read
+// from is empty on the primary and not on the backup (nothing refills it
+// but a compaction from the level above it, which the run does not
+// hold): the shapes differ. The recovery points are compared when either
+// side has a level (a seed carries the recovery point only with a level).
 func checkState(r *engine.Region, segSize int64, st State) error {
 	_, err := catchUp(st.Logs, backupLogs(r))
 	if err != nil {
@@ -105,6 +141,10 @@ func checkState(r *engine.Region, segSize int64, st State) error {
 	}
 	if len(levels) != len(want) {
 		return fmt.Errorf("%w: %d levels, the primary has %d", ErrOutOfSync, len(levels), len(want))
+	}
+	if rp := regionRP(r); len(want) > 0 && rp != st.RP {
+		return fmt.Errorf("%w: recovery point %d (seq %d) offset %d, the primary's %d (seq %d) offset %d",
+			ErrOutOfSync, rp.Segment, rp.Seq, rp.Offset, st.RP.Segment, st.RP.Seq, st.RP.Offset)
 	}
 	mask := uint64(segSize - 1)
 	for i, w := range want {

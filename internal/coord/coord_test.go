@@ -512,13 +512,14 @@ func TestReportNames(t *testing.T) {
 		{Region: 3, Epoch: 4, Server: "rs-b-2", Dropped: true},
 		{Region: 5, Epoch: 6, Server: "rs-c", Log: true, Pos: 9<<32 | 65536},
 		{Region: 7, Epoch: 8, Server: "x", Log: true},
+		{Region: 9, Epoch: 10, Server: "rs-d", Log: true, Pos: 3<<32 | 100, Incomplete: true},
 	} {
 		got, ok := parseJoined(j.name())
 		if !ok || got != j {
 			t.Errorf("%+v: name %q parsed as %+v, %v", j, j.name(), got, ok)
 		}
 	}
-	for _, bad := range []string{"", "1-2-", "1-x-rs", "drop-1-2", "log-1-2-rs", "log-1-2-x-rs", "log--2-3-rs", "nope"} {
+	for _, bad := range []string{"", "1-2-", "1-x-rs", "drop-1-2", "log-1-2-rs", "log-1-2-x-rs", "log--2-3-rs", "logi-1-2-rs", "nope"} {
 		if j, ok := parseJoined(bad); ok {
 			t.Errorf("%q parsed as %+v", bad, j)
 		}

@@ -17,17 +17,21 @@ import (
 // write until the map leaves it out. From the backup itself, with Log:
 // how much of the failed primary's log it holds (Pos, ordered as
 // replication.Replica.LogPosition), for the master to promote the most
-// complete one.
+// complete one; with Incomplete too, that its copy of the region is not
+// complete (a seed or catch-up not finished): the master never promotes it.
 type Joined struct {
 	Region, Epoch uint64
 	Server        string
 	Dropped       bool
 	Log           bool
 	Pos           uint64 // with Log
+	Incomplete    bool   // with Log
 }
 
 func (j Joined) name() string {
 	switch {
+	case j.Log && j.Incomplete:
+		return fmt.Sprintf("logi-%d-%d-%d-%s", j.Region, j.Epoch, j.Pos, j.Server)
 	case j.Log:
 		return fmt.Sprintf("log-%d-%d-%d-%s", j.Region, j.Epoch, j.Pos, j.Server)
 	case j.Dropped:
@@ -42,6 +46,8 @@ func parseJoined(s string) (Joined, bool) {
 	switch {
 	case strings.HasPrefix(s, "drop-"):
 		j.Dropped, s = true, strings.TrimPrefix(s, "drop-")
+	case strings.HasPrefix(s, "logi-"):
+		j.Log, j.Incomplete, s, n = true, true, strings.TrimPrefix(s, "logi-"), 4
 	case strings.HasPrefix(s, "log-"):
 		j.Log, s, n = true, strings.TrimPrefix(s, "log-"), 4
 	}

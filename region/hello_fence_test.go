@@ -1,0 +1,111 @@
+package region
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/rdma"
+	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/replication"
+)
+
+// helloReq is a primary's connection request carrying a replication hello.
+type helloReq struct {
+	hello    []byte
+	rejected bool
+}
+
+func (r *helloReq) Private() []byte              { return r.hello }
+func (r *helloReq) PeerRegions() []rdma.RemoteMR { return nil }
+func (r *helloReq) Reject() error                { r.rejected = true; return nil }
+func (r *helloReq) Accept(rdma.ConnConfig) (rdma.QP, error) {
+	return &closeQP{}, nil
+}
+
+// closeQP is an accepted connection that only records its Close.
+type closeQP struct {
+	rdma.QP
+	closed bool
+}
+
+func (q *closeQP) Close() error { q.closed = true; return nil }
+
+// TestHelloFromSamePrimaryKeepsBuffer: a backup's primary re-attaches at a
+// new epoch (its group changed): the backup keeps its buffer, which holds
+// records the primary acknowledged and no log holds yet (were it replaced,
+// and the primary died before re-sending its tail, a promotion of this
+// backup would lose them), and its copy stays complete. A hello from
+// another primary fences: a fresh buffer, the copy incomplete. A hello the
+// backup's map cannot name (it lags) fences too.
+func TestHelloFromSamePrimaryKeepsBuffer(t *testing.T) {
+	const seg = 64 << 10
+	vol, err := engine.Open(engine.Options{FS: vfs.NewMem(), Dir: "b", SegmentSize: seg, SyncMode: engine.SyncModeAsync, GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vol.Close()
+	br, err := vol.CreateBackupRegion(engine.RegionDesc{ID: 1, Epoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := rdma.Register(2 * seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := replication.NewReplica(vol, br, replication.SendIndex, 1, buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &backupRegion{rep: rep, buf: buf}
+	s := &Server{log: zaptest.NewLogger(t), vol: vol, backups: map[uint64]*backupRegion{1: b}, replCQ: rdma.NewCQ()}
+	defer func() { b.buf.Deregister() }()
+	setMap := func(epoch uint64, primary string, started int64) {
+		s.state.Store(&routing{m: &regionmap.Map{Version: epoch, Replication: "send-index",
+			Servers: []regionmap.Server{{Name: "b", Started: 7}, {Name: primary, Started: started}},
+			Regions: []regionmap.Region{{ID: 1, Primary: primary, Backups: []string{"b"}, Epoch: epoch}}}})
+	}
+	hello := func(epoch uint64) *closeQP {
+		t.Helper()
+		req := &helloReq{hello: replication.Hello{Region: 1, Epoch: epoch, SegSize: seg}.Encode()}
+		if err := s.acceptReplication(req); err != nil || req.rejected {
+			t.Fatalf("hello at epoch %d: %v (rejected %v)", epoch, err, req.rejected)
+		}
+		return b.qps[len(b.qps)-1].(*closeQP)
+	}
+	setMap(1, "p", 100)
+	first := hello(1)
+	// The primary's stream: records in the buffer, then its attach ended.
+	acked := bytes.Repeat([]byte("acknowledged"), 100)
+	copy(buf.Bytes()[engine.SegmentHeaderSize:], acked)
+	if err := rep.Handle(&replication.Command{Kind: replication.CmdInSync, Region: 1, Epoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// The same primary (name and run) re-attaches at epoch 2.
+	setMap(2, "p", 100)
+	hello(2)
+	if b.buf != buf || !first.closed {
+		t.Fatalf("a hello from the same primary at a new epoch: buffer replaced %v, old connection closed %v", b.buf != buf, first.closed)
+	}
+	if !bytes.Equal(b.buf.Bytes()[engine.SegmentHeaderSize:engine.SegmentHeaderSize+len(acked)], acked) || !rep.Complete() {
+		t.Fatalf("the kept buffer lost its records, or the copy became incomplete (%v)", rep.Complete())
+	}
+	// The same name, another run (it restarted): a new primary.
+	setMap(3, "p", 200)
+	hello(3)
+	if b.buf == buf || rep.Complete() {
+		t.Fatalf("a restarted primary's hello: buffer kept %v, complete %v", b.buf == buf, rep.Complete())
+	}
+	// Another primary whose epoch the backup's map does not have yet.
+	kept := b.buf
+	if err := rep.Handle(&replication.Command{Kind: replication.CmdInSync, Region: 1, Epoch: 3}); err != nil {
+		t.Fatal(err)
+	}
+	hello(4)
+	if b.buf == kept || rep.Complete() {
+		t.Fatalf("a hello the map cannot name: buffer kept %v, complete %v", b.buf == kept, rep.Complete())
+	}
+}
