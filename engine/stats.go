@@ -49,11 +49,11 @@ type Stats struct {
 	// rewriting it (empty destination).
 	LevelMoves uint64
 	// Syncs counts fdatasync calls on the segment file.
-	Syncs        uint64
-	GCRuns       uint64
-	GCRelocated  uint64 // bytes of live records re-appended by GC
-	GCFreed      uint64 // log segments freed by GC
-	StallTime    time.Duration
+	Syncs       uint64
+	GCRuns      uint64
+	GCRelocated uint64 // bytes of live records re-appended by GC
+	GCFreed     uint64 // log segments freed by GC
+	StallTime   time.Duration
 	// LogSeals counts log segments that filled and were sealed (the tail
 	// switched to the next segment); a partial flush before an L0
 	// compaction is not a seal.
@@ -61,8 +61,8 @@ type Stats struct {
 	// IndexSegmentsBuilt counts index segments written by this volume's
 	// compactions (each is shipped to Send-Index backups as it is built).
 	IndexSegmentsBuilt uint64
-	SegmentsUsed int64
-	SegmentsFree int64
+	SegmentsUsed       int64
+	SegmentsFree       int64
 }
 
 // TotalRead is the sum of BytesRead over all categories.
