@@ -58,11 +58,10 @@ func linMatrix() []linConfig {
 
 // knownUnsafe lists the configurations (path.Match patterns over
 // linConfig.Name) and fault kinds under which this build is known to
-// violate linearizability (issue 17's finding in Finding). The sampled CI
-// run leaves them out and says so; asking for a configuration by name
-// (TEBIS_LIN_CONFIGS) or TEBIS_LIN_UNSAFE=1 runs them anyway. Each entry is
-// removed by the fix of its finding: once they are all fixed this list is
-// empty.
+// violate linearizability (issue 17's finding in Finding). Runs leave
+// them out and say so, unless TEBIS_LIN_UNSAFE=1 (make torture sets it).
+// Each entry is removed by the fix of its finding: once they are all fixed
+// this list is empty.
 var knownUnsafe = []struct {
 	Configs string
 	Faults  []faultKind // nil: every fault
@@ -104,7 +103,6 @@ func unsafeFaults(c linConfig) map[faultKind]string {
 //	                   (default: a new temporary directory)
 type linPlan struct {
 	configs  []linConfig
-	explicit bool // configurations asked for by name: knownUnsafe not applied
 	duration time.Duration
 	total    time.Duration
 	l0       int
@@ -148,9 +146,8 @@ func linPlanFromEnv(t *testing.T, rng *rand.Rand) linPlan {
 			p.configs = append(p.configs, all[i])
 		}
 	case "all":
-		p.configs, p.explicit = all, true
+		p.configs = all
 	default:
-		p.explicit = true
 		for _, pat := range strings.Split(v, ",") {
 			n := len(p.configs)
 			for _, c := range all {
@@ -177,7 +174,7 @@ func (p linPlan) faultsFor(t *testing.T, c linConfig) []faultKind {
 		if k == faultDoubleFailover && c.Replicas < 3 {
 			continue // two copies survive one failure, not two
 		}
-		if f := unsafe[k]; f != "" && !p.explicit && !p.unsafe {
+		if f := unsafe[k]; f != "" && !p.unsafe {
 			t.Logf("%s: fault %s left out: known unsafe (issue 17 %s)", c.Name(), k, f)
 			continue
 		}

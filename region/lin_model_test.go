@@ -145,7 +145,11 @@ func describeIllegal(t *testing.T, history []porcupine.Operation, info porcupine
 			}
 		}
 		describe := func(op porcupine.Operation) string {
-			return fmt.Sprintf("client %d [%d, %d] %s", op.ClientId, op.Call, op.Return, linModel.DescribeOperation(op.Input, op.Output))
+			d := fmt.Sprintf("client %d [%d, %d] %s", op.ClientId, op.Call, op.Return, linModel.DescribeOperation(op.Input, op.Output))
+			if op.Metadata != nil {
+				d += fmt.Sprintf(" (%v)", op.Metadata)
+			}
+			return d
 		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "key %s: %d operations, longest linearizable prefix %d; its last operations:\n", key, len(part), len(longest))

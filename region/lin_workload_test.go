@@ -41,10 +41,11 @@ type linHistory struct {
 	byKind  map[string]int        // operations that returned, by kind
 	errs    map[string]int        // failed operations by error class
 	samples []string              // the first unexpected errors
+	lagging map[int]bool          // clients on a lagSource (set before they start)
 }
 
 func newLinHistory() *linHistory {
-	return &linHistory{base: time.Now(), byKind: map[string]int{}, errs: map[string]int{}}
+	return &linHistory{base: time.Now(), byKind: map[string]int{}, errs: map[string]int{}, lagging: map[int]bool{}}
 }
 
 func (h *linHistory) now() int64 { return time.Since(h.base).Nanoseconds() }
@@ -66,6 +67,10 @@ func errClass(err error) string {
 // record adds one client operation: for a read, one register read per key
 // in reads (key -> value, "" with found false for a missing key).
 func (h *linHistory) record(client int, kind string, write *linInput, reads map[string]linOutput, call, ret int64, err error) {
+	var meta any
+	if h.lagging[client] {
+		meta = "client lagging the map"
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err != nil {
@@ -75,17 +80,17 @@ func (h *linHistory) record(client int, kind string, write *linInput, reads map[
 			h.samples = append(h.samples, fmt.Sprintf("client %d %s: %v", client, kind, err))
 		}
 		if write != nil { // indeterminate: it may take effect at any time after its call
-			h.unknown = append(h.unknown, porcupine.Operation{ClientId: client, Input: *write, Call: call, Return: ret})
+			h.unknown = append(h.unknown, porcupine.Operation{ClientId: client, Input: *write, Call: call, Return: ret, Metadata: meta})
 		}
 		return // a failed read returned nothing
 	}
 	h.byKind[kind]++
 	if write != nil {
-		h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: *write, Call: call, Output: linOutput{}, Return: ret})
+		h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: *write, Call: call, Output: linOutput{}, Return: ret, Metadata: meta})
 		return
 	}
 	for k, out := range reads {
-		h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: linInput{Kind: linGet, Key: k, Via: kind}, Call: call, Output: out, Return: ret})
+		h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: linInput{Kind: linGet, Key: k, Via: kind}, Call: call, Output: out, Return: ret, Metadata: meta})
 	}
 }
 

@@ -58,7 +58,7 @@ func TestE2ELinearizable(t *testing.T) {
 	began := time.Now()
 	var results []linResult
 	for round := 0; ; round++ {
-		for i, cfg := range plan.configs {
+		for _, cfg := range plan.configs {
 			if round > 0 && time.Since(began) > plan.total {
 				break
 			}
@@ -67,7 +67,7 @@ func TestE2ELinearizable(t *testing.T) {
 				t.Logf("%s: every fault is known unsafe: not run", cfg.Name())
 				continue
 			}
-			runSeed := seed + uint64(round*len(plan.configs)+i)
+			runSeed := seed + uint64(round) // the same configuration and seed replay the run
 			t.Run(fmt.Sprintf("%s#%d", cfg.Name(), round), func(t *testing.T) {
 				res := runLinearizable(t, plan, cfg, faults, runSeed)
 				results = append(results, res)
@@ -80,10 +80,15 @@ func TestE2ELinearizable(t *testing.T) {
 	summarizeLin(t, results)
 }
 
+// linHealWait bounds the wait for the groups to be whole again after a
+// fault (a restarted server re-seeded, a joining backup attached).
+const linHealWait = 30 * time.Second
+
 // runLinearizable runs configuration cfg for plan.duration of checked
 // history, injecting faults of the given kinds.
 func runLinearizable(t *testing.T, plan linPlan, cfg linConfig, faults []faultKind, seed uint64) linResult {
-	t.Logf("%s: seed %d (this configuration alone: TEBIS_LIN_CONFIGS=%s and the test's seed)", cfg.Name(), seed, cfg.Name())
+	t.Logf("%s: seed %d (replay this run alone: TEBIS_LIN_CONFIGS=%s TEBIS_SEED=%d TEBIS_LIN_UNSAFE=%s); faults %v",
+		cfg.Name(), seed, cfg.Name(), seed, map[bool]string{true: "1"}[plan.unsafe], faults)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	res := linResult{config: cfg.Name(), faults: map[faultKind]int{}, unavail: map[faultKind]time.Duration{}}
 	began := time.Now()
@@ -110,6 +115,7 @@ func runLinearizable(t *testing.T, plan linPlan, cfg linConfig, faults []faultKi
 		if id >= nChecked-nLagging {
 			ls := &lagSource{zs: c.zs}
 			lag = append(lag, ls)
+			h.lagging[id] = true
 			src = ls
 		}
 		cl := open(t, src, cfg.Transport)
@@ -156,11 +162,11 @@ func runLinearizable(t *testing.T, plan linPlan, cfg linConfig, faults []faultKi
 			events = append(events, ev)
 			break
 		}
-		if _, ok := c.waitMapFor(t, 60*time.Second, healed); !ok {
-			res.liveness = append(res.liveness, fmt.Sprintf("%s (%s): groups not whole a minute after", k, note))
+		if _, ok := c.waitMapFor(t, linHealWait, healed); !ok {
+			res.liveness = append(res.liveness, fmt.Sprintf("%s (%s): groups not whole %v after", k, note, linHealWait))
 		}
-		if !probeRegion1(t, c, 60*time.Second) {
-			res.liveness = append(res.liveness, fmt.Sprintf("%s (%s): region 1 not serving a minute after", k, note))
+		if !probeRegion1(t, c, linHealWait) {
+			res.liveness = append(res.liveness, fmt.Sprintf("%s (%s): region 1 not serving %v after", k, note, linHealWait))
 		}
 		ev.end = h.now()
 		events = append(events, ev)
