@@ -154,9 +154,15 @@ func linPlanFromEnv(t *testing.T, rng *rand.Rand) linPlan {
 			}
 			pick = n
 		}
-		perm := rng.Perm(len(all))
-		for _, i := range perm[:min(pick, len(all))] {
-			p.configs = append(p.configs, all[i])
+		// From the configurations with a fault left to inject.
+		var can []linConfig
+		for _, c := range all {
+			if f, _ := p.faultsFor(c); len(f) > 0 {
+				can = append(can, c)
+			}
+		}
+		for _, i := range rng.Perm(len(can))[:min(pick, len(can))] {
+			p.configs = append(p.configs, can[i])
 		}
 	case "all":
 		p.configs = all
@@ -178,20 +184,19 @@ func linPlanFromEnv(t *testing.T, rng *rand.Rand) linPlan {
 
 // faultsFor returns the fault kinds a run of c may inject: every kind that
 // c can survive (a double failover needs 3 copies), less the knownUnsafe
-// ones unless asked for.
-func (p linPlan) faultsFor(t *testing.T, c linConfig) []faultKind {
-	t.Helper()
+// ones unless asked for (those are in left, with their findings).
+func (p linPlan) faultsFor(c linConfig) (faults []faultKind, left map[faultKind]string) {
 	unsafe := unsafeFaults(c)
-	var out []faultKind
+	left = map[faultKind]string{}
 	for _, k := range allFaults {
 		if k == faultDoubleFailover && c.Replicas < 3 {
 			continue // two copies survive one failure, not two
 		}
 		if f := unsafe[k]; f != "" && !p.unsafe {
-			t.Logf("%s: fault %s left out: known unsafe (issue 17 %s)", c.Name(), k, f)
+			left[k] = f
 			continue
 		}
-		out = append(out, k)
+		faults = append(faults, k)
 	}
-	return out
+	return faults, left
 }
