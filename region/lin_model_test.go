@@ -175,3 +175,18 @@ func describeIllegal(t *testing.T, history []porcupine.Operation, info porcupine
 	}
 	return bad
 }
+
+// TestLongestOutage: the longest wait, from a moment of the window, for an
+// operation called then to return.
+func TestLongestOutage(t *testing.T) {
+	op := func(call, ret int64) porcupine.Operation { return porcupine.Operation{Call: call, Return: ret} }
+	ops := []porcupine.Operation{op(0, 1), op(2, 3), op(4, 50), op(10, 12), op(60, 61), op(62, 63)}
+	// From 4+: the next call is 10 (returns 12) → 8; from 10+: the next
+	// call at 60 returns 61 → 51.
+	if got := longestOutage(ops, 0, 20, 100); got != 51-1 {
+		t.Fatalf("outage %d, want 50", got)
+	}
+	if got := longestOutage(ops, 61, 70, 100); got != 100-63 {
+		t.Fatalf("outage with nothing returning after the window: %d, want 37", got)
+	}
+}

@@ -218,19 +218,13 @@ func runLinearizable(t *testing.T, plan linPlan, cfg linConfig, faults []faultKi
 	}
 	res.ops, res.indeterm, res.byKind = len(history), len(h.unknown), h.byKind
 
-	// Longest unavailability per fault kind: from the injection to the
-	// first operation called after it that returned a result.
+	// Longest unavailability per fault kind.
 	for _, ev := range events {
-		first := int64(-1)
-		for _, op := range h.ops {
-			if op.Call >= ev.at && (first < 0 || op.Return < first) {
-				first = op.Return
-			}
+		e := ev.end
+		if e == 0 {
+			e = end
 		}
-		if first < 0 {
-			first = end
-		}
-		res.unavail[ev.kind] = max(res.unavail[ev.kind], time.Duration(first-ev.at))
+		res.unavail[ev.kind] = max(res.unavail[ev.kind], longestOutage(h.ops, ev.at, e, end))
 	}
 
 	start := time.Now()
@@ -278,6 +272,32 @@ func runLinearizable(t *testing.T, plan linPlan, cfg linConfig, faults []faultKi
 		t.Errorf("%s: artifacts (history visualization, process logs) in %s", cfg.Name(), res.artifacts)
 	}
 	return res
+}
+
+// longestOutage returns the longest time, from a moment t in [from, to],
+// until an operation called at or after t returned a result (ops hold only
+// operations that did); none returning counts until end.
+func longestOutage(ops []porcupine.Operation, from, to, end int64) time.Duration {
+	ok := slices.Clone(ops)
+	sort.Slice(ok, func(i, j int) bool { return ok[i].Call < ok[j].Call })
+	// firstRet[i]: the earliest return among ok[i:].
+	firstRet := make([]int64, len(ok)+1)
+	firstRet[len(ok)] = end
+	for i := len(ok) - 1; i >= 0; i-- {
+		firstRet[i] = min(ok[i].Return, firstRet[i+1])
+	}
+	gap := func(t int64) int64 {
+		i := sort.Search(len(ok), func(i int) bool { return ok[i].Call >= t })
+		return max(firstRet[i]-t, 0)
+	}
+	// The gap only grows right after a call leaves the candidates.
+	worst := gap(from)
+	for _, op := range ok {
+		if op.Call >= from && op.Call < to {
+			worst = max(worst, gap(op.Call+1))
+		}
+	}
+	return time.Duration(worst)
 }
 
 // countersVia asks server name for its engine counters.
