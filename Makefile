@@ -49,11 +49,12 @@ TORTURE_SEED ?=
 TORTURE_ARTIFACTS ?= .run/torture
 TORTURE_L0 ?= 4096
 TORTURE_UNSAFE ?= 1
+TORTURE_FAULTS ?=
 TORTURE_TIMEOUT ?= 24h
 torture: deps
 	mkdir -p $(TORTURE_ARTIFACTS)
 	TEBIS_LIN_TOTAL=$(TORTURE_DURATION) TEBIS_LIN_DURATION=$(TORTURE_RUN) TEBIS_LIN_CONFIGS='$(TORTURE_CONFIGS)' \
-	TEBIS_SEED=$(TORTURE_SEED) TEBIS_LIN_ARTIFACTS=$(abspath $(TORTURE_ARTIFACTS)) TEBIS_LIN_L0=$(TORTURE_L0) TEBIS_LIN_UNSAFE=$(TORTURE_UNSAFE) \
+	TEBIS_SEED=$(TORTURE_SEED) TEBIS_LIN_ARTIFACTS=$(abspath $(TORTURE_ARTIFACTS)) TEBIS_LIN_L0=$(TORTURE_L0) TEBIS_LIN_UNSAFE=$(TORTURE_UNSAFE) TEBIS_LIN_FAULTS=$(TORTURE_FAULTS) \
 		$(GO) test ./region -run '^TestE2ELinearizable$$' -count=1 -v -timeout $(TORTURE_TIMEOUT) > $(TORTURE_ARTIFACTS)/torture.log 2>&1; \
 	rc=$$?; grep -E 'seed|cluster ready|fault [0-9]|porcupine|operations checked|violation|liveness|artifacts|summary|^ +[a-z]+-[a-z]+-|--- |^ok|^FAIL' $(TORTURE_ARTIFACTS)/torture.log; \
 	echo "full output: $(TORTURE_ARTIFACTS)/torture.log"; exit $$rc

@@ -10,7 +10,7 @@ import (
 // configurations with a fault left to inject, and names and patterns
 // select configurations.
 func TestLinPlanFromEnv(t *testing.T) {
-	for _, v := range []string{"TEBIS_LIN_CONFIGS", "TEBIS_LIN_PICK", "TEBIS_LIN_UNSAFE", "TEBIS_LIN_DURATION", "TEBIS_LIN_TOTAL", "TEBIS_LIN_L0"} {
+	for _, v := range []string{"TEBIS_LIN_CONFIGS", "TEBIS_LIN_PICK", "TEBIS_LIN_UNSAFE", "TEBIS_LIN_DURATION", "TEBIS_LIN_TOTAL", "TEBIS_LIN_L0", "TEBIS_LIN_FAULTS"} {
 		t.Setenv(v, "")
 	}
 	t.Setenv("TEBIS_LIN_PICK", "4")

@@ -112,6 +112,7 @@ func unsafeFaults(c linConfig) map[faultKind]string {
 //	                   time has passed (make torture); default: one pass
 //	TEBIS_LIN_L0       L0 capacity in pairs (default 4096, see linEngineArgs)
 //	TEBIS_LIN_UNSAFE   1: do not leave out knownUnsafe faults
+//	TEBIS_LIN_FAULTS   inject only these fault kinds (comma-separated)
 //	TEBIS_LIN_ARTIFACTS directory for the artifacts of a violation
 //	                   (default: a new temporary directory)
 type linPlan struct {
@@ -120,6 +121,7 @@ type linPlan struct {
 	total    time.Duration
 	l0       int
 	unsafe   bool
+	only     []faultKind // TEBIS_LIN_FAULTS: inject only these kinds
 }
 
 func linPlanFromEnv(t *testing.T, rng *rand.Rand) linPlan {
@@ -143,6 +145,15 @@ func linPlanFromEnv(t *testing.T, rng *rand.Rand) linPlan {
 		p.l0 = n
 	}
 	p.unsafe = os.Getenv("TEBIS_LIN_UNSAFE") == "1"
+	if v := os.Getenv("TEBIS_LIN_FAULTS"); v != "" {
+		for _, f := range strings.Split(v, ",") {
+			k := faultKind(strings.TrimSpace(f))
+			if !slices.Contains(allFaults, k) {
+				t.Fatalf("TEBIS_LIN_FAULTS: no fault %q (faults: %v)", k, allFaults)
+			}
+			p.only = append(p.only, k)
+		}
+	}
 	all := linMatrix()
 	switch v := os.Getenv("TEBIS_LIN_CONFIGS"); v {
 	case "":
@@ -191,6 +202,9 @@ func (p linPlan) faultsFor(c linConfig) (faults []faultKind, left map[faultKind]
 	for _, k := range allFaults {
 		if k == faultDoubleFailover && c.Replicas < 3 {
 			continue // two copies survive one failure, not two
+		}
+		if p.only != nil && !slices.Contains(p.only, k) {
+			continue
 		}
 		if f := unsafe[k]; f != "" && !p.unsafe {
 			left[k] = f
