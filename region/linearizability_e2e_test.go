@@ -62,6 +62,12 @@ func TestE2ELinearizable(t *testing.T) {
 			if round > 0 && time.Since(began) > plan.total {
 				break
 			}
+			// A go test timeout would kill the test with its cleanups
+			// undone (servers and ZooKeeper left running).
+			if d, ok := t.Deadline(); ok && time.Until(d) < plan.duration+6*time.Minute {
+				t.Logf("%s and the rest not run: the test's deadline (-timeout) is %v away", cfg.Name(), time.Until(d).Round(time.Second))
+				break
+			}
 			faults, left := plan.faultsFor(cfg)
 			for _, k := range slices.Sorted(maps.Keys(left)) {
 				t.Logf("%s: fault %s left out: known unsafe (issue 17 %s; TEBIS_LIN_UNSAFE=1 injects it)", cfg.Name(), k, left[k])
