@@ -119,12 +119,14 @@ func runLinearizable(t *testing.T, plan linPlan, cfg linConfig, faults []faultKi
 	const nChecked, nLagging = 6, 2
 	var lag []*lagSource
 	nDone := 0
+	for id := nChecked - nLagging; id < nChecked; id++ {
+		h.lagging[id] = true // before any client records
+	}
 	for id := range nChecked {
 		var src regionmap.Source = c.zs
 		if id >= nChecked-nLagging {
 			ls := &lagSource{zs: c.zs}
 			lag = append(lag, ls)
-			h.lagging[id] = true
 			src = ls
 		}
 		cl := open(t, src, cfg.Transport)
