@@ -76,9 +76,14 @@ var knownUnsafe = []struct {
 	// seeds a joining Build-Index backup): every Build-Index run stopped
 	// after its first fault, the groups not whole 60 s later.
 	{Configs: "*-build-*", Finding: "finding 2"},
-	// 2-way: the primary killed right after a rolling restart was not
+	// Async: after a rolling restart (the region served with a joining
+	// backup) and a SIGKILL of the primary, acknowledged writes were lost:
+	// 35 background keys read older values, 7 of 12 checked keys not
+	// linearizable (async-send-shm-3).
+	{Configs: "async-*", Faults: []faultKind{faultRollingRestart}, Finding: "findings 4 and 9"},
+	// Sync 2-way: the primary killed right after a rolling restart was not
 	// failed over within a minute (sync-send-tcp-2).
-	{Configs: "*-2", Faults: []faultKind{faultRollingRestart}, Finding: "findings 4 and 9"},
+	{Configs: "sync-*-2", Faults: []faultKind{faultRollingRestart}, Finding: "findings 4 and 9 (liveness)"},
 }
 
 // unsafeFaults returns the fault kinds known unsafe in c, with the findings.

@@ -64,7 +64,7 @@ func TestE2ELinearizable(t *testing.T) {
 			}
 			// A go test timeout would kill the test with its cleanups
 			// undone (servers and ZooKeeper left running).
-			if d, ok := t.Deadline(); ok && time.Until(d) < plan.duration+6*time.Minute {
+			if d, ok := t.Deadline(); ok && time.Until(d) < plan.duration+8*time.Minute {
 				t.Logf("%s and the rest not run: the test's deadline (-timeout) is %v away", cfg.Name(), time.Until(d).Round(time.Second))
 				break
 			}
@@ -240,7 +240,7 @@ func runLinearizable(t *testing.T, plan linPlan, cfg linConfig, faults []faultKi
 	var info porcupine.LinearizationInfo
 	verbose := porcupine.Unknown
 	if result == porcupine.Illegal { // again, for the partial linearizations
-		verbose, info = porcupine.CheckOperationsVerbose(linModel, history, 300*time.Second)
+		verbose, info = porcupine.CheckOperationsVerbose(linModel, history, 120*time.Second)
 	}
 	t.Logf("porcupine: %s on %d operations in %v", result, len(history), time.Since(start))
 	switch result {
@@ -255,7 +255,7 @@ func runLinearizable(t *testing.T, plan linPlan, cfg linConfig, faults []faultKi
 			res.violations = append(res.violations, fmt.Sprintf("key %s: history not linearizable", k))
 		}
 		if len(keys) == 0 {
-			res.violations = append(res.violations, "history not linearizable (the keys were not identified within 300 s)")
+			res.violations = append(res.violations, "history not linearizable (the keys were not identified within 120 s)")
 		}
 		var notes []porcupine.Annotation
 		for i, ev := range events {
