@@ -76,8 +76,8 @@ var knownUnsafe = []struct {
 	// seeds a joining Build-Index backup): every Build-Index run stopped
 	// after its first fault, the groups not whole 60 s later.
 	{Configs: "*-build-*", Finding: "finding 2"},
-	// Async: after a rolling restart (the region served with a joining
-	// backup) and a SIGKILL of the primary, acknowledged writes were lost:
+	// Async: a rolling restart followed by a SIGKILL of the primary lost
+	// acknowledged writes:
 	// 35 background keys read older values, 7 of 12 checked keys not
 	// linearizable (async-send-shm-3).
 	{Configs: "async-*", Faults: []faultKind{faultRollingRestart}, Finding: "findings 4 and 9"},
