@@ -69,8 +69,9 @@ var knownUnsafe = []struct {
 }{
 	// A resumed deposed primary serves the clients still on the old map:
 	// seen as a lagging client reading a value overwritten through the new
-	// primary (sync-send-shm-2), and as the two primaries' histories
-	// diverging, every checked key not linearizable (async-send-shm-2).
+	// primary (sync-send-shm-2, sync-send-shm-3), and as the two
+	// primaries' histories diverging, every checked key not linearizable
+	// (async-send-shm-2).
 	{Configs: "*", Faults: []faultKind{faultPause}, Finding: "findings 3 and 6"},
 	// Build-Index groups are never whole again after a failover (nothing
 	// seeds a joining Build-Index backup): every Build-Index run stopped
