@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -65,7 +66,12 @@ func TestE2ELinearizable(t *testing.T) {
 			// A go test timeout would kill the test with its cleanups
 			// undone (servers and ZooKeeper left running).
 			if d, ok := t.Deadline(); ok && time.Until(d) < plan.duration+8*time.Minute {
-				t.Logf("%s and the rest not run: the test's deadline (-timeout) is %v away", cfg.Name(), time.Until(d).Round(time.Second))
+				msg := fmt.Sprintf("%s and the rest not run: the test's deadline (-timeout) is %v away", cfg.Name(), time.Until(d).Round(time.Second))
+				if round == 0 {
+					t.Errorf("%s (a configuration needs its duration and up to 8 minutes more)", msg)
+				} else {
+					t.Log(msg)
+				}
 				break
 			}
 			faults, left := plan.faultsFor(cfg)
@@ -76,9 +82,11 @@ func TestE2ELinearizable(t *testing.T) {
 				t.Logf("%s: every fault is known unsafe: not run", cfg.Name())
 				continue
 			}
-			runSeed := seed + uint64(round) // the same configuration and seed replay the run
+			// Each configuration its own schedule; the same configuration
+			// and seed+round replay it.
+			runSeed := linRunSeed(seed+uint64(round), cfg)
 			t.Run(fmt.Sprintf("%s#%d", cfg.Name(), round), func(t *testing.T) {
-				res := runLinearizable(t, plan, cfg, faults, runSeed)
+				res := runLinearizable(t, plan, cfg, faults, seed+uint64(round), runSeed)
 				results = append(results, res)
 			})
 		}
@@ -89,15 +97,22 @@ func TestE2ELinearizable(t *testing.T) {
 	summarizeLin(t, results)
 }
 
+// linRunSeed is the seed of configuration cfg's run under test seed seed.
+func linRunSeed(seed uint64, cfg linConfig) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(cfg.Name()))
+	return seed ^ h.Sum64()
+}
+
 // linHealWait bounds the wait for the groups to be whole again after a
 // fault (a restarted server re-seeded, a joining backup attached).
 const linHealWait = 30 * time.Second
 
 // runLinearizable runs configuration cfg for plan.duration of checked
 // history, injecting faults of the given kinds.
-func runLinearizable(t *testing.T, plan linPlan, cfg linConfig, faults []faultKind, seed uint64) linResult {
-	t.Logf("%s: seed %d (replay this run alone: TEBIS_LIN_CONFIGS=%s TEBIS_SEED=%d TEBIS_LIN_UNSAFE=%s); faults %v",
-		cfg.Name(), seed, cfg.Name(), seed, map[bool]string{true: "1"}[plan.unsafe], faults)
+func runLinearizable(t *testing.T, plan linPlan, cfg linConfig, faults []faultKind, replay, seed uint64) linResult {
+	t.Logf("%s: run seed %d (replay this run alone: TEBIS_LIN_CONFIGS=%s TEBIS_SEED=%d TEBIS_LIN_UNSAFE=%s); faults %v",
+		cfg.Name(), seed, cfg.Name(), replay, map[bool]string{true: "1"}[plan.unsafe], faults)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	res := linResult{config: cfg.Name(), faults: map[faultKind]int{}, unavail: map[faultKind]time.Duration{}}
 	began := time.Now()
@@ -270,7 +285,7 @@ func runLinearizable(t *testing.T, plan linPlan, cfg linConfig, faults []faultKi
 	}
 	logLinResult(t, res, h)
 	if len(res.violations) > 0 || len(res.liveness) > 0 {
-		res.artifacts = saveLinArtifacts(t, c, cfg, seed, result, info, res)
+		res.artifacts = saveLinArtifacts(t, c, cfg, replay, result, info, res)
 		for _, v := range res.violations {
 			t.Errorf("%s: violation: %s", cfg.Name(), v)
 		}
@@ -368,7 +383,7 @@ func saveLinArtifacts(t *testing.T, c *linCluster, cfg linConfig, seed uint64, r
 		}
 	}
 	c.saveLogs(t, dir)
-	summary := fmt.Sprintf("configuration %s\nseed %d\nviolations:\n  %s\nliveness:\n  %s\n", cfg.Name(), seed,
+	summary := fmt.Sprintf("configuration %s\nreplay: TEBIS_LIN_CONFIGS=%[1]s TEBIS_SEED=%d\nclients 4 and 5 lag the map; client 6 made the final reads\nviolations:\n  %s\nliveness:\n  %s\n", cfg.Name(), seed,
 		strings.Join(res.violations, "\n  "), strings.Join(res.liveness, "\n  "))
 	if err := os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(summary), 0o644); err != nil {
 		t.Errorf("artifacts: %v", err)
