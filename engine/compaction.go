@@ -167,6 +167,7 @@ func (r *Region) mergeInstall(info CompactionInfo, srcs []source, ver *version, 
 	shadow := func(k []byte, e entry) { garbage[r.v.g.seg(e.ptr)] += int64(e.recSize(len(k))) }
 	last := ver.deepest() <= info.Dst
 	b := newBuilder(r.v, r.desc.ID, info.Dst, func(s BuiltSegment) error {
+		r.v.ctr.segsBuilt.Add(1)
 		r.listener.SegmentBuilt(info, s)
 		return nil
 	})

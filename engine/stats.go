@@ -49,13 +49,20 @@ type Stats struct {
 	// rewriting it (empty destination).
 	LevelMoves uint64
 	// Syncs counts fdatasync calls on the segment file.
-	Syncs        uint64
-	GCRuns       uint64
-	GCRelocated  uint64 // bytes of live records re-appended by GC
-	GCFreed      uint64 // log segments freed by GC
-	StallTime    time.Duration
-	SegmentsUsed int64
-	SegmentsFree int64
+	Syncs       uint64
+	GCRuns      uint64
+	GCRelocated uint64 // bytes of live records re-appended by GC
+	GCFreed     uint64 // log segments freed by GC
+	StallTime   time.Duration
+	// LogSeals counts log segments that filled and were sealed (the tail
+	// switched to the next segment); a partial flush before an L0
+	// compaction is not a seal.
+	LogSeals uint64
+	// IndexSegmentsBuilt counts index segments written by this volume's
+	// compactions (each is shipped to Send-Index backups as it is built).
+	IndexSegmentsBuilt uint64
+	SegmentsUsed       int64
+	SegmentsFree       int64
 }
 
 // TotalRead is the sum of BytesRead over all categories.
@@ -87,6 +94,8 @@ type counters struct {
 	gcRelocated atomic.Uint64
 	gcFreed     atomic.Uint64
 	stallNanos  atomic.Int64
+	logSeals    atomic.Uint64
+	segsBuilt   atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -102,5 +111,7 @@ func (c *counters) snapshot() Stats {
 	s.GCRelocated = c.gcRelocated.Load()
 	s.GCFreed = c.gcFreed.Load()
 	s.StallTime = time.Duration(c.stallNanos.Load())
+	s.LogSeals = c.logSeals.Load()
+	s.IndexSegmentsBuilt = c.segsBuilt.Load()
 	return s
 }

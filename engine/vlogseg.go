@@ -131,6 +131,7 @@ func (l *vlog) switchLocked() error {
 	l.durable.Store(l.posLocked())
 	l.wakeLocked()
 	l.kickPrepare()
+	l.v.ctr.logSeals.Add(1)
 	l.r.listener.LogSealed(LogSeal{Region: l.r.desc.ID, Segment: old.seg, Seq: old.seq, Index: old.idx, End: old.end, Next: ls.seg, NextSeq: ls.seq})
 	return nil
 }

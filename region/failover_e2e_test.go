@@ -53,19 +53,43 @@ func startManaged(t *testing.T, n int) *managed {
 
 func startManagedL0(t *testing.T, n int, l0 string, extra ...string) *managed {
 	t.Helper()
+	return startManagedSpec(t, managedSpec{servers: n, replicas: 3, masters: 1,
+		serverArgs: append([]string{"--segment-size", "64KiB", "--l0-pairs", l0, "--growth-factor", "2"}, extra...)})
+}
+
+// managedSpec describes a managed cluster: its size, replication, and the
+// servers' flags (engine sizes, sync mode, transports).
+type managedSpec struct {
+	servers, replicas int
+	masters           int      // at least 1
+	replication       string   // send-index or build-index ("": the cluster default)
+	serverArgs        []string // after the test defaults: they win
+	transport         string   // the test's clients ("": shm)
+}
+
+// startManagedSpec starts ZooKeeper, the masters, the servers (regions
+// split at k003200 and k006400) and a client, and waits until every region
+// serves.
+func startManagedSpec(t *testing.T, spec managedSpec) *managed {
+	t.Helper()
 	c := &managed{zk: zkserver.ForTest(t), servers: map[string]*server{}}
-	c.startMaster(t)
-	for i := range n {
+	for range max(spec.masters, 1) {
+		c.startMaster(t)
+	}
+	for i := range spec.servers {
 		name := fmt.Sprintf("rs%d", i+1)
-		args := append([]string{"--segment-size", "64KiB", "--l0-pairs", l0, "--growth-factor", "2",
-			"--zookeeper", c.zk.Addr(), "--zk-session-timeout", zkSession(), "--replication-connect", "3s"}, extra...)
+		args := append([]string{"--zookeeper", c.zk.Addr(), "--zk-session-timeout", zkSession(), "--replication-connect", "3s"}, spec.serverArgs...)
 		s := newServer(t, name, args...)
 		s.args[1] = "info" // tests read what the servers did from their logs
 		s.start(t)
 		c.servers[name] = s
 	}
-	out, err := exec.Command(proctest.Binary(t), "--log-level", "warn", "cluster", "init", "--zookeeper", c.zk.Addr(),
-		"--servers", fmt.Sprint(n), "--replicas", "3", "--splits", "k003200,k006400").CombinedOutput()
+	init := []string{"--log-level", "warn", "cluster", "init", "--zookeeper", c.zk.Addr(),
+		"--servers", fmt.Sprint(spec.servers), "--replicas", fmt.Sprint(spec.replicas), "--splits", "k003200,k006400"}
+	if spec.replication != "" {
+		init = append(init, "--replication", spec.replication)
+	}
+	out, err := exec.Command(proctest.Binary(t), init...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("cluster init: %v\n%s", err, out)
 	}
@@ -74,7 +98,11 @@ func startManagedL0(t *testing.T, n int, l0 string, extra ...string) *managed {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.zs.Close() })
-	c.cl = open(t, c.zs, "shm")
+	tr := spec.transport
+	if tr == "" {
+		tr = "shm"
+	}
+	c.cl = open(t, c.zs, tr)
 	waitReady(t, c.cl, "k000001", "k004000", "k008000")
 	return c
 }
