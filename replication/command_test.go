@@ -30,6 +30,8 @@ func goldenCommands() []*Command {
 		})},
 		{Kind: CmdRebase, Region: 7, Epoch: 4, Data: EncodeRebase([]RebasePair{{Old: 12, Seq: 99, New: 30}, {Old: 13, Seq: 100, New: 31}})},
 		{Kind: CmdReset, Region: 7, Epoch: 5},
+		{Kind: CmdPairs, Region: 7, Epoch: 5, Data: EncodePairs(EncodePairs(nil, []byte("k1"), []byte("v1")), []byte("k2"), nil)},
+		{Kind: CmdApplyFrom, Region: 7, Epoch: 5, Data: Applied{Position: Position{Log: 0xfeed, Index: 3, Segment: 13, Seq: 100, Off: 4096}, Sealed: true}.Encode()},
 	}
 }
 
