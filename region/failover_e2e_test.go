@@ -53,6 +53,12 @@ func startManaged(t *testing.T, n int) *managed {
 
 func startManagedL0(t *testing.T, n int, l0 string, extra ...string) *managed {
 	t.Helper()
+	return startManagedInit(t, n, l0, nil, extra...)
+}
+
+// startManagedInit is startManagedL0 with more `cluster init` arguments.
+func startManagedInit(t *testing.T, n int, l0 string, init []string, extra ...string) *managed {
+	t.Helper()
 	c := &managed{zk: zkserver.ForTest(t), servers: map[string]*server{}}
 	c.startMaster(t)
 	for i := range n {
@@ -64,8 +70,8 @@ func startManagedL0(t *testing.T, n int, l0 string, extra ...string) *managed {
 		s.start(t)
 		c.servers[name] = s
 	}
-	out, err := exec.Command(proctest.Binary(t), "--log-level", "warn", "cluster", "init", "--zookeeper", c.zk.Addr(),
-		"--servers", fmt.Sprint(n), "--replicas", "3", "--splits", "k003200,k006400").CombinedOutput()
+	out, err := exec.Command(proctest.Binary(t), append([]string{"--log-level", "warn", "cluster", "init", "--zookeeper", c.zk.Addr(),
+		"--servers", fmt.Sprint(n), "--replicas", "3", "--splits", "k003200,k006400"}, init...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("cluster init: %v\n%s", err, out)
 	}
@@ -413,8 +419,18 @@ func healed(m *regionmap.Map) bool {
 // and seeded, its stale backup copies are seeded again, and the groups are
 // full again before the next round. Every acknowledged write survives all
 // rounds; the time to serve again is logged per kill.
-func TestE2ERepeatedFailover(t *testing.T) {
-	c := startManagedL0(t, 3, "50")
+func TestE2ERepeatedFailover(t *testing.T) { repeatedFailover(t, nil) }
+
+// TestE2ERepeatedFailoverBuildIndex: the same in Build-Index mode: each
+// round's promoted primary catches the remaining backup up (its handover)
+// and the restarted server, joining, is seeded and reported joined, so the
+// group heals before the next kill.
+func TestE2ERepeatedFailoverBuildIndex(t *testing.T) {
+	repeatedFailover(t, []string{"--replication", "build-index"})
+}
+
+func repeatedFailover(t *testing.T, init []string) {
+	c := startManagedInit(t, 3, "50", init)
 	rng := rand.New(rand.NewPCG(testseed.Seed(t), 22))
 	preload := writeRandom(t, c.cl, rng, 800)
 	var keys []string

@@ -71,7 +71,7 @@ func TestDecodeCommandRejects(t *testing.T) {
 	cases := map[string][]byte{
 		"short":            good[:cmdFixed-1],
 		"magic":            append([]byte{0}, good[1:]...),
-		"kind":             patch(good, 4, 9),
+		"kind":             patch(good, 4, uint8(CmdApplyFrom)+1),
 		"flags":            patch(good, 5, 4),
 		"half":             patch(good, 6, 2),
 		"reserved":         patch(good, 12, 1),
