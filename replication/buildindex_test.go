@@ -13,11 +13,12 @@ import (
 	"github.com/tebis-go/tebis/internal/testseed"
 )
 
-// Build-Index under the Send-Index fault schedule. The groups use 64 KiB
-// segments and an L0 of 64 pairs with ~250-byte values: a segment holds
-// ~250 records, so segments fill and switch (sealed flushes) many times
-// between L0 compactions' partial flushes — the 2 MiB / 96K-pair default's
-// regime, where a buffer half is only ever flushed whole.
+// Build-Index under the Send-Index fault schedule, scaled: 64 KiB
+// segments hold ~250 of the ~250-byte records written while a fault is
+// armed, and L0 (1000 pairs, emptied first) does not fill meanwhile, so
+// the segments fill and switch without a partial flush — the regime of
+// the 2 MiB / 96K-pair default, where a buffer half is flushed only whole
+// (the tests check that no partial flush was sent).
 
 // fillUntilSwitch writes distinct keys of ~250 bytes through the group's
 // primary until its log tail moved to another segment n times, then more
@@ -68,8 +69,14 @@ func (g *replGroup) fillUntilSwitch(prefix string, n, more int) map[string][]byt
 func TestBuildIndexSecondFailoverKeepsWrites(t *testing.T) {
 	rng := rand.New(rand.NewPCG(testseed.Seed(t), 31))
 	var hold atomic.Bool
+	var partial atomic.Int32
 	release := make(chan struct{})
-	g := newReplGroup(t, 64, []Mode{BuildIndex, BuildIndex}, map[int]func(*Command) error{1: func(c *Command) error {
+	g := newReplGroup(t, 1000, []Mode{BuildIndex, BuildIndex}, map[int]func(*Command) error{0: func(c *Command) error {
+		if hold.Load() && c.Kind == CmdFlush && !c.Sealed {
+			partial.Add(1)
+		}
+		return nil
+	}, 1: func(c *Command) error {
 		if hold.Load() && c.Kind == CmdFlush {
 			<-release
 			return errors.New("test: the primary died before this flush reached backup 1")
@@ -77,6 +84,9 @@ func TestBuildIndexSecondFailoverKeepsWrites(t *testing.T) {
 		return nil
 	}})
 	model := g.write(rng, 4, 1500, 2400)
+	if err := g.pr.Compact(); err != nil { // L0 empty: the writes below flush no part of a segment
+		t.Fatal(err)
+	}
 	g.settle()
 	hold.Store(true)
 	// Backup 1's flushes stall from here: the primary fills a segment and
@@ -87,6 +97,9 @@ func TestBuildIndexSecondFailoverKeepsWrites(t *testing.T) {
 	}
 	if err := g.pr.WaitIdle(); err != nil {
 		t.Fatal(err)
+	}
+	if n := partial.Load(); n != 0 {
+		t.Fatalf("%d partial flushes while the fault was armed: not the regime this test is for", n)
 	}
 	close(release)
 	g.failPrimary()
