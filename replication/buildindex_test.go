@@ -57,17 +57,12 @@ func (g *replGroup) fillUntilSwitch(prefix string, n, more int) map[string][]byt
 	return model
 }
 
-// TestBuildIndexSecondFailoverKeepsWrites: backup 1 lags (the primary's
-// flushes to it stall: it holds the records in its buffer, applied up to an
-// older flush) when the primary dies with acknowledged writes in two
-// segments not flushed to it. Backup 0 is promoted and replays its buffer
-// into its own log — across its own segment switches. Backup 1, on a fresh
-// buffer, must end up with every acknowledged write: the new primary
-// catches it up from its handover (the old primary's records from backup
-// 1's point) rather than re-sending only its own tail, and without a
-// whole seed.
-func TestBuildIndexSecondFailoverKeepsWrites(t *testing.T) {
-	rng := rand.New(rand.NewPCG(testseed.Seed(t), 31))
+// g0StalledFailover runs a Build-Index group of two backups in which
+// backup 1's flushes stall (it holds the records in its buffer only) while
+// the primary fills a segment and goes on into the next, then fails the
+// primary and promotes backup 0 at epoch 4, which must hold every
+// acknowledged write.
+func g0StalledFailover(t *testing.T, rng *rand.Rand) (*replGroup, map[string][]byte, *engine.Region) {
 	var hold atomic.Bool
 	var partial atomic.Int32
 	release := make(chan struct{})
@@ -111,6 +106,26 @@ func TestBuildIndexSecondFailoverKeepsWrites(t *testing.T) {
 	if err := np.WaitIdle(); err != nil {
 		t.Fatal(err)
 	}
+	return g, model, np
+}
+
+// TestBuildIndexSecondFailoverKeepsWrites: backup 1 lags (the primary's
+// flushes to it stall: it holds the records in its buffer, applied up to an
+// older flush) when the primary dies with acknowledged writes in two
+// segments not flushed to it. Backup 0 is promoted and replays its buffer
+// into its own log — across its own segment switches. Backup 1, on a fresh
+// buffer, must end up with every acknowledged write: the new primary
+// catches it up from its handover (the old primary's records from backup
+// 1's point) rather than re-sending only its own tail, and without a
+// whole seed.
+func TestBuildIndexSecondFailoverKeepsWrites(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 31))
+	g, model, np := g0StalledFailover(t, rng)
+	// The last records' WRITEs to backup 1 never landed (in flight when
+	// the primary died): only the promoted backup has them, and it has
+	// applied them, so backup 1 must get them from its handover.
+	lost := loseTail(t, g.reps[1], 2000)
+	t.Logf("backup 1's buffer lost the tail from offset %d", lost)
 	var sent kindCounter
 	g.linkFail = map[int]func(*Command) error{0: sent.fail}
 	g.handover = g.reps[0].Handover()
@@ -120,6 +135,9 @@ func TestBuildIndexSecondFailoverKeepsWrites(t *testing.T) {
 	}
 	if n := sent.get(CmdReset); n != 0 {
 		t.Fatalf("backup 1 was seeded whole (sent %v): the handover was not used", sent.n)
+	}
+	if n := sent.get(CmdFlush); n == 0 {
+		t.Fatalf("backup 1 got no catch-up flush (sent %v)", sent.n)
 	}
 	g.settle()
 	checkContent(t, "backup 1 after the failover", g.reps[0].Region(), model)
@@ -277,4 +295,49 @@ func TestBuildIndexFlushOfAnotherStreamRefused(t *testing.T) {
 	if !errors.Is(err, ErrOutOfSync) {
 		t.Fatalf("B's flush: %v, want ErrOutOfSync", err)
 	}
+}
+
+// TestBuildIndexNewPrimaryHelloKeepsBufferedWrites: as above, backup 1
+// holds acknowledged writes only in its buffer when the primary dies. The
+// promoted backup's hello replaces backup 1's buffer (the old primary is
+// fenced), and the promoted backup dies before its stream caught backup 1
+// up: backup 1, promoted next, must still hold every acknowledged write —
+// it applied its old buffer before letting it go.
+func TestBuildIndexNewPrimaryHelloKeepsBufferedWrites(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 33))
+	g, model, _ := g0StalledFailover(t, rng)
+	if err := g.reps[1].SetBuffer(make([]byte, 2*mirrorSeg)); err != nil { // the new primary's hello
+		t.Fatal(err)
+	}
+	if err := g.bvs[0].Close(); err != nil { // the new primary dies
+		t.Fatal(err)
+	}
+	np, err := g.reps[1].Promote(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkContent(t, "backup 1 promoted after the second failure", np, model)
+}
+
+// loseTail zeroes the last n bytes of verified records in the newest half
+// of rep's buffer, as if their WRITEs never landed, and returns where the
+// records now end.
+func loseTail(t *testing.T, rep *Replica, n int64) int64 {
+	t.Helper()
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	hs := rep.halves()
+	if len(hs) == 0 {
+		t.Fatal("no buffer half names the region")
+	}
+	h := hs[len(hs)-1]
+	if h.end-n <= engine.SegmentHeaderSize {
+		t.Fatalf("the tail half holds only %d bytes", h.end)
+	}
+	clear(h.img[h.end-n : h.end])
+	end := engine.TailEnd(h.img, h.m.Seq)
+	if end >= h.end {
+		t.Fatalf("records still end at %d", end)
+	}
+	return end
 }

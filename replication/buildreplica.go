@@ -2,6 +2,7 @@ package replication
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/tebis-go/tebis/engine"
 )
@@ -189,6 +190,47 @@ func applyWhole(region *engine.Region, seq uint64, img []byte, end int64) error 
 	}
 	_, err := NewApplier(region, seq, engine.SegmentHeaderSize).Apply(img, end)
 	return err
+}
+
+// foldBuffer applies the records of the buffer's halves that continue
+// the backup's point, oldest first, and stops at the first that does not
+// (it holds nothing after the point, or not from this point's log).
+// Called with r.mu held, the buffer revoked.
+func (r *Replica) foldBuffer() {
+	if !r.agreed {
+		return
+	}
+	halves := r.halves()
+	for _, h := range halves {
+		if h.m.Index < r.applied.Index || (h.m.Index == r.applied.Index && r.sealed) {
+			continue
+		}
+		if r.applyImage(h.m.Segment, h.m.Seq, h.img, engine.SegmentHeaderSize, h.end, h.older) != nil {
+			return
+		}
+	}
+}
+
+// halves reads the buffer halves that name this region, in log order;
+// every one but the newest is marked older (it ends where its segment was
+// sealed: the mirror's switch waited for its WRITEs). Called with r.mu
+// held.
+func (r *Replica) halves() []promoteHalf {
+	id := r.region.Desc().ID
+	var out []promoteHalf
+	for h := range 2 {
+		img := r.buf[int64(h)*r.segSize : int64(h+1)*r.segSize]
+		m, ok := decodeMarker(img)
+		if !ok || m.Region != id {
+			continue
+		}
+		out = append(out, promoteHalf{m: m, img: img, end: engine.TailEnd(img, m.Seq)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].m.Index < out[j].m.Index })
+	for i := range out {
+		out[i].older = i < len(out)-1
+	}
+	return out
 }
 
 // Handover is what Promote kept of a Build-Index backup's old primary's

@@ -89,13 +89,20 @@ type promoteHalf struct {
 }
 
 // SetBuffer replaces the buffer the primary's mirror writes into (a new
-// primary gets a fresh registered buffer; the old one was revoked).
+// primary gets a fresh registered buffer; the old one was revoked). A
+// Build-Index backup first applies what the old buffer holds after its
+// point (records its primary may have acknowledged, never flushed to it):
+// discarded, they would be on no backup until the new primary's stream
+// caught it up.
 func (r *Replica) SetBuffer(buf []byte) error {
 	if int64(len(buf)) < 2*r.segSize {
 		return fmt.Errorf("replication: replica buffer of %d bytes, want %d", len(buf), 2*r.segSize)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.mode == BuildIndex {
+		r.foldBuffer()
+	}
 	r.buf = buf
 	return nil
 }
