@@ -347,6 +347,10 @@ func (r *Region) Levels() []LevelInfo {
 type LogSegment struct {
 	Segment, Seq, Primary uint64
 	End                   int64
+	// Index is the segment's position in the region's log (consecutive
+	// segments have consecutive indexes; a gap is a freed segment). Not
+	// part of any wire or state encoding.
+	Index uint64
 }
 
 // LogSegments lists the region's log, oldest first.
@@ -356,7 +360,7 @@ func (r *Region) LogSegments() []LogSegment {
 	defer l.mu.Unlock()
 	out := make([]LogSegment, 0, len(l.segs))
 	for _, s := range l.segs {
-		out = append(out, LogSegment{Segment: s.seg, Seq: s.recordSeq(), Primary: s.primary, End: s.end})
+		out = append(out, LogSegment{Segment: s.seg, Seq: s.recordSeq(), Primary: s.primary, End: s.end, Index: s.idx})
 	}
 	return out
 }

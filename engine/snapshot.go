@@ -54,7 +54,7 @@ func (r *Region) Snapshot() (*Snapshot, error) {
 	l := r.log
 	l.mu.Lock()
 	for _, ls := range l.segs {
-		s.Logs = append(s.Logs, LogSegment{Segment: ls.seg, Seq: ls.recordSeq(), Primary: ls.primary, End: ls.end})
+		s.Logs = append(s.Logs, LogSegment{Segment: ls.seg, Seq: ls.recordSeq(), Primary: ls.primary, End: ls.end, Index: ls.idx})
 		if ls.idx == idx {
 			s.RP = LogPoint{Segment: ls.seg, Offset: off}
 		}

@@ -28,6 +28,7 @@ func (s *Server) promote(r regionmap.Region, b *backupRegion) (*engine.Region, e
 	if err != nil {
 		return nil, err
 	}
+	s.startBuildLog(r.ID, b.rep.Handover())
 	s.replMu.Lock()
 	delete(s.backups, r.ID)
 	s.replMu.Unlock()
@@ -88,12 +89,6 @@ func (s *Server) stopDeposed(old, next *routing) {
 func (s *Server) reportJoins(r regionmap.Region, p *primaryRepl) {
 	c := s.cluster
 	if c == nil || len(r.Joining) == 0 {
-		return
-	}
-	if s.replMode(s.state.Load().m) == replication.BuildIndex {
-		// Nothing seeds a Build-Index backup: it holds only what arrives
-		// from now on, so it must never count as a full copy.
-		s.log.Warn("build-index groups are not healed: joining backups stay joining", zap.Uint64("region", r.ID), zap.Strings("joining", r.Joining))
 		return
 	}
 	for _, name := range r.Joining {

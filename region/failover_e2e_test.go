@@ -53,7 +53,13 @@ func startManaged(t *testing.T, n int) *managed {
 
 func startManagedL0(t *testing.T, n int, l0 string, extra ...string) *managed {
 	t.Helper()
-	return startManagedSpec(t, managedSpec{servers: n, replicas: 3, masters: 1,
+	return startManagedInit(t, n, l0, nil, extra...)
+}
+
+// startManagedInit is startManagedL0 with more `cluster init` arguments.
+func startManagedInit(t *testing.T, n int, l0 string, init []string, extra ...string) *managed {
+	t.Helper()
+	return startManagedSpec(t, managedSpec{servers: n, replicas: 3, masters: 1, initArgs: init,
 		serverArgs: append([]string{"--segment-size", "64KiB", "--l0-pairs", l0, "--growth-factor", "2"}, extra...)})
 }
 
@@ -65,6 +71,7 @@ type managedSpec struct {
 	replication       string   // send-index or build-index ("": the cluster default)
 	serverArgs        []string // after the test defaults: they win
 	transport         string   // the test's clients ("": shm)
+	initArgs          []string // more `cluster init` arguments
 }
 
 // startManagedSpec starts ZooKeeper, the masters, the servers (regions
@@ -89,6 +96,7 @@ func startManagedSpec(t *testing.T, spec managedSpec) *managed {
 	if spec.replication != "" {
 		init = append(init, "--replication", spec.replication)
 	}
+	init = append(init, spec.initArgs...)
 	out, err := exec.Command(proctest.Binary(t), init...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("cluster init: %v\n%s", err, out)
@@ -510,8 +518,18 @@ func healed(m *regionmap.Map) bool {
 // and seeded, its stale backup copies are seeded again, and the groups are
 // full again before the next round. Every acknowledged write survives all
 // rounds; the time to serve again is logged per kill.
-func TestE2ERepeatedFailover(t *testing.T) {
-	c := startManagedL0(t, 3, "50")
+func TestE2ERepeatedFailover(t *testing.T) { repeatedFailover(t, nil) }
+
+// TestE2ERepeatedFailoverBuildIndex: the same in Build-Index mode: each
+// round's promoted primary catches the remaining backup up (its handover)
+// and the restarted server, joining, is seeded and reported joined, so the
+// group heals before the next kill.
+func TestE2ERepeatedFailoverBuildIndex(t *testing.T) {
+	repeatedFailover(t, []string{"--replication", "build-index"})
+}
+
+func repeatedFailover(t *testing.T, init []string) {
+	c := startManagedInit(t, 3, "50", init)
 	rng := rand.New(rand.NewPCG(testseed.Seed(t), 22))
 	preload := writeRandom(t, c.cl, rng, 800)
 	var keys []string

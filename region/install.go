@@ -87,6 +87,11 @@ func (s *Server) installRegion(m *regionmap.Map, r regionmap.Region, old, next *
 			return err
 		}
 		delete(s.resumed, r.ID) // a new handle, held until attached
+		if s.replMode(m) == replication.BuildIndex {
+			// An ordinary region whose compactions and GC run: quiesced
+			// for its attach like a serving one.
+			s.resumed[r.ID] = true
+		}
 	case old != nil && old.hosted[r.ID] != nil:
 		// Still its primary: a group change under a new epoch needs
 		// nothing here (dead backups were dropped by the shipper already;
@@ -113,6 +118,7 @@ func (s *Server) installRegion(m *regionmap.Map, r regionmap.Region, old, next *
 		if err != nil {
 			return fmt.Errorf("open: %w", err)
 		}
+		s.startBuildLog(r.ID, nil) // a new primaryship
 	}
 	if !attached && (len(r.Group()) > 0 || p != nil) { // p: a stream to retire (an emptied group)
 		next.attaching[r.ID] = true

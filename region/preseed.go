@@ -28,8 +28,8 @@ type preKey struct {
 }
 
 // preseedsOf returns the pre-seeds done for r's joining backups, or nil
-// when joining backups of m are seeded at attach instead (a static map, or
-// Build-Index, which is never seeded).
+// when joining backups of m are seeded at attach instead, with writes held
+// (a static map, or Build-Index: docs/failover.md "Build-Index groups").
 func (s *Server) preseedsOf(m *regionmap.Map, r regionmap.Region) map[string]*replication.Preseeded {
 	if s.cluster == nil || s.replMode(m) != replication.SendIndex {
 		return nil

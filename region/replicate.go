@@ -434,7 +434,8 @@ func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region)
 	if s.cluster != nil {
 		onDrop = func(name string, _ error) { s.reportDropped(r, name) }
 	}
-	p.shipper, err = replication.NewShipper(replication.ShipperConfig{Region: er, Epoch: r.Epoch, Mode: s.replMode(m),
+	logID, handover := s.buildLogOf(r.ID)
+	p.shipper, err = replication.NewShipper(replication.ShipperConfig{Region: er, Epoch: r.Epoch, Mode: s.replMode(m), LogID: logID, Handover: handover,
 		SegSize: s.vol.SegmentSize(), Mirror: p.mirror, Links: links, Credits: s.cfg.ReplicationCredits, Log: s.log.Named("replication"),
 		Rebase: s.takeRebase(r.ID, er), OnDrop: onDrop, Strict: s.cluster != nil, Preseeded: pre})
 	if err != nil {

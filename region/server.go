@@ -37,8 +37,9 @@ type Server struct {
 	peers     map[string]*ring.Client  // command rings to backup servers, by address
 	replCQ    *rdma.CQ
 	replStop  context.CancelFunc
-	replRing  *ring.Server    // serves replication commands (their own workers)
-	promoted  map[uint64]bool // regions promoted in this process whose backups have not rebased yet
+	replRing  *ring.Server        // serves replication commands (their own workers)
+	promoted  map[uint64]bool     // regions promoted in this process whose backups have not rebased yet
+	buildLogs map[uint64]buildLog // Build-Index: hosted regions' log identities (buildindex.go)
 	// logsReported: (region, epoch) whose log position this backup
 	// reported after its primary failed. Under replMu.
 	logsReported map[[2]uint64]bool

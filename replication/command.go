@@ -59,12 +59,23 @@ const (
 	// CmdReset: the first command of a seed: the backup empties its copy
 	// of the region (levels and log); the primary then sends its sealed
 	// log (flushes with data) and every level (as compactions from L0).
+	// A Build-Index backup deletes every key of its region instead.
 	CmdReset
 	// CmdInSync: the last command of a stream's attach, sent once the
 	// backup holds everything acknowledged before the stream (the re-sent
 	// tail, the catch-up or seed): its copy is complete from here until a
 	// reset, a rebase or a new buffer (Replica.Complete).
 	CmdInSync
+	// CmdPairs (Build-Index): Data (EncodePairs) is live key/value pairs
+	// of the primary, put into the backup's region in order: a seed.
+	CmdPairs
+	// CmdApplyFrom (Build-Index): Data (Applied.Encode) is the point of
+	// a primary's log the backup's region holds everything before, from
+	// which its flushes continue: every Build-Index stream names it after
+	// the check (the backup's own point, or after a seed the tail's end,
+	// or after a catch-up from an old primary's records the promoted
+	// region's own point). Flushes before it are refused.
+	CmdApplyFrom
 )
 
 func (k CmdKind) String() string {
@@ -87,6 +98,10 @@ func (k CmdKind) String() string {
 		return "reset"
 	case CmdInSync:
 		return "in-sync"
+	case CmdPairs:
+		return "pairs"
+	case CmdApplyFrom:
+		return "apply-from"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(k))
 }
@@ -184,7 +199,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 		End: int64(le.Uint64(b[48:])), Root: le.Uint64(b[56:]), Height: le.Uint32(b[64:]),
 		Pairs: int64(le.Uint64(b[72:])), KVBytes: int64(le.Uint64(b[80:])), Nodes: int64(le.Uint64(b[88:])),
 		RPSeg: le.Uint64(b[96:]), RPOff: int64(le.Uint64(b[104:]))}
-	if c.Kind < CmdFlush || c.Kind > CmdInSync || b[5]&^3 != 0 || c.Half > 1 {
+	if c.Kind < CmdFlush || c.Kind > CmdApplyFrom || b[5]&^3 != 0 || c.Half > 1 {
 		return nil, fmt.Errorf("%w: kind %d flags %#x half %d", ErrMalformed, b[4], b[5], c.Half)
 	}
 	n := int(le.Uint32(b[68:]))
@@ -201,7 +216,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 		}
 	}
 	if rest := b[cmdFixed+8*n:]; len(rest) > 0 {
-		if c.Kind != CmdIndexSegment && c.Kind != CmdCheck && c.Kind != CmdFlush && c.Kind != CmdRebase {
+		if c.Kind != CmdIndexSegment && c.Kind != CmdCheck && c.Kind != CmdFlush && c.Kind != CmdRebase && c.Kind != CmdPairs && c.Kind != CmdApplyFrom {
 			return nil, fmt.Errorf("%w: %s with %d data bytes", ErrMalformed, c.Kind, len(rest))
 		}
 		c.Data = rest

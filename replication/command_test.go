@@ -32,6 +32,8 @@ func goldenCommands() []*Command {
 		{Kind: CmdRebase, Region: 7, Epoch: 4, Data: EncodeRebase([]RebasePair{{Old: 12, Seq: 99, New: 30}, {Old: 13, Seq: 100, New: 31}})},
 		{Kind: CmdReset, Region: 7, Epoch: 5},
 		{Kind: CmdInSync, Region: 7, Epoch: 5},
+		{Kind: CmdPairs, Region: 7, Epoch: 5, Data: EncodePairs(EncodePairs(nil, []byte("k1"), []byte("v1")), []byte("k2"), nil)},
+		{Kind: CmdApplyFrom, Region: 7, Epoch: 5, Data: Applied{Position: Position{Log: 0xfeed, Index: 3, Segment: 13, Seq: 100, Off: 4096}, Sealed: true}.Encode()},
 	}
 }
 
@@ -71,7 +73,7 @@ func TestDecodeCommandRejects(t *testing.T) {
 	cases := map[string][]byte{
 		"short":            good[:cmdFixed-1],
 		"magic":            append([]byte{0}, good[1:]...),
-		"kind":             patch(good, 4, 10),
+		"kind":             patch(good, 4, uint8(CmdApplyFrom)+1),
 		"flags":            patch(good, 5, 4),
 		"half":             patch(good, 6, 2),
 		"reserved":         patch(good, 12, 1),

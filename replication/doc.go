@@ -9,7 +9,11 @@
 //     concurrent use; Append and Switch in log order);
 //   - the Build-Index backup's Applier: records read from the mirrored
 //     image (checksums seeded with the primary segment's sequence) and
-//     applied in log order to the backup's own region;
+//     applied in log order to the backup's own region, from a point of
+//     the primary's log (Position: log identity, index, segment, seq,
+//     offset) that every stream agrees on first (planBuild: caught up
+//     from the primary's log or a promoted primary's Handover, or seeded
+//     whole);
 //   - the backup's translation core (paper §3.3): the log map (primary log
 //     segment -> backup log segment, valid while the primary stays the
 //     same), the index map (primary index segment -> backup segment, valid

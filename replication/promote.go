@@ -25,27 +25,27 @@ func (r *Replica) Promote(epoch uint64) (*engine.Region, error) {
 	}
 	r.abortLocked()
 	id := r.region.Desc().ID
-	type half struct {
-		m   Marker
-		img []byte
-		end int64
-	}
-	var halves []half
+	var halves []promoteHalf
 	for h := range 2 {
 		img := r.buf[int64(h)*r.segSize : int64(h+1)*r.segSize]
 		m, ok := decodeMarker(img)
 		if !ok || m.Region != id {
 			continue
 		}
-		halves = append(halves, half{m: m, img: img, end: engine.TailEnd(img, m.Seq)})
+		halves = append(halves, promoteHalf{m: m, img: img, end: engine.TailEnd(img, m.Seq)})
 	}
 	sort.Slice(halves, func(i, j int) bool { return halves[i].m.Seq < halves[j].m.Seq })
 	if r.mode == BuildIndex {
-		for _, h := range halves {
-			if err := r.applyHalf(h.m, h.img, h.end); err != nil {
-				return nil, err
-			}
+		// In log order; every half but the newest ends where its segment
+		// was sealed (the switch to the next one waited for its WRITEs).
+		sort.Slice(halves, func(i, j int) bool { return halves[i].m.Index < halves[j].m.Index })
+		for i := range halves {
+			halves[i].older = i < len(halves)-1
 		}
+		if err := r.promoteBuild(halves); err != nil {
+			return nil, err
+		}
+		r.epoch = epoch
 		return r.region, nil
 	}
 	var tail *engine.PromoteTail
@@ -79,35 +79,30 @@ func (r *Replica) Promote(epoch uint64) (*engine.Region, error) {
 	return region, nil
 }
 
-// applyHalf applies a Build-Index backup's buffered records of one
-// segment that were never flushed to it.
-func (r *Replica) applyHalf(m Marker, img []byte, end int64) error {
-	if r.applier == nil || r.applySeg != m.Segment {
-		if r.applier == nil {
-			r.applier = NewApplier(r.region, m.Seq, engine.SegmentHeaderSize)
-		} else {
-			r.applier.Next(m.Seq, engine.SegmentHeaderSize)
-		}
-		r.applySeg, r.appliedTo = m.Segment, engine.SegmentHeaderSize
-	}
-	if end <= r.appliedTo {
-		return nil
-	}
-	if _, err := r.applier.Apply(img, end); err != nil {
-		return err
-	}
-	r.appliedTo = end
-	return nil
+// promoteHalf is a buffer half a promotion reads: its marker, image and
+// the end of its verified records; older: not the newest half.
+type promoteHalf struct {
+	m     Marker
+	img   []byte
+	end   int64
+	older bool
 }
 
 // SetBuffer replaces the buffer the primary's mirror writes into (a new
-// primary gets a fresh registered buffer; the old one was revoked).
+// primary gets a fresh registered buffer; the old one was revoked). A
+// Build-Index backup first applies what the old buffer holds after its
+// point (records its primary may have acknowledged, never flushed to it):
+// discarded, they would be on no backup until the new primary's stream
+// caught it up.
 func (r *Replica) SetBuffer(buf []byte) error {
 	if int64(len(buf)) < 2*r.segSize {
 		return fmt.Errorf("replication: replica buffer of %d bytes, want %d", len(buf), 2*r.segSize)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.mode == BuildIndex {
+		r.foldBuffer()
+	}
 	r.buf = buf
 	r.incomplete = true // the records of the old buffer are not in this one
 	return nil

@@ -220,8 +220,12 @@ func (g *replGroup) follow(np *engine.Region, epoch uint64, reps []*Replica, reb
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	sh, err := NewShipper(ShipperConfig{Region: np, Epoch: epoch, Mode: SendIndex, SegSize: mirrorSeg, Mirror: m,
-		Links: links, Credits: 2, Rebase: rebase, Log: zaptest.NewLogger(t), Strict: g.strict, OnDrop: g.onDrop, Preseeded: g.preseeded})
+	if np != g.pr {
+		g.logID++ // a new primaryship
+	}
+	sh, err := NewShipper(ShipperConfig{Region: np, Epoch: epoch, Mode: g.modes[0], SegSize: mirrorSeg, Mirror: m,
+		Links: links, Credits: 2, Rebase: rebase, Log: zaptest.NewLogger(t), Strict: g.strict, OnDrop: g.onDrop, Preseeded: g.preseeded,
+		LogID: g.logID, Handover: g.handover})
 	if err != nil {
 		t.Fatal(err)
 	}

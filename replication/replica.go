@@ -73,10 +73,17 @@ type Replica struct {
 	// a reset, a rebase or a new buffer until the primary's CmdInSync).
 	incomplete bool
 
-	// Build-Index: records applied so far.
-	applier   *Applier
-	applySeg  uint64
-	appliedTo int64
+	// Build-Index: the point of the primary's log the region holds
+	// everything before (known: set by CmdApplyFrom, moved by flushes),
+	// whether its segment was flushed sealed up to it, the epoch of the
+	// stream whose check it answered last (flushes of another stream are
+	// refused), and after Promote what the other backups may need.
+	applied  Position
+	known    bool
+	sealed   bool
+	stream   uint64
+	agreed   bool // the stream named its starting point
+	handover *Handover
 }
 
 // logID names a primary's log segment: its number and the allocation
@@ -137,6 +144,9 @@ func (r *Replica) Reply(c *Command) ([]byte, error) {
 	if c.Kind == CmdCheck && r.mode == SendIndex {
 		return EncodeState(State{Logs: backupLogs(r.region), Levels: r.region.Levels(), RP: regionRP(r.region)}), nil
 	}
+	if c.Kind == CmdCheck {
+		return r.appliedReply(), nil
+	}
 	return nil, nil
 }
 
@@ -169,10 +179,7 @@ func (r *Replica) Handle(c *Command) error {
 		return nil
 	}
 	if r.mode == BuildIndex {
-		if c.Kind == CmdFlush {
-			return r.applyRecords(c)
-		}
-		return nil // the backup compacts and frees on its own
+		return r.handleBuild(c)
 	}
 	switch c.Kind {
 	case CmdFlush:
@@ -226,30 +233,6 @@ func (r *Replica) Handle(c *Command) error {
 		return checkState(r.region, r.segSize, st)
 	}
 	return fmt.Errorf("%w: kind %d", ErrMalformed, c.Kind)
-}
-
-// applyRecords applies the records of a flushed segment part (Build-Index).
-func (r *Replica) applyRecords(c *Command) error {
-	if r.applier == nil || r.applySeg != c.Segment {
-		if r.applier == nil {
-			r.applier = NewApplier(r.region, c.Seq, engine.SegmentHeaderSize)
-		} else {
-			r.applier.Next(c.Seq, engine.SegmentHeaderSize)
-		}
-		r.applySeg, r.appliedTo = c.Segment, engine.SegmentHeaderSize
-	}
-	if c.End <= r.appliedTo {
-		return nil
-	}
-	if c.End >= r.segSize {
-		return fmt.Errorf("%w: flush up to %d of a %d-byte segment", ErrMalformed, c.End, r.segSize)
-	}
-	h := int64(c.Half) * r.segSize
-	if _, err := r.applier.Apply(r.buf[h:h+r.segSize], c.End); err != nil {
-		return err
-	}
-	r.appliedTo = c.End
-	return nil
 }
 
 // indexSegment rewrites and writes one shipped segment.

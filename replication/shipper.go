@@ -51,7 +51,16 @@ type ShipperConfig struct {
 	// served: failing the check, they get only what changed since (a
 	// full seed if that fails too).
 	Preseeded map[string]*Preseeded
-	Log       *zap.Logger
+	// LogID (Build-Index) names this primaryship's log: backups name the
+	// point they applied up to by it, so it must stay the same across the
+	// streams of one primaryship (re-attaches) and never be reused for
+	// another (0: every backup is seeded whole).
+	LogID uint64
+	// Handover (Build-Index), for a region promoted from a backup
+	// (Replica.Handover): the old primary's records the other backups may
+	// lack are caught up from it.
+	Handover *Handover
+	Log      *zap.Logger
 }
 
 // Shipper is the primary side of one region's replication: it is the
@@ -172,6 +181,19 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 			s.mu.Lock()
 			b.queue = catch
 			s.mu.Unlock()
+		}
+		if cfg.Mode == BuildIndex {
+			// Checked, then caught up or seeded, before anything else,
+			// while the region is still.
+			if err := s.startBuild(l, id, cfg.Epoch); err != nil {
+				s.mu.Lock()
+				b.dead = true
+				s.mu.Unlock()
+				err = fmt.Errorf("replication: backup %s: %w", name, err)
+				cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", id), zap.String("backup", name), zap.Error(err))
+				cfg.Mirror.Drop(name, err)
+				continue
+			}
 		}
 		s.wg.Add(1)
 		go s.run(b)
