@@ -21,7 +21,15 @@ type Iterator struct {
 
 // Scan returns an iterator over keys in [start, end) (nil bounds are open,
 // and are clipped to the region's range).
-func (r *Region) Scan(start, end []byte) *Iterator {
+func (r *Region) Scan(start, end []byte) *Iterator { return r.scan(start, end, true) }
+
+// ScanUnreplicated is Scan without the wait for L0 records to be
+// replicated: it also yields writes not (or not yet) acknowledged. It is
+// for copying the region to a new backup (a seed) while its writes are
+// held and no stream is attached; never for answering clients.
+func (r *Region) ScanUnreplicated(start, end []byte) *Iterator { return r.scan(start, end, false) }
+
+func (r *Region) scan(start, end []byte, wait bool) *Iterator {
 	if start == nil || (r.desc.Start != nil && string(start) < string(r.desc.Start)) {
 		start = r.desc.Start
 	}
@@ -41,7 +49,7 @@ func (r *Region) Scan(start, end []byte) *Iterator {
 	it.ver = r.cur
 	it.ver.refs.Add(1)
 	r.mu.Unlock()
-	if l0 {
+	if l0 && wait {
 		// Every L0 record precedes the log's current end (appends hold r.mu).
 		if err := r.waitCommitted(r.log.pos()); err != nil {
 			r.release(it.ver)

@@ -94,7 +94,9 @@ func (s *Shipper) seedBuild(send sendFunc, from Position) error {
 	if err := send(&Command{Kind: CmdReset}); err != nil {
 		return err
 	}
-	it := s.cfg.Region.Scan(nil, nil)
+	// The region is still and no stream is attached (the old one retired
+	// refuses): copy what it holds, acknowledged or not, without waiting.
+	it := s.cfg.Region.ScanUnreplicated(nil, nil)
 	limit := int(s.cfg.SegSize / 2)
 	var batch []byte
 	for it.Next() {
