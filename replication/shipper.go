@@ -36,8 +36,9 @@ type ShipperConfig struct {
 	// answer in time is dropped.
 	Timeout time.Duration
 	// Rebase, for a region promoted from a backup (PromotedPairs), is sent
-	// to every Send-Index backup before the check: their log maps still
-	// name the old primary's segments.
+	// to every Send-Index backup not in Preseeded before the check: their
+	// log maps still name the old primary's segments (a pre-seeded one's
+	// name this primary's).
 	Rebase []RebasePair
 	// OnDrop, if set, is called (on a goroutine of its own) for every
 	// backup dropped from the stream.
@@ -144,8 +145,11 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 			// the end of the log is caught up from the primary's log
 			// first; one that missed more (or a new one) is seeded; one
 			// that cannot be reached or seeded is dropped.
-			catch, err := s.checkBackup(l, check, true)
-			if pre := cfg.Preseeded[name]; err != nil && pre != nil {
+			// A pre-seeded backup's log already names this primary's
+			// segments: the promotion's rebase is not for it.
+			pre := cfg.Preseeded[name]
+			catch, err := s.checkBackup(l, check, pre == nil)
+			if err != nil && pre != nil {
 				if err = s.seedDelta(l, check.Region, check.Epoch, pre); err == nil {
 					catch, err = s.checkBackup(l, check, false)
 				}
