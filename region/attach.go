@@ -109,9 +109,10 @@ func (s *Server) abortAttaches(m *regionmap.Map, known bool) {
 }
 
 // attachRegions attaches regions ids of st (hosted there, none with a job
-// in flight) and returns those it attached. Called with mapMu held; it
-// releases mapMu while it dials (steps above), so the caller must re-read
-// the published routing after it.
+// in flight), publishing each one's routing as soon as it is attached,
+// and returns those it attached. Called with mapMu held; it releases
+// mapMu while it dials (steps above), so the caller must re-read the
+// published routing after it.
 func (s *Server) attachRegions(st *routing, ids []uint64) (map[uint64]bool, error) {
 	attached := map[uint64]bool{}
 	var errs []error
@@ -127,43 +128,68 @@ func (s *Server) attachRegions(st *routing, ids []uint64) (map[uint64]bool, erro
 			jobs = append(jobs, j)
 		}
 	}
+	s.publishAttached(st, attached)
 	if len(jobs) == 0 {
 		return attached, errors.Join(errs...)
 	}
 	s.attachWG.Add(1)
+	defer s.attachWG.Done()
 	s.mapMu.Unlock()
-	var wg sync.WaitGroup
+	dialed := make(chan *attachJob, len(jobs))
 	for _, j := range jobs {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
 			j.dialed = s.dialGroup(j.ctx, j.m, j.r)
+			dialed <- j
 		}()
 	}
-	wg.Wait()
-	s.mapMu.Lock()
-	s.attachWG.Done()
-	cur := s.state.Load()
-	for _, j := range jobs {
-		if s.attachJobs[j.id] == j {
-			delete(s.attachJobs, j.id)
-		}
-		if !j.aborted && (s.closed.Load() || cur.hosted[j.id] != j.er || supersedes(j.r, cur.m.Region(j.id), s.cfg.Name, true)) {
-			j.abort()
-		}
-		if j.aborted {
-			j.dialed.close()
-			errs = append(errs, fmt.Errorf("region %d: %w", j.id, errSuperseded))
-			continue
-		}
-		j.cancel()
-		if err := s.finishAttach(j); err != nil {
+	// Each region goes on as soon as its own backups answered.
+	for range jobs {
+		j := <-dialed
+		s.mapMu.Lock()
+		err := s.finishJob(st, j)
+		if err == nil {
+			attached[j.id] = true
+			s.publishAttached(st, map[uint64]bool{j.id: true})
+		} else {
 			errs = append(errs, err)
-			continue
 		}
-		attached[j.id] = true
+		s.mapMu.Unlock()
 	}
+	s.mapMu.Lock()
 	return attached, errors.Join(errs...)
+}
+
+// finishJob ends job j once dialed: step 3, unless a newer map (or the
+// server's close) superseded it. Called with mapMu held.
+func (s *Server) finishJob(st *routing, j *attachJob) error {
+	if s.attachJobs[j.id] == j {
+		delete(s.attachJobs, j.id)
+	}
+	cur := s.state.Load()
+	if !j.aborted && (s.closed.Load() || cur.hosted[j.id] != j.er || supersedes(j.r, cur.m.Region(j.id), s.cfg.Name, true)) {
+		j.abort()
+	}
+	if j.aborted {
+		j.dialed.close()
+		return fmt.Errorf("region %d: %w", j.id, errSuperseded)
+	}
+	j.cancel()
+	return s.finishAttach(j)
+}
+
+// attachSoon attaches the regions waiting for it on a goroutine of its
+// own (a managed install returns without waiting for any backup).
+// Called with mapMu held.
+func (s *Server) attachSoon() {
+	s.attachWG.Add(1)
+	go func() {
+		defer s.attachWG.Done()
+		s.mapMu.Lock()
+		defer s.mapMu.Unlock()
+		if err := s.attachLocked(); err != nil {
+			s.log.Warn("regions still waiting for their backups", zap.Error(err))
+		}
+	}()
 }
 
 // prepareAttach is step 1 for region id of st: it returns the job to dial

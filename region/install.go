@@ -63,7 +63,12 @@ func (s *Server) install(m *regionmap.Map) error {
 	s.state.Store(next)
 	s.stopDeposed(old, next)
 	s.log.Info("region map installed", zap.Uint64("version", m.Version), zap.Int("hosted", len(next.hosted)))
-	if len(s.rings) > 0 { // listening: backups can be reached (Start attaches after listen)
+	switch {
+	case len(s.rings) == 0: // not listening yet: Start attaches after listen
+	case s.cluster != nil:
+		// Managed: the next map must not wait for this one's backups.
+		s.attachSoon()
+	default:
 		errs = append(errs, s.attachLocked())
 	}
 	return errors.Join(errs...)
@@ -179,8 +184,7 @@ func (s *Server) attachLocked() error {
 		}
 		return cmp.Compare(a, b)
 	})
-	attached, err := s.attachRegions(st, ids)
-	s.publishAttached(st, attached)
+	_, err := s.attachRegions(st, ids)
 	return err
 }
 
@@ -188,6 +192,9 @@ func (s *Server) attachLocked() error {
 // have replaced st while the backups were dialed) without the regions
 // attached from st in attaching. Called with mapMu held.
 func (s *Server) publishAttached(st *routing, attached map[uint64]bool) {
+	if len(attached) == 0 {
+		return
+	}
 	cur := s.state.Load()
 	next := *cur
 	next.attaching = maps.Clone(cur.attaching)

@@ -159,7 +159,6 @@ func (s *Server) attachPreseeded(id uint64, name string) {
 	}
 	attached, err := s.attachRegions(st, []uint64{id})
 	if attached[id] {
-		s.publishAttached(st, attached) // an install meanwhile may have marked it attaching
 		return
 	}
 	// Its old stream is retired: unavailable until the reattach loop
