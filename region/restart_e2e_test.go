@@ -1,0 +1,119 @@
+package region_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tebis-go/tebis/internal/testseed"
+)
+
+// regionProbe puts to one key of a region in a loop and records the
+// longest time between two acknowledged puts (the region's longest
+// unavailability as a client sees it).
+type regionProbe struct {
+	key     string
+	mu      sync.Mutex
+	last    time.Time
+	longest time.Duration
+	at      time.Time // when the longest gap ended
+}
+
+func (p *regionProbe) run(c *managed, stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	p.last = time.Now()
+	for seq := 0; ; seq++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		cc, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := c.cl.Put(cc, []byte(p.key), []byte(fmt.Sprint(seq)))
+		cancel()
+		if err != nil {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		now := time.Now()
+		p.mu.Lock()
+		if gap := now.Sub(p.last); gap > p.longest {
+			p.longest, p.at = gap, now
+		}
+		p.last = now
+		p.mu.Unlock()
+	}
+}
+
+// TestE2ETwoServersKilledRestarted: 3 servers, 3 regions, 3-way
+// Send-Index, clients writing to every region. Two servers are killed
+// (SIGKILL) at once and restarted right away, before their sessions
+// expire: the map still lists them when they come back. Every region must
+// serve again within the session timeout plus a few seconds (the
+// surviving server must not hold its regions, or its map installs, while
+// it dials backups that are restarting), and the groups heal. The servers'
+// logs are searched for the signs of attaches held up and of backups
+// seeded whole.
+func TestE2ETwoServersKilledRestarted(t *testing.T) {
+	c := startManagedL0(t, 3, "50")
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 31))
+	writeRandom(t, c.cl, rng, 600)
+	c.waitMap(t, "groups full", healed)
+	probes := []*regionProbe{{key: "k000001.u"}, {key: "k004000.u"}, {key: "k008000.u"}}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, p := range probes {
+		wg.Add(1)
+		go p.run(c, stop, &wg)
+	}
+	t.Cleanup(func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		wg.Wait()
+	})
+	time.Sleep(time.Second)
+	killed := time.Now()
+	var outs []string
+	for _, name := range []string{"rs2", "rs3"} {
+		c.servers[name].p.Kill()
+	}
+	time.Sleep(200 * time.Millisecond)
+	for _, name := range []string{"rs2", "rs3"} {
+		outs = append(outs, c.servers[name].p.Output(t))
+		c.servers[name].start(t)
+	}
+	m := c.waitMap(t, "groups full after the restarts", healed)
+	t.Logf("groups full again %v after the kill (map version %d)", time.Since(killed), m.Version)
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+	const bound = 1*time.Second + 5*time.Second // session timeout + a few seconds
+	var worst time.Duration
+	for _, p := range probes {
+		t.Logf("region of %s: longest unavailability %v (ended %v after the kill)", p.key, p.longest, p.at.Sub(killed))
+		worst = max(worst, p.longest)
+	}
+	for _, s := range c.servers {
+		outs = append(outs, s.p.Output(t))
+	}
+	all := strings.Join(outs, "\n")
+	for _, msg := range []string{"regions still waiting for their backups", "i/o timeout", "attach superseded",
+		"pre-seeded backup not brought up to date", "backup brought up to date after its pre-seed", "backup out of sync", "backup seeded"} {
+		t.Logf("%q: %d times in the servers' logs", msg, strings.Count(all, msg))
+	}
+	for _, line := range strings.Split(all, "\n") {
+		if strings.Contains(line, "backup out of sync") || strings.Contains(line, "not brought up to date") || (testing.Verbose() && strings.Contains(line, "replication") && !strings.Contains(line, "DEBUG")) {
+			t.Log(line)
+		}
+	}
+	if worst > bound {
+		t.Fatalf("a region was unavailable for %v, more than %v", worst, bound)
+	}
+}
