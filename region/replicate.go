@@ -340,6 +340,9 @@ func (s *Server) attachDialed(m *regionmap.Map, r regionmap.Region, er *engine.R
 	cq := d.cq
 	if len(backups) == 0 && len(p.pending) == len(r.Group()) {
 		// Only joining backups, none pre-seeded yet: nothing to wait for.
+		// None holds the old primary's segments: a promotion's rebase is
+		// for no one (the pre-seeds name this primary's segments).
+		s.takeRebase(r.ID, er)
 		s.log.Info("region serves alone until its joining backups are pre-seeded", zap.Uint64("region", r.ID), zap.Strings("joining", p.pending))
 		return p, nil
 	}

@@ -119,7 +119,8 @@ func logSigns(t *testing.T, all string) {
 		t.Logf("%q: %d times in the servers' logs", msg, strings.Count(all, msg))
 	}
 	for _, line := range strings.Split(all, "\n") {
-		if strings.Contains(line, "out of sync") || strings.Contains(line, "not brought up to date") {
+		if strings.Contains(line, "out of sync") || strings.Contains(line, "not brought up to date") ||
+			strings.Contains(line, "still waiting") || strings.Contains(line, "i/o timeout") || strings.Contains(line, "superseded") {
 			t.Log(line)
 		}
 	}
