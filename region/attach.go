@@ -186,7 +186,7 @@ func (s *Server) attachSoon() {
 		defer s.attachWG.Done()
 		s.mapMu.Lock()
 		defer s.mapMu.Unlock()
-		if err := s.attachLocked(); err != nil {
+		if err := s.attachLocked(); err != nil && !onlySuperseded(err) {
 			s.log.Warn("regions still waiting for their backups", zap.Error(err))
 		}
 	}()
@@ -349,4 +349,18 @@ func (s *Server) dialBackup(ctx context.Context, tr rdma.Transport, addr string,
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// onlySuperseded reports whether err (errors.Join of attach errors) holds
+// nothing but superseded attaches (logged when superseded: no warning).
+func onlySuperseded(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !onlySuperseded(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, errSuperseded)
 }

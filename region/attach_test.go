@@ -2,6 +2,7 @@ package region
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"sync"
@@ -38,6 +39,25 @@ func TestSupersedes(t *testing.T) {
 	} {
 		if got := supersedes(was, c.cur, "p", c.known); got != c.want {
 			t.Errorf("%s: supersedes %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestOnlySuperseded: attach errors that are all superseded attaches.
+func TestOnlySuperseded(t *testing.T) {
+	sup := fmt.Errorf("region 1: %w", errSuperseded)
+	other := errors.New("backup unreachable")
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{sup, true},
+		{errors.Join(sup, fmt.Errorf("region 2: %w", errSuperseded)), true},
+		{errors.Join(sup, other), false},
+		{other, false},
+	} {
+		if got := onlySuperseded(c.err); got != c.want {
+			t.Errorf("onlySuperseded(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
 }

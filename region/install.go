@@ -222,7 +222,7 @@ func (s *Server) reattach(ctx context.Context) {
 			continue
 		}
 		s.mapMu.Lock()
-		if err := s.attachLocked(); err != nil {
+		if err := s.attachLocked(); err != nil && !onlySuperseded(err) {
 			s.log.Warn("regions still waiting for their backups", zap.Error(err))
 		}
 		s.mapMu.Unlock()

@@ -163,7 +163,9 @@ func (s *Server) attachPreseeded(id uint64, name string) {
 	}
 	// Its old stream is retired: unavailable until the reattach loop
 	// attaches it, like any failed attach (unless a newer map took over).
-	s.log.Warn("attaching a pre-seeded backup failed", zap.Uint64("region", id), zap.Error(err))
+	if !onlySuperseded(err) {
+		s.log.Warn("attaching a pre-seeded backup failed", zap.Uint64("region", id), zap.Error(err))
+	}
 	cur := s.state.Load()
 	if cur.hosted[id] != st.hosted[id] {
 		return
