@@ -230,6 +230,11 @@ func (s *Server) handleReplicate(h *ring.ServerRequest) ring.Reply {
 		if errors.Is(err, replication.ErrStaleEpoch) {
 			return errorReply(wire.StatusStaleEpoch, "%v", err)
 		}
+		if errors.Is(err, replication.ErrOutOfSync) {
+			// An answer, not a failure: the primary catches it up or seeds it.
+			s.log.Info("replication command refused: this backup is out of sync", zap.Uint64("region", c.Region), zap.Stringer("kind", c.Kind), zap.Error(err))
+			return errorReply(wire.StatusInternal, "%v", err)
+		}
 		s.log.Error("replication command failed", zap.Uint64("region", c.Region), zap.Stringer("kind", c.Kind), zap.Error(err))
 		return errorReply(wire.StatusInternal, "%v", err)
 	}

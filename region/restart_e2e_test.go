@@ -167,6 +167,22 @@ func TestE2EPromotedBackupsInSync(t *testing.T) {
 		wg.Add(1)
 		go p.run(c, stop, &wg)
 	}
+	// Background writes over many keys: L0s fill, compactions and log
+	// frees are shipped while the primaries die.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			cc, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = c.cl.Put(cc, fmt.Appendf(nil, "k%06d.b", rng.IntN(9600)), fmt.Appendf(nil, "%d", i))
+			cancel()
+		}
+	}()
 	t.Cleanup(func() {
 		select {
 		case <-stop:
@@ -176,8 +192,9 @@ func TestE2EPromotedBackupsInSync(t *testing.T) {
 		wg.Wait()
 	})
 	var outs []string
-	for round := range 2 {
+	for round := range 3 {
 		m := c.waitMap(t, "groups full", healed)
+		time.Sleep(time.Second) // compactions under way
 		r := *m.Region(1)
 		victim := c.servers[r.Primary]
 		victim.p.Kill()

@@ -145,6 +145,9 @@ func (g *replGroup) attachPreseeded(rep *Replica, pre *Preseeded) *kindCounter {
 	if n := sent.get(CmdReset); n != 0 {
 		t.Fatalf("the attach seeded the pre-seeded backup whole (sent %v)", sent.n)
 	}
+	if n := sent.get(CmdCheck); n != 1 {
+		t.Fatalf("the attach checked the pre-seeded backup %d times (sent %v): it is brought up to date first, then checked once", n, sent.n)
+	}
 	return &sent
 }
 
@@ -188,6 +191,9 @@ func TestPreSeedPromotedPrimary(t *testing.T) {
 	}
 	if n := sent.get(CmdReset); n != 0 {
 		t.Fatalf("the attach seeded the pre-seeded backup whole (sent %v)", sent.n)
+	}
+	if n := sent.get(CmdCheck); n != 1 {
+		t.Fatalf("the attach checked the pre-seeded backup %d times (sent %v), want once", n, sent.n)
 	}
 	t.Logf("the attach sent %v", sent.n)
 	for k, v := range g.write(rng, 4, 400, 2400) {
