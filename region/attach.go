@@ -32,8 +32,8 @@ import (
 //     otherwise the connections are closed.
 //
 // An install whose map changes a region being attached (another primary,
-// epoch or group, or drops it) supersedes the job in step 1 terms: the
-// dials are cancelled and a quiesced region is released refusing writes
+// epoch or group, or drops it) supersedes the job before anything else:
+// the dials are cancelled and a quiesced region is released refusing writes
 // (its stream is retired), so an install never waits for a dial and never
 // demotes a region an attach holds still. Install then attaches it anew
 // for its own map if it still hosts it.

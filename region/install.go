@@ -43,12 +43,12 @@ func (s *Server) install(m *regionmap.Map) error {
 		s.log.Info("the region map is not for this run of the server yet: no roles", zap.Uint64("version", m.Version))
 		regions, known = nil, false
 	}
-	// Regions m moves away stop being served before anything else happens
-	// (depose.go: refuse first, detach after), in particular before one of
-	// them is reopened here as a backup.
 	// Attaches in flight for what m changes end now (attach.go): none
 	// of them may hold a region still or use a connection of the old map.
 	s.abortAttaches(m, known)
+	// Regions m moves away stop being served before anything else happens
+	// (depose.go: refuse first, detach after), in particular before one of
+	// them is reopened here as a backup.
 	old = s.depose(deposed(old, m, s.cfg.Name, known))
 	for _, r := range regions {
 		if err := s.installRegion(m, r, old, next); err != nil {
