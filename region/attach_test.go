@@ -182,3 +182,92 @@ func TestAttachHungBackupHoldsUpNothing(t *testing.T) {
 		t.Fatal("install of map 2 never returned")
 	}
 }
+
+// TestAttachRetriesBackupNotAnsweringYet: a re-attach dials a backup
+// whose socket accepts but whose server does not answer (it is
+// restarting); the backup then restarts on a fresh socket. The hanging
+// attempt gives up after dialAttempt and the next one attaches: within
+// about one bounded attempt, not after a whole handshake timeout (5 s for
+// shm) or replication_connect.
+func TestAttachRetriesBackupNotAnsweringYet(t *testing.T) {
+	dir := t.TempDir()
+	m := &regionmap.Map{Version: 1, Replication: "send-index",
+		Servers: []regionmap.Server{{Name: "p", Shm: filepath.Join(dir, "p.sock")}, {Name: "b", Shm: filepath.Join(dir, "b.sock")}},
+		Regions: []regionmap.Region{{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 1}}}
+	mapFile := filepath.Join(dir, "map.yaml")
+	if err := regionmap.WriteFile(mapFile, m); err != nil {
+		t.Fatal(err)
+	}
+	start := func(name string) *Server {
+		cfg := DefaultConfig()
+		cfg.Name, cfg.DataDir, cfg.TCP, cfg.Shm, cfg.MapFile = name, filepath.Join(dir, name), "", filepath.Join(dir, name+".sock"), mapFile
+		cfg.SegmentSize, cfg.L0Pairs, cfg.SyncMode = 64<<10, 64, "async"
+		cfg.ReplicationConnect = Duration(20 * time.Second)
+		s, err := Start(cfg, zaptest.NewLogger(t).Named(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	b := start("b")
+	p := start("p")
+	deadline := time.Now().Add(10 * time.Second)
+	for p.state.Load().attaching[1] {
+		if time.Now().After(deadline) {
+			t.Fatal("region 1 never attached to its backup")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// b's socket accepts again but nothing answers: b is restarting.
+	ln, err := net.Listen("unixpacket", filepath.Join(dir, "b.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	m2 := m.Clone()
+	m2.Version, m2.Regions[0].Epoch = 2, 2
+	installed := make(chan error, 1)
+	go func() { installed <- p.install(m2) }()
+	time.Sleep(500 * time.Millisecond) // an attempt is under way, hanging
+	ln.Close()                         // (removes the socket; the accepted connection stays, unanswered)
+	<-accepted
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	answering := time.Now()
+	start("b")
+	for p.state.Load().m.Version < 2 || p.state.Load().attaching[1] {
+		if time.Since(answering) > 20*time.Second {
+			t.Fatal("region 1 never attached to its restarted backup")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := time.Since(answering)
+	t.Logf("attached %v after the backup answers", took)
+	if took > dialAttempt+time.Second {
+		t.Fatalf("attached %v after the backup answers: a dial attempt hung past its bound", took)
+	}
+	if err := <-installed; err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	if err := p.state.Load().hosted[1].Put([]byte("k"), []byte("v")); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+}
