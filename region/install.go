@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -12,7 +13,6 @@ import (
 
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/region/regionmap"
-	"github.com/tebis-go/tebis/replication"
 )
 
 // Installing a region map: which regions this server serves as primary
@@ -43,6 +43,9 @@ func (s *Server) install(m *regionmap.Map) error {
 		s.log.Info("the region map is not for this run of the server yet: no roles", zap.Uint64("version", m.Version))
 		regions, known = nil, false
 	}
+	// Attaches in flight for what m changes end now (attach.go): none
+	// of them may hold a region still or use a connection of the old map.
+	s.abortAttaches(m, known)
 	// Regions m moves away stop being served before anything else happens
 	// (depose.go: refuse first, detach after), in particular before one of
 	// them is reopened here as a backup.
@@ -60,7 +63,12 @@ func (s *Server) install(m *regionmap.Map) error {
 	s.state.Store(next)
 	s.stopDeposed(old, next)
 	s.log.Info("region map installed", zap.Uint64("version", m.Version), zap.Int("hosted", len(next.hosted)))
-	if len(s.rings) > 0 { // listening: backups can be reached (Start attaches after listen)
+	switch {
+	case len(s.rings) == 0: // not listening yet: Start attaches after listen
+	case s.cluster != nil:
+		// Managed: the next map must not wait for this one's backups.
+		s.attachSoon()
+	default:
 		errs = append(errs, s.attachLocked())
 	}
 	return errors.Join(errs...)
@@ -156,21 +164,22 @@ func (s *Server) attachAll() error {
 	return s.attachLocked()
 }
 
-// attachLocked attaches the waiting regions, then publishes routing
-// without them in attaching. Called with mapMu held.
+// attachLocked attaches the waiting regions (those without an attach in
+// flight), then publishes routing without the ones attached. Called with
+// mapMu held; it releases mapMu while it dials the backups (attach.go).
 func (s *Server) attachLocked() error {
 	st := s.state.Load()
 	if len(st.attaching) == 0 || s.closed.Load() {
 		return nil
 	}
-	still := map[uint64]bool{}
-	var errs []error
 	// Regions not serving yet (promoted, just opened) first: they wait for
 	// nothing, while a serving one's quiesce may wait for a compaction
 	// stuck on a hung backup.
 	ids := make([]uint64, 0, len(st.attaching))
 	for id := range st.attaching {
-		ids = append(ids, id)
+		if s.attachJobs[id] == nil {
+			ids = append(ids, id)
+		}
 	}
 	slices.SortFunc(ids, func(a, b uint64) int {
 		if s.resumed[a] != s.resumed[b] {
@@ -181,71 +190,26 @@ func (s *Server) attachLocked() error {
 		}
 		return cmp.Compare(a, b)
 	})
-	for _, id := range ids {
-		if err := s.attachOne(st, id); err != nil {
-			still[id] = true
-			errs = append(errs, err)
-		}
-	}
-	next := *st
-	next.attaching = still
-	s.state.Store(&next)
-	return errors.Join(errs...)
+	_, err := s.attachRegions(st, ids)
+	return err
 }
 
-// attachOne attaches region id of st (hosted there). A serving region is
-// quiesced and its old stream retired first. Called with mapMu held.
-func (s *Server) attachOne(st *routing, id uint64) error {
-	r := st.m.Region(id)
-	er := st.hosted[id]
-	var release func()
-	if s.resumed[id] {
-		// A serving region (its group changed, or its attach is retried):
-		// make it still and end the old stream.
-		var err error
-		if release, err = er.Quiesce(); err != nil {
-			return fmt.Errorf("region: quiesce region %d: %w", id, err)
+// publishAttached publishes the routing now published (an install may
+// have replaced st while the backups were dialed) without the regions
+// attached from st in attaching. Called with mapMu held.
+func (s *Server) publishAttached(st *routing, attached map[uint64]bool) {
+	if len(attached) == 0 {
+		return
+	}
+	cur := s.state.Load()
+	next := *cur
+	next.attaching = maps.Clone(cur.attaching)
+	for id := range attached {
+		if cur.hosted[id] == st.hosted[id] {
+			delete(next.attaching, id)
 		}
-		s.retire(id) // its replicator refuses from here (Shipper.Close)
 	}
-	if len(r.Group()) == 0 {
-		// The master left it without backups: it serves alone (set
-		// explicitly: a retired stream leaves a refusing replicator).
-		er.SetReplicator(nil)
-		if release != nil {
-			release()
-		}
-		er.Resume()
-		s.resumed[id] = true
-		s.log.Warn("region has no backups left: serving without replication", zap.Uint64("region", id), zap.Uint64("epoch", r.Epoch))
-		return nil
-	}
-	p, err := s.attach(st.m, *r, er)
-	if err != nil && release != nil {
-		// The old stream is retired: until an attach succeeds no write may
-		// be acknowledged without its backups (the writers the quiesce
-		// held go on at release, before the caller marks it attaching).
-		er.SetReplicator(replication.Refuse{Err: replication.ErrNoBackups})
-	}
-	if err == nil && p.shipper == nil {
-		// Only joining backups, none pre-seeded yet: it serves alone until
-		// they are attached (set explicitly, as above).
-		er.SetReplicator(nil)
-	}
-	if release != nil {
-		release()
-	}
-	if err != nil {
-		return fmt.Errorf("region: attach replication of region %d: %w", id, err)
-	}
-	s.replMu.Lock()
-	s.primaries[id] = p
-	s.replMu.Unlock()
-	er.Resume()
-	s.resumed[id] = true
-	s.reportJoins(*r, p)
-	s.startPreSeeds(*r, p, er)
-	return nil
+	s.state.Store(&next)
 }
 
 // reattach retries, every second, the regions whose replication could not
@@ -264,7 +228,7 @@ func (s *Server) reattach(ctx context.Context) {
 			continue
 		}
 		s.mapMu.Lock()
-		if err := s.attachLocked(); err != nil {
+		if err := s.attachLocked(); err != nil && !onlySuperseded(err) {
 			s.log.Warn("regions still waiting for their backups", zap.Error(err))
 		}
 		s.mapMu.Unlock()

@@ -154,18 +154,26 @@ func (s *Server) attachPreseeded(id uint64, name string) {
 	p := s.primaries[id]
 	s.replMu.Unlock()
 	if r == nil || p == nil || p.epoch != r.Epoch || !slices.Contains(r.Joining, name) || !slices.Contains(p.pending, name) ||
-		st.hosted[id] == nil || st.attaching[id] || s.closed.Load() {
+		st.hosted[id] == nil || st.attaching[id] || s.attachJobs[id] != nil || s.closed.Load() {
 		return
 	}
-	if err := s.attachOne(st, id); err != nil {
-		// Its old stream is retired: unavailable until the reattach loop
-		// attaches it, like any failed attach.
-		s.log.Warn("attaching a pre-seeded backup failed", zap.Uint64("region", id), zap.Error(err))
-		next := *st
-		next.attaching = maps.Clone(st.attaching)
-		next.attaching[id] = true
-		s.state.Store(&next)
+	attached, err := s.attachRegions(st, []uint64{id})
+	if attached[id] {
+		return
 	}
+	// Its old stream is retired: unavailable until the reattach loop
+	// attaches it, like any failed attach (unless a newer map took over).
+	if !onlySuperseded(err) {
+		s.log.Warn("attaching a pre-seeded backup failed", zap.Uint64("region", id), zap.Error(err))
+	}
+	cur := s.state.Load()
+	if cur.hosted[id] != st.hosted[id] {
+		return
+	}
+	next := *cur
+	next.attaching = maps.Clone(cur.attaching)
+	next.attaching[id] = true
+	s.state.Store(&next)
 }
 
 // reportPreFailed reports again the joining backups whose pre-seed

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -282,6 +281,11 @@ func (s *Server) handleReplicate(h *ring.ServerRequest) ring.Reply {
 		if errors.Is(err, replication.ErrStaleEpoch) {
 			return errorReply(wire.StatusStaleEpoch, "%v", err)
 		}
+		if errors.Is(err, replication.ErrOutOfSync) {
+			// An answer, not a failure: the primary catches it up or seeds it.
+			s.log.Info("replication command refused: this backup is out of sync", zap.Uint64("region", c.Region), zap.Stringer("kind", c.Kind), zap.Error(err))
+			return errorReply(wire.StatusInternal, "%v", err)
+		}
 		s.log.Error("replication command failed", zap.Uint64("region", c.Region), zap.Stringer("kind", c.Kind), zap.Error(err))
 		return errorReply(wire.StatusInternal, "%v", err)
 	}
@@ -325,67 +329,47 @@ func (s *Server) replTransport(peer regionmap.Server) (rdma.Transport, string, e
 	return &rdma.TCP{}, addr, nil
 }
 
-// peer returns the ring client to a backup server, dialing it once.
+// peer returns the ring client to a backup server, dialing it once. The
+// dial runs without replMu (a backup that does not answer must not hold up
+// the replication commands this server serves).
 func (s *Server) peer(ctx context.Context, tr rdma.Transport, addr string) (*ring.Client, error) {
 	s.replMu.Lock()
-	defer s.replMu.Unlock()
 	if c := s.peers[addr]; c != nil && c.Err() == nil {
+		s.replMu.Unlock()
 		return c, nil
 	}
+	s.replMu.Unlock()
 	c, err := ring.Dial(ctx, ring.ClientConfig{Transport: tr, Addr: addr, RequestRing: int(4*s.vol.SegmentSize() + 64<<10), PrivatePrefix: commandPrefix})
 	if err != nil {
 		return nil, err
+	}
+	s.replMu.Lock()
+	defer s.replMu.Unlock()
+	if o := s.peers[addr]; o != nil && o.Err() == nil {
+		c.Close() // dialed meanwhile by another attach
+		return o, nil
 	}
 	s.peers[addr] = c
 	return c, nil
 }
 
-// attach connects a hosted region to its backups and starts shipping. A
-// backup unreachable until ReplicationConnect passes is left out (logged);
-// the master repairs the group.
-func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region) (*primaryRepl, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.ReplicationConnect))
-	defer cancel()
-	cq := rdma.NewCQ()
+// attachDialed starts replicating a hosted region to the backups d
+// connected to (dialGroup). A backup that could not be reached is left
+// out (logged) in a static map; in a managed cluster it is reported to
+// the master and, unless it is only joining, fails the attach. The
+// region must be still. Called with mapMu held.
+func (s *Server) attachDialed(m *regionmap.Map, r regionmap.Region, er *engine.Region, d *dialedGroup) (*primaryRepl, error) {
 	var backups []replication.Backup
 	links := map[string]replication.Link{}
-	p := &primaryRepl{group: r.Group(), epoch: r.Epoch}
-	hello := replication.Hello{Region: r.ID, Epoch: r.Epoch, SegSize: s.vol.SegmentSize()}.Encode()
-	pre := s.preseedsOf(m, r)
-	for _, name := range r.Group() {
-		joining := slices.Contains(r.Joining, name)
-		if joining && pre != nil && pre[name] == nil {
-			p.pending = append(p.pending, name) // pre-seeded while the region serves, then attached
-			continue
-		}
-		srv, _ := m.Server(name)
-		tr, addr, err := s.replTransport(srv)
-		if err != nil {
-			return nil, err
-		}
-		dctx, dcancel := ctx, context.CancelFunc(func() {})
-		if joining {
-			// It holds nothing yet: not worth holding the region for.
-			dctx, dcancel = context.WithTimeout(ctx, 2*time.Second)
-		}
-		var qp rdma.QP
-		var rc *ring.Client
-		for {
-			if qp, err = tr.Dial(dctx, addr, rdma.ConnConfig{CQ: cq, Private: hello}); err == nil {
-				if rc, err = s.peer(dctx, tr, addr); err != nil {
-					qp.Close()
-				}
-			}
-			if err == nil || dctx.Err() != nil || s.closed.Load() {
-				break
-			}
-			select {
-			case <-dctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-		dcancel()
-		if err != nil && joining && s.cluster != nil {
+	p := &primaryRepl{group: r.Group(), epoch: r.Epoch, pending: d.pending}
+	pre := d.pre
+	fail := func(err error) (*primaryRepl, error) {
+		d.close()
+		return nil, err
+	}
+	for _, res := range d.results {
+		name, err := res.name, res.err
+		if err != nil && res.joining && s.cluster != nil {
 			// Acknowledging without a joining backup loses nothing: it is
 			// not a copy until its join is reported.
 			s.reportDropped(r, name)
@@ -397,24 +381,24 @@ func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region)
 				// Managed: acknowledging writes it lacks would lose them if
 				// it were promoted; the master redoes the group first.
 				s.reportDropped(r, name)
-				for _, qp := range p.qps {
-					qp.Close()
-				}
-				return nil, fmt.Errorf("backup %s unreachable (reported to the master): %w", name, err)
+				return fail(fmt.Errorf("backup %s unreachable (reported to the master): %w", name, err))
 			}
 			s.log.Error("backup unreachable: region replicates without it", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))
 			continue
 		}
-		if len(qp.PeerRegions()) != 1 {
-			qp.Close()
-			return nil, fmt.Errorf("region: backup %s exposed %d regions for region %d", name, len(qp.PeerRegions()), r.ID)
+		if len(res.qp.PeerRegions()) != 1 {
+			return fail(fmt.Errorf("region: backup %s exposed %d regions for region %d", name, len(res.qp.PeerRegions()), r.ID))
 		}
-		p.qps = append(p.qps, qp)
-		backups = append(backups, replication.Backup{Name: name, QP: qp, Buffer: qp.PeerRegions()[0]})
-		links[name] = &ringLink{c: rc, region: r.ID, epoch: r.Epoch}
+		p.qps = append(p.qps, res.qp)
+		backups = append(backups, replication.Backup{Name: name, QP: res.qp, Buffer: res.qp.PeerRegions()[0]})
+		links[name] = &ringLink{c: res.rc, region: r.ID, epoch: r.Epoch}
 	}
+	cq := d.cq
 	if len(backups) == 0 && len(p.pending) == len(r.Group()) {
 		// Only joining backups, none pre-seeded yet: nothing to wait for.
+		// None holds the old primary's segments: a promotion's rebase is
+		// for no one (the pre-seeds name this primary's segments).
+		s.takeRebase(r.ID, er)
 		s.log.Info("region serves alone until its joining backups are pre-seeded", zap.Uint64("region", r.ID), zap.Strings("joining", p.pending))
 		return p, nil
 	}
@@ -425,10 +409,10 @@ func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region)
 	}
 	tail, err := er.LogTail()
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if p.mirror, err = replication.NewMirror(s.vol.SegmentSize(), tail.Segment, cq, backups); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	var onDrop func(string, error)
 	if s.cluster != nil {

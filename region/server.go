@@ -44,6 +44,10 @@ type Server struct {
 	// reported after its primary failed. Under replMu.
 	logsReported map[[2]uint64]bool
 	resumed      map[uint64]bool // hosted regions whose background work runs; under mapMu
+	// attachJobs are the attaches in flight (attach.go), under mapMu;
+	// attachWG counts the attach passes dialing without mapMu.
+	attachJobs map[uint64]*attachJob
+	attachWG   sync.WaitGroup
 	// Pre-seeds of joining backups (preseed.go): running, and done (until
 	// attached). Under replMu. bg tracks their goroutines; bgCtx ends
 	// them at Close.
@@ -231,9 +235,11 @@ func (s *Server) Close() error {
 	if s.replStop != nil {
 		s.replStop() // no reattach from now on
 	}
-	s.mapMu.Lock()   // an install or attach in progress ends first (later ones see closed)
-	s.mapMu.Unlock() //nolint:staticcheck // a barrier
-	s.bg.Wait()      // pre-seeds (their context ended with replStop)
+	s.mapMu.Lock() // an install or attach in progress ends first (later ones see closed)
+	s.abortAttaches(nil, false)
+	s.mapMu.Unlock()
+	s.attachWG.Wait() // attach passes dialing (their dials end with replStop)
+	s.bg.Wait()       // pre-seeds (their context ended with replStop)
 	s.flushPrimaries()
 	s.leaveCluster()
 	s.replRing.Close()

@@ -145,5 +145,64 @@ func (g *replGroup) attachPreseeded(rep *Replica, pre *Preseeded) *kindCounter {
 	if n := sent.get(CmdReset); n != 0 {
 		t.Fatalf("the attach seeded the pre-seeded backup whole (sent %v)", sent.n)
 	}
+	if n := sent.get(CmdCheck); n != 1 {
+		t.Fatalf("the attach checked the pre-seeded backup %d times (sent %v): it is brought up to date first, then checked once", n, sent.n)
+	}
 	return &sent
+}
+
+// TestPreSeedPromotedPrimary: a promoted primary that served alone (its
+// group emptied at the failover) pre-seeds a joining backup; the attach
+// that adds it still carries the promotion's rebase pairs. The pre-seeded
+// backup names its log by the new primary's segments already: the rebase
+// must not touch it, and the attach brings it up to date without seeding
+// it whole.
+func TestPreSeedPromotedPrimary(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 23))
+	g := newReplGroup(t, 64, []Mode{SendIndex}, nil)
+	model, np := g.promoteWithTail(rng)
+	pairs := PromotedPairs(np)
+	if len(pairs) == 0 {
+		t.Fatal("the promoted region lists no adopted segments: the test shows nothing")
+	}
+	np.SetReplicator(nil) // it serves alone
+	g.pr = np
+	_, rep := g.newBackup("new")
+	rep.RaiseEpoch(5)
+	pre, err := PreSeed(context.Background(), np, &LocalLink{Replica: rep}, 5, 30*time.Second, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing changes before the attach: the pre-seed is the primary's
+	// state as it is, and the attach needs no delta at all.
+	quiesced, err := np.Quiesce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := sync.OnceFunc(quiesced)
+	t.Cleanup(release)
+	var sent kindCounter
+	g.preseeded = map[string]*Preseeded{"b0": pre}
+	g.linkFail = map[int]func(*Command) error{0: sent.fail}
+	g.follow(np, 5, []*Replica{rep}, pairs)
+	release()
+	if d := g.shipper.Dropped(); len(d) != 0 {
+		t.Fatalf("dropped: %v", d)
+	}
+	if n := sent.get(CmdReset); n != 0 {
+		t.Fatalf("the attach seeded the pre-seeded backup whole (sent %v)", sent.n)
+	}
+	if n := sent.get(CmdCheck); n != 1 {
+		t.Fatalf("the attach checked the pre-seeded backup %d times (sent %v), want once", n, sent.n)
+	}
+	t.Logf("the attach sent %v", sent.n)
+	for k, v := range g.write(rng, 4, 400, 2400) {
+		model[k] = v
+	}
+	if err := np.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	g.settle()
+	checkLevels(t, "pre-seeded backup", np, rep.Region())
+	checkContent(t, "pre-seeded backup", rep.Region(), model)
 }

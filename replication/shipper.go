@@ -36,8 +36,9 @@ type ShipperConfig struct {
 	// answer in time is dropped.
 	Timeout time.Duration
 	// Rebase, for a region promoted from a backup (PromotedPairs), is sent
-	// to every Send-Index backup before the check: their log maps still
-	// name the old primary's segments.
+	// to every Send-Index backup not in Preseeded before the check: their
+	// log maps still name the old primary's segments (a pre-seeded one's
+	// name this primary's).
 	Rebase []RebasePair
 	// OnDrop, if set, is called (on a goroutine of its own) for every
 	// backup dropped from the stream.
@@ -48,8 +49,8 @@ type ShipperConfig struct {
 	// group. Flushes still reach the backups left.
 	Strict bool
 	// Preseeded names the backups PreSeed copied the region to while it
-	// served: failing the check, they get only what changed since (a
-	// full seed if that fails too).
+	// served: they get only what changed since, then the check (a full
+	// seed if either fails).
 	Preseeded map[string]*Preseeded
 	// LogID (Build-Index) names this primaryship's log: backups name the
 	// point they applied up to by it, so it must stay the same across the
@@ -153,14 +154,22 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 			// the end of the log is caught up from the primary's log
 			// first; one that missed more (or a new one) is seeded; one
 			// that cannot be reached or seeded is dropped.
-			catch, err := s.checkBackup(l, check, true)
-			if pre := cfg.Preseeded[name]; err != nil && pre != nil {
+			var catch []*Command
+			var err error
+			if pre := cfg.Preseeded[name]; pre != nil {
+				// A pre-seeded backup holds the region as it was at its
+				// snapshot, which it has moved on from unless nothing
+				// happened meanwhile: it gets the delta (nothing when
+				// nothing changed), then the check. Its log already names
+				// this primary's segments: no promotion's rebase either.
 				if err = s.seedDelta(l, check.Region, check.Epoch, pre); err == nil {
 					catch, err = s.checkBackup(l, check, false)
 				}
 				if err != nil {
 					cfg.Log.Warn("pre-seeded backup not brought up to date: seeding it whole", zap.Uint64("region", check.Region), zap.String("backup", name), zap.Error(err))
 				}
+			} else {
+				catch, err = s.checkBackup(l, check, true)
 			}
 			if err != nil {
 				cfg.Log.Info("backup out of sync: seeding it", zap.Uint64("region", check.Region), zap.String("backup", name), zap.Error(err))

@@ -1,0 +1,366 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/rdma"
+	"github.com/tebis-go/tebis/rdma/ring"
+	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/replication"
+)
+
+// Attaching replication to hosted regions without holding up map
+// installs or other regions. An attach runs in three steps:
+//
+//  1. under mapMu: a serving region is quiesced and its old stream
+//     retired (its replicator refuses from then on); a job records what
+//     the attach is for (the map's region: primary, epoch, group);
+//  2. without mapMu: every backup of every region being attached is
+//     dialed at once, each attempt bounded by dialAttempt and retried
+//     until ReplicationConnect (a backup not listening yet fails fast);
+//  3. under mapMu again: if the published map still gives the region
+//     the same role, epoch and group, the stream starts on the dialed
+//     connections (check, catch-up, seed) and the quiesce ends;
+//     otherwise the connections are closed.
+//
+// An install whose map changes a region being attached (another primary,
+// epoch or group, or drops it) supersedes the job before anything else:
+// the dials are cancelled and a quiesced region is released refusing writes
+// (its stream is retired), so an install never waits for a dial and never
+// demotes a region an attach holds still. Install then attaches it anew
+// for its own map if it still hosts it.
+
+// dialAttempt bounds one connection attempt to a backup (its transport
+// handshake included): a backup whose socket exists but whose server does
+// not answer yet is retried, not waited on.
+const dialAttempt = 2 * time.Second
+
+// errSuperseded ends an attach whose map changed while it dialed.
+var errSuperseded = errors.New("region: attach superseded by a newer map")
+
+// attachJob is one region's attach between steps 1 and 3. Its fields are
+// written under Server.mapMu only (the dial goroutine reads m, r and ctx).
+type attachJob struct {
+	id     uint64
+	m      *regionmap.Map
+	r      regionmap.Region
+	er     *engine.Region
+	ctx    context.Context
+	cancel context.CancelFunc
+	// release ends the quiesce of a serving region; nil when it was not
+	// serving or is released.
+	release func()
+	aborted bool
+	dialed  *dialedGroup
+}
+
+// abort supersedes j: its dials are cancelled and a region it quiesced is
+// released refusing writes (its old stream is retired: nothing may be
+// acknowledged until an attach succeeds). Called with mapMu held.
+func (j *attachJob) abort() {
+	if j.aborted {
+		return
+	}
+	j.aborted = true
+	j.cancel()
+	j.end(replication.Refuse{Err: replication.ErrNoBackups})
+}
+
+// end releases j's quiesce, if held, after installing rep (nil: keep the
+// region's replicator). Called with mapMu held.
+func (j *attachJob) end(rep engine.Replicator) {
+	if j.release == nil {
+		return
+	}
+	if rep != nil {
+		j.er.SetReplicator(rep)
+	}
+	j.release()
+	j.release = nil
+}
+
+// supersedes reports whether a map whose region id is cur (nil: absent)
+// ends an attach started for was: the server (name) is no longer its
+// primary, or the epoch or the backups (joining included) changed. known
+// false: the map is not for this run of the server.
+func supersedes(was regionmap.Region, cur *regionmap.Region, name string, known bool) bool {
+	return !known || cur == nil || cur.Primary != name || cur.Epoch != was.Epoch ||
+		!slices.Equal(cur.Group(), was.Group()) || !slices.Equal(cur.Joining, was.Joining)
+}
+
+// abortAttaches supersedes the attach jobs that m (known: for this run)
+// ends; all of them when m is nil. Called with mapMu held.
+func (s *Server) abortAttaches(m *regionmap.Map, known bool) {
+	for id, j := range s.attachJobs {
+		if m == nil || supersedes(j.r, m.Region(id), s.cfg.Name, known) {
+			j.abort()
+			delete(s.attachJobs, id)
+			s.log.Info("attach superseded by a newer map", zap.Uint64("region", id), zap.Uint64("epoch", j.r.Epoch))
+		}
+	}
+}
+
+// attachRegions attaches regions ids of st (hosted there, none with a job
+// in flight), publishing each one's routing as soon as it is attached,
+// and returns those it attached. Called with mapMu held; it releases
+// mapMu while it dials (steps above), so the caller must re-read the
+// published routing after it.
+func (s *Server) attachRegions(st *routing, ids []uint64) (map[uint64]bool, error) {
+	attached := map[uint64]bool{}
+	var errs []error
+	var jobs []*attachJob
+	for _, id := range ids {
+		j, err := s.prepareAttach(st, id)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case j == nil:
+			attached[id] = true // no backups: it serves alone
+		default:
+			jobs = append(jobs, j)
+		}
+	}
+	s.publishAttached(st, attached)
+	if len(jobs) == 0 {
+		return attached, errors.Join(errs...)
+	}
+	s.attachWG.Add(1)
+	defer s.attachWG.Done()
+	s.mapMu.Unlock()
+	dialed := make(chan *attachJob, len(jobs))
+	for _, j := range jobs {
+		go func() {
+			j.dialed = s.dialGroup(j.ctx, j.m, j.r)
+			dialed <- j
+		}()
+	}
+	// Each region goes on as soon as its own backups answered.
+	for range jobs {
+		j := <-dialed
+		s.mapMu.Lock()
+		err := s.finishJob(st, j)
+		if err == nil {
+			attached[j.id] = true
+			s.publishAttached(st, map[uint64]bool{j.id: true})
+		} else {
+			errs = append(errs, err)
+		}
+		s.mapMu.Unlock()
+	}
+	s.mapMu.Lock()
+	return attached, errors.Join(errs...)
+}
+
+// finishJob ends job j once dialed: step 3, unless a newer map (or the
+// server's close) superseded it. Called with mapMu held.
+func (s *Server) finishJob(st *routing, j *attachJob) error {
+	if s.attachJobs[j.id] == j {
+		delete(s.attachJobs, j.id)
+	}
+	cur := s.state.Load()
+	if !j.aborted && (s.closed.Load() || cur.hosted[j.id] != j.er || supersedes(j.r, cur.m.Region(j.id), s.cfg.Name, true)) {
+		j.abort()
+	}
+	if j.aborted {
+		j.dialed.close()
+		return fmt.Errorf("region %d: %w", j.id, errSuperseded)
+	}
+	j.cancel()
+	return s.finishAttach(j)
+}
+
+// attachSoon attaches the regions waiting for it on a goroutine of its
+// own (a managed install returns without waiting for any backup).
+// Called with mapMu held.
+func (s *Server) attachSoon() {
+	s.attachWG.Add(1)
+	go func() {
+		defer s.attachWG.Done()
+		s.mapMu.Lock()
+		defer s.mapMu.Unlock()
+		if err := s.attachLocked(); err != nil && !onlySuperseded(err) {
+			s.log.Warn("regions still waiting for their backups", zap.Error(err))
+		}
+	}()
+}
+
+// prepareAttach is step 1 for region id of st: it returns the job to dial
+// for, or nil when the region has no backups left (it then serves alone).
+// Called with mapMu held.
+func (s *Server) prepareAttach(st *routing, id uint64) (*attachJob, error) {
+	r := st.m.Region(id)
+	er := st.hosted[id]
+	var release func()
+	if s.resumed[id] {
+		// A serving region (its group changed, or its attach is retried):
+		// make it still and end the old stream.
+		var err error
+		if release, err = er.Quiesce(); err != nil {
+			return nil, fmt.Errorf("region: quiesce region %d: %w", id, err)
+		}
+		s.retire(id) // its replicator refuses from here (Shipper.Close)
+	}
+	if len(r.Group()) == 0 {
+		// The master left it without backups: it serves alone (set
+		// explicitly: a retired stream leaves a refusing replicator). No
+		// backup holds the old primary's segments any more: a backup that
+		// joins later is seeded, never rebased.
+		s.takeRebase(id, er)
+		er.SetReplicator(nil)
+		if release != nil {
+			release()
+		}
+		er.Resume()
+		s.resumed[id] = true
+		s.log.Warn("region has no backups left: serving without replication", zap.Uint64("region", id), zap.Uint64("epoch", r.Epoch))
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(s.bgCtx, time.Duration(s.cfg.ReplicationConnect))
+	j := &attachJob{id: id, m: st.m, r: *r, er: er, ctx: ctx, cancel: cancel, release: release}
+	if s.attachJobs == nil {
+		s.attachJobs = map[uint64]*attachJob{}
+	}
+	s.attachJobs[id] = j
+	return j, nil
+}
+
+// finishAttach is step 3 for j (not superseded). Called with mapMu held.
+func (s *Server) finishAttach(j *attachJob) error {
+	p, err := s.attachDialed(j.m, j.r, j.er, j.dialed)
+	switch {
+	case err != nil:
+		// The old stream is retired: until an attach succeeds no write may
+		// be acknowledged without its backups (the writers the quiesce
+		// held go on at release, before the caller marks it attaching).
+		j.end(replication.Refuse{Err: replication.ErrNoBackups})
+		return fmt.Errorf("region: attach replication of region %d: %w", j.id, err)
+	case p.shipper == nil:
+		// Only joining backups, none pre-seeded yet: it serves alone until
+		// they are attached (set explicitly, as above).
+		j.er.SetReplicator(nil)
+	}
+	j.end(nil)
+	s.replMu.Lock()
+	s.primaries[j.id] = p
+	s.replMu.Unlock()
+	j.er.Resume()
+	s.resumed[j.id] = true
+	s.reportJoins(j.r, p)
+	s.startPreSeeds(j.r, p, j.er)
+	return nil
+}
+
+// dialedGroup is what step 2 found of a region's backups.
+type dialedGroup struct {
+	pre     map[string]*replication.Preseeded
+	pending []string // joining backups left out until pre-seeded
+	cq      *rdma.CQ
+	results []dialResult // the other backups, in group order
+}
+
+// dialResult is one backup's connections, or why there are none.
+type dialResult struct {
+	name    string
+	joining bool
+	qp      rdma.QP
+	rc      *ring.Client
+	err     error
+}
+
+// close closes the QPs of d (an attach that did not use them).
+func (d *dialedGroup) close() {
+	for _, res := range d.results {
+		if res.qp != nil {
+			res.qp.Close()
+		}
+	}
+}
+
+// dialGroup dials region r's backups (those not left pending for a
+// pre-seed) in parallel, each until ctx ends (a joining one for at most
+// 2 s: it holds nothing yet, not worth holding the region for). It takes
+// no Server lock but replMu briefly.
+func (s *Server) dialGroup(ctx context.Context, m *regionmap.Map, r regionmap.Region) *dialedGroup {
+	d := &dialedGroup{pre: s.preseedsOf(m, r), cq: rdma.NewCQ()}
+	hello := replication.Hello{Region: r.ID, Epoch: r.Epoch, SegSize: s.vol.SegmentSize()}.Encode()
+	for _, name := range r.Group() {
+		joining := slices.Contains(r.Joining, name)
+		if joining && d.pre != nil && d.pre[name] == nil {
+			d.pending = append(d.pending, name) // pre-seeded while the region serves, then attached
+			continue
+		}
+		d.results = append(d.results, dialResult{name: name, joining: joining})
+	}
+	var wg sync.WaitGroup
+	for i := range d.results {
+		res := &d.results[i]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			srv, _ := m.Server(res.name)
+			tr, addr, err := s.replTransport(srv)
+			if err != nil {
+				res.err = err
+				return
+			}
+			dctx, cancel := ctx, context.CancelFunc(func() {})
+			if res.joining {
+				dctx, cancel = context.WithTimeout(ctx, 2*time.Second)
+			}
+			defer cancel()
+			res.qp, res.rc, res.err = s.dialBackup(dctx, tr, addr, d.cq, hello)
+		}()
+	}
+	wg.Wait()
+	return d
+}
+
+// dialBackup connects to a backup's region buffer (hello) and its command
+// ring, attempt after attempt (each bounded by dialAttempt, 100 ms apart)
+// until ctx ends or the server closes.
+func (s *Server) dialBackup(ctx context.Context, tr rdma.Transport, addr string, cq *rdma.CQ, hello []byte) (rdma.QP, *ring.Client, error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, dialAttempt)
+		qp, err := tr.Dial(actx, addr, rdma.ConnConfig{CQ: cq, Private: hello})
+		var rc *ring.Client
+		if err == nil {
+			if rc, err = s.peer(actx, tr, addr); err != nil {
+				qp.Close()
+			}
+		}
+		cancel()
+		if err == nil {
+			return qp, rc, nil
+		}
+		if ctx.Err() != nil || s.closed.Load() {
+			return nil, nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// onlySuperseded reports whether err (errors.Join of attach errors) holds
+// nothing but superseded attaches (logged when superseded: no warning).
+func onlySuperseded(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !onlySuperseded(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, errSuperseded)
+}

@@ -1,0 +1,224 @@
+package region_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tebis-go/tebis/internal/testseed"
+	"github.com/tebis-go/tebis/region/regionmap"
+)
+
+// regionProbe puts to one key of a region in a loop and records the
+// longest time between two acknowledged puts (the region's longest
+// unavailability as a client sees it).
+type regionProbe struct {
+	key     string
+	mu      sync.Mutex
+	last    time.Time
+	longest time.Duration
+	at      time.Time // when the longest gap ended
+}
+
+func (p *regionProbe) run(c *managed, stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	p.last = time.Now()
+	for seq := 0; ; seq++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		cc, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := c.cl.Put(cc, []byte(p.key), []byte(fmt.Sprint(seq)))
+		cancel()
+		if err != nil {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		now := time.Now()
+		p.mu.Lock()
+		if gap := now.Sub(p.last); gap > p.longest {
+			p.longest, p.at = gap, now
+		}
+		p.last = now
+		p.mu.Unlock()
+	}
+}
+
+// TestE2ETwoServersKilledRestarted: 3 servers, 3 regions, 3-way
+// Send-Index, clients writing to every region. Two servers are killed
+// (SIGKILL) at once and restarted right away, before their sessions
+// expire: the map still lists them when they come back. Every region must
+// serve again within the session timeout plus a few seconds (the
+// surviving server must not hold its regions, or its map installs, while
+// it dials backups that are restarting), and the groups heal. The servers'
+// logs are searched for the signs of attaches held up and of backups
+// seeded whole.
+func TestE2ETwoServersKilledRestarted(t *testing.T) {
+	restart := func(t *testing.T, c *managed, name string) string {
+		out := c.servers[name].p.Output(t)
+		c.servers[name].start(t)
+		return out
+	}
+	t.Run("together", func(t *testing.T) {
+		twoServersKilled(t, func(c *managed) []string {
+			c.servers["rs2"].p.Kill()
+			c.servers["rs3"].p.Kill()
+			time.Sleep(200 * time.Millisecond)
+			return []string{restart(t, c, "rs2"), restart(t, c, "rs3")}
+		})
+	})
+	// The second kill lands while the first one's failover runs (the
+	// sessions expire apart: a map may still name the other victim a
+	// backup while it restarts).
+	t.Run("staggered", func(t *testing.T) {
+		twoServersKilled(t, func(c *managed) []string {
+			c.servers["rs2"].p.Kill()
+			time.Sleep(700 * time.Millisecond)
+			c.servers["rs3"].p.Kill()
+			out := restart(t, c, "rs2")
+			time.Sleep(300 * time.Millisecond)
+			return []string{out, restart(t, c, "rs3")}
+		})
+	})
+}
+
+// twoServersKilled runs kill (which kills and restarts two servers and
+// returns their logs before the restart) against a 3-server cluster
+// under writes, and checks every region's longest unavailability.
+func twoServersKilled(t *testing.T, kill func(c *managed) []string) {
+	c := startManagedL0(t, 3, "50")
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 31))
+	writeRandom(t, c.cl, rng, 600)
+	c.waitMap(t, "groups full", healed)
+	probes := []*regionProbe{{key: "k000001.u"}, {key: "k004000.u"}, {key: "k008000.u"}}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, p := range probes {
+		wg.Add(1)
+		go p.run(c, stop, &wg)
+	}
+	t.Cleanup(func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		wg.Wait()
+	})
+	time.Sleep(time.Second)
+	killed := time.Now()
+	outs := kill(c)
+	m := c.waitMap(t, "groups full after the restarts", healed)
+	t.Logf("groups full again %v after the kill (map version %d)", time.Since(killed), m.Version)
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+	const bound = 1*time.Second + 5*time.Second // session timeout + a few seconds
+	var worst time.Duration
+	for _, p := range probes {
+		t.Logf("region of %s: longest unavailability %v (ended %v after the kill)", p.key, p.longest, p.at.Sub(killed))
+		worst = max(worst, p.longest)
+	}
+	for _, s := range c.servers {
+		outs = append(outs, s.p.Output(t))
+	}
+	logSigns(t, strings.Join(outs, "\n"))
+	if worst > bound {
+		t.Fatalf("a region was unavailable for %v, more than %v", worst, bound)
+	}
+}
+
+// logSigns logs how often the servers' logs (all) show an attach held up
+// or a backup caught up the long way, and those lines.
+func logSigns(t *testing.T, all string) {
+	t.Helper()
+	for _, msg := range []string{"regions still waiting for their backups", "i/o timeout", "attach superseded",
+		"pre-seeded backup not brought up to date", "backup brought up to date after its pre-seed", "backup out of sync", "backup seeded"} {
+		t.Logf("%q: %d times in the servers' logs", msg, strings.Count(all, msg))
+	}
+	for _, line := range strings.Split(all, "\n") {
+		if strings.Contains(line, "out of sync") || strings.Contains(line, "not brought up to date") ||
+			strings.Contains(line, "still waiting") || strings.Contains(line, "i/o timeout") || strings.Contains(line, "superseded") {
+			t.Log(line)
+		}
+	}
+}
+
+// TestE2EPromotedBackupsInSync: 3 servers, 3-way Send-Index, clients
+// writing. Rounds of SIGKILL of region 1's primary, its restart after the
+// promotion, the groups healed: the backup that survived each failover
+// rebases onto the promoted one and passes the stream check (it missed
+// nothing: no "backup out of sync", no seed); only the restarted server's
+// stale copies are seeded.
+func TestE2EPromotedBackupsInSync(t *testing.T) {
+	c := startManagedL0(t, 3, "50")
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 37))
+	writeRandom(t, c.cl, rng, 600)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	probes := []*regionProbe{{key: "k000001.u"}, {key: "k004000.u"}, {key: "k008000.u"}}
+	for _, p := range probes {
+		wg.Add(1)
+		go p.run(c, stop, &wg)
+	}
+	// Background writes over many keys: L0s fill, compactions and log
+	// frees are shipped while the primaries die.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			cc, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = c.cl.Put(cc, fmt.Appendf(nil, "k%06d.b", rng.IntN(9600)), fmt.Appendf(nil, "%d", i))
+			cancel()
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		wg.Wait()
+	})
+	var outs []string
+	for round := range 3 {
+		m := c.waitMap(t, "groups full", healed)
+		time.Sleep(time.Second) // compactions under way
+		r := *m.Region(1)
+		victim := c.servers[r.Primary]
+		victim.p.Kill()
+		c.waitMap(t, "region 1 promoted", func(m *regionmap.Map) bool { return m.Region(1).Epoch > r.Epoch && m.Region(1).Primary != r.Primary })
+		outs = append(outs, victim.p.Output(t))
+		victim.start(t)
+		t.Logf("round %d: killed %s, restarted", round, r.Primary)
+	}
+	c.waitMap(t, "groups full after the last restart", healed)
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	for _, s := range c.servers {
+		outs = append(outs, s.p.Output(t))
+	}
+	all := strings.Join(outs, "\n")
+	logSigns(t, all)
+	var bad []string
+	for _, line := range strings.Split(all, "\n") {
+		if strings.Contains(line, "kind\": \"rebase") || strings.Contains(line, "kind\": \"check") {
+			bad = append(bad, line)
+		}
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%d rebases or checks refused by backups, first: %s", len(bad), bad[0])
+	}
+}
