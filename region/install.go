@@ -13,6 +13,7 @@ import (
 
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/replication"
 )
 
 // Installing a region map: which regions this server serves as primary
