@@ -88,7 +88,14 @@ func (r *Region) compactOnce() (bool, error) {
 		r.mu.Unlock()
 	}()
 	if imm != nil {
-		return true, r.compactL0(imm, immEnd, ver)
+		r.mu.RLock()
+		held := r.l0HeldLocked()
+		r.mu.RUnlock()
+		if !held {
+			if ok, err := r.compactL0(imm, immEnd, ver); ok || err != nil {
+				return true, err
+			}
+		}
 	}
 	for i := 1; i < len(ver.levels); i++ {
 		if l := ver.levels[i]; l != nil && l.pairs > r.capacity(i) {
@@ -99,18 +106,54 @@ func (r *Region) compactOnce() (bool, error) {
 }
 
 // compactL0 merges the frozen L0 into L1 and advances the recovery point.
-func (r *Region) compactL0(imm *memtable, immEnd uint64, ver *version) error {
+// It does nothing (false) while the region's replicator does not hold the
+// frozen L0's records: a level is read without asking the replicator
+// (commit.go), so a record that entered one would be readable although
+// the region's group may lack it (a write refused when a backup dropped
+// out). The L0 is then held (l0HeldLocked) until another replicator is
+// installed; meanwhile level compactions go on and Quiesce and WaitIdle do
+// not wait for it.
+func (r *Region) compactL0(imm *memtable, immEnd uint64, ver *version) (bool, error) {
 	// Every pointer of the new L1 must reach durable log bytes.
 	if err := r.log.syncTo(immEnd); err != nil {
-		return err
+		return true, err
 	}
+	if rep := r.repl.Load(); rep != nil {
+		if err := rep.WaitReplicated(immEnd); err != nil {
+			r.mu.Lock()
+			r.heldFor = rep
+			r.memCond.Broadcast()
+			r.mu.Unlock()
+			r.v.log.Warn("L0 compaction held: its records are not replicated", zap.Uint64("region", r.desc.ID), zap.Error(err))
+			return false, nil
+		}
+	}
+	r.mu.Lock()
+	r.heldFor = nil
+	r.mu.Unlock()
 	r.listener.LogFlushed(r.log.flushInfo(immEnd))
 	info := CompactionInfo{Region: r.desc.ID, Src: 0, Dst: 1}
 	srcs := []source{newMemIter(imm.t, nil, nil), newLevelIter(r.v, ver.level(1), nil, nil, IOCompaction)}
-	return r.mergeInstall(info, srcs, ver, func(nv *version) {
+	return true, r.mergeInstall(info, srcs, ver, func(nv *version) {
 		r.imm = nil
 		r.memCond.Broadcast()
 	}, immEnd)
+}
+
+// l0HeldLocked reports whether the frozen L0 waits for another replicator
+// than the one that refused it (l0Held). Called with mu held.
+func (r *Region) l0HeldLocked() bool {
+	return r.imm != nil && l0Held(r.heldFor, r.repl.Load(), r.held > 0)
+}
+
+// l0Held decides whether an L0 compaction refused by replicator heldFor
+// (nil: none refused) still waits, with cur the region's replicator now and
+// quiesced whether a Quiesce is in force. Only a replicator installed
+// since may confirm the records (a re-attach: its stream put the whole log
+// on its backups); no replicator confirms nothing; and a quiesced region
+// (a re-attach in progress) must stay still until released.
+func l0Held(heldFor, cur *replicatorBox, quiesced bool) bool {
+	return heldFor != nil && (cur == nil || cur == heldFor || quiesced)
 }
 
 // compactLevel merges Li into Li+1, or moves Li down when Li+1 is empty.

@@ -17,7 +17,7 @@ type Region struct {
 	listener hooks
 	repl     atomic.Pointer[replicatorBox]
 
-	mu         sync.RWMutex // mem, imm, immEnd, cur, bgErr, compacting
+	mu         sync.RWMutex // mem, imm, immEnd, cur, bgErr, compacting, heldFor
 	memCond    *sync.Cond   // broadcast when L0 has room, a compaction attempt ends, bgErr is set or the region closes
 	mem        *memtable
 	imm        *memtable // frozen L0 being compacted into L1
@@ -26,6 +26,10 @@ type Region struct {
 	rp         uint64 // persisted L0 recovery point
 	bgErr      error
 	compacting bool
+	// heldFor is the replicator that refused the frozen L0 (its records
+	// are not replicated): the L0 compaction waits for another one
+	// (l0HeldLocked).
+	heldFor    *replicatorBox
 	closed     bool
 	backup     bool // a Send-Index backup: no log tail, L0 or background work
 	held       int  // Quiesce calls not yet released: client writes wait
@@ -149,10 +153,20 @@ func (r *Region) SetReplicator(rep Replicator) {
 		r.repl.Store(nil)
 		return
 	}
-	r.repl.Store(&replicatorBox{rep})
+	gate, _ := rep.(WriteGate)
+	r.repl.Store(&replicatorBox{Replicator: rep, gate: gate})
 }
 
-type replicatorBox struct{ Replicator }
+type replicatorBox struct {
+	Replicator
+	gate WriteGate // the Replicator's, if it is one
+}
+
+// SyncTo makes the region's log durable at least up to log position pos
+// (a LogAppend.End), as a sync-mode write does: group commit with the
+// region's other waiters. For a Replicator that must hold a write on the
+// primary's disk (the primary is its only copy).
+func (r *Region) SyncTo(pos uint64) error { return r.log.syncTo(pos) }
 
 func (r *Region) newEmptyState() {
 	r.mem = newMemtable()
@@ -201,13 +215,20 @@ func (r *Region) write(kind uint8, key, value []byte, cond func() bool, sync boo
 	if r.backup {
 		return false, r.roleErr()
 	}
+	if cond == nil { // a client write: its replicator may refuse it before anything is appended
+		if b := r.repl.Load(); b != nil && b.gate != nil {
+			if err := b.gate.AdmitWrite(); err != nil {
+				return false, err
+			}
+		}
+	}
 	k := append([]byte(nil), key...) // L0's copy, made outside the lock
 	r.mu.Lock()
 	for {
 		for r.held > 0 && cond == nil && !r.closed { // Quiesce: client writes wait; GC's finish its pass
 			r.memCond.Wait()
 		}
-		if err := r.waitRoomLocked(); err != nil {
+		if err := r.waitRoomLocked(cond != nil); err != nil {
 			r.mu.Unlock()
 			return false, err
 		}
@@ -240,7 +261,11 @@ func (r *Region) write(kind uint8, key, value []byte, cond func() bool, sync boo
 		}
 	}
 	if rep != nil && cond == nil { // GC relocations replicate, unacknowledged
-		if err := rep.WaitReplicated(end); err != nil {
+		wait := rep.WaitReplicated
+		if rep.gate != nil {
+			wait = rep.gate.WaitAcknowledged
+		}
+		if err := wait(end); err != nil {
 			return false, err
 		}
 	}
@@ -252,8 +277,11 @@ func (r *Region) memFull() bool {
 }
 
 // waitRoomLocked freezes a full L0, or waits (a stall) while the previous
-// one is still being compacted.
-func (r *Region) waitRoomLocked() error {
+// one is still being compacted. A GC relocation does not wait for an L0
+// held back for replication (l0HeldLocked): it would hold up a Quiesce
+// (the re-attach that ends the hold) from inside a GC pass; L0 takes it
+// over its size.
+func (r *Region) waitRoomLocked(relocation bool) error {
 	var start time.Time
 	for {
 		if r.closed {
@@ -268,6 +296,12 @@ func (r *Region) waitRoomLocked() error {
 		if r.imm == nil {
 			r.freezeLocked()
 			break
+		}
+		if r.l0HeldLocked() {
+			if relocation {
+				break
+			}
+			r.signal() // a hold ends only at a retry (a new replicator, a Quiesce released)
 		}
 		if start.IsZero() {
 			start = time.Now()

@@ -81,7 +81,8 @@ func engineReply(err error) ring.Reply {
 		return errorReply(wire.StatusTooLarge, "%v", err)
 	case errors.Is(err, engine.ErrEmptyKey), errors.Is(err, engine.ErrOutOfRange):
 		return errorReply(wire.StatusBadRequest, "%v", err)
-	case errors.Is(err, engine.ErrClosed), errors.Is(err, replication.ErrNoBackups), errors.Is(err, replication.ErrBackupDropped):
+	case errors.Is(err, engine.ErrClosed), errors.Is(err, replication.ErrNoBackups), errors.Is(err, replication.ErrBackupDropped),
+		errors.Is(err, replication.ErrTooFewCopies):
 		return errorReply(wire.StatusUnavailable, "%v", err)
 	}
 	return errorReply(wire.StatusInternal, "%v", err)

@@ -113,6 +113,9 @@ func (s *Server) installRegion(m *regionmap.Map, r regionmap.Region, old, next *
 		next.attaching[r.ID] = true
 	}
 	next.hosted[r.ID] = er
+	if !attached && !next.attaching[r.ID] {
+		s.serveAlone(m, r, er) // no group, no stream: the only copy
+	}
 	if !next.attaching[r.ID] {
 		er.Resume()
 		s.resumed[r.ID] = true
@@ -193,7 +196,9 @@ func (s *Server) attachOne(st *routing, id uint64) error {
 		s.retire(id)
 	}
 	if len(r.Group()) == 0 {
-		// The master left it without backups: it serves alone.
+		// The master left it without backups: it serves alone, its only
+		// copy.
+		s.serveAlone(st.m, *r, er)
 		if release != nil {
 			release()
 		}

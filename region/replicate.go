@@ -359,6 +359,9 @@ func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region)
 	}
 	if len(backups) == 0 && len(p.pending) == len(r.Group()) {
 		// Only joining backups, none pre-seeded yet: nothing to wait for.
+		// The primary is the only copy: it syncs every write before the
+		// acknowledgement (and refuses writes under min_copies > 1).
+		s.serveAlone(m, r, er)
 		s.log.Info("region serves alone until its joining backups are pre-seeded", zap.Uint64("region", r.ID), zap.Strings("joining", p.pending))
 		return p, nil
 	}
@@ -380,13 +383,25 @@ func (s *Server) attach(m *regionmap.Map, r regionmap.Region, er *engine.Region)
 	}
 	p.shipper, err = replication.NewShipper(replication.ShipperConfig{Region: er, Epoch: r.Epoch, Mode: s.replMode(m),
 		SegSize: s.vol.SegmentSize(), Mirror: p.mirror, Links: links, Credits: s.cfg.ReplicationCredits, Log: s.log.Named("replication"),
-		Rebase: s.takeRebase(r.ID, er), OnDrop: onDrop, Strict: s.cluster != nil, Preseeded: pre})
+		Rebase: s.takeRebase(r.ID, er), OnDrop: onDrop, Strict: s.cluster != nil, Preseeded: pre,
+		MinCopies: m.Copies(), Joining: r.Joining})
 	if err != nil {
 		p.mirror.Close()
 		return nil, err
 	}
 	s.log.Info("replication attached", zap.Uint64("region", r.ID), zap.Int("backups", len(backups)), zap.Stringer("mode", s.replMode(m)))
 	return p, nil
+}
+
+// serveAlone makes a primary with no backup in a stream its only copy:
+// every write is durable before its acknowledgement, whatever the sync
+// mode; with the map's min_copies above 1 writes are refused (reads go
+// on).
+func (s *Server) serveAlone(m *regionmap.Map, r regionmap.Region, er *engine.Region) {
+	er.SetReplicator(&replication.Alone{Region: er, MinCopies: m.Copies()})
+	if m.Copies() > 1 {
+		s.log.Warn("region refuses writes: fewer copies than min_copies", zap.Uint64("region", r.ID), zap.Int("copies", 1), zap.Int("min_copies", m.Copies()))
+	}
 }
 
 // flushPrimaries lets each hosted region finish its compactions and its

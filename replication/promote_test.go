@@ -221,7 +221,8 @@ func (g *replGroup) follow(np *engine.Region, epoch uint64, reps []*Replica, reb
 	}
 	t.Cleanup(func() { m.Close() })
 	sh, err := NewShipper(ShipperConfig{Region: np, Epoch: epoch, Mode: SendIndex, SegSize: mirrorSeg, Mirror: m,
-		Links: links, Credits: 2, Rebase: rebase, Log: zaptest.NewLogger(t), Strict: g.strict, OnDrop: g.onDrop, Preseeded: g.preseeded})
+		Links: links, Credits: 2, Rebase: rebase, Log: zaptest.NewLogger(t), Strict: g.strict, OnDrop: g.onDrop, Preseeded: g.preseeded,
+		MinCopies: g.minCopies, Joining: g.joining})
 	if err != nil {
 		t.Fatal(err)
 	}

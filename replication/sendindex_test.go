@@ -38,6 +38,9 @@ type replGroup struct {
 	// counters) on backup i's link
 	preseeded map[string]*Preseeded
 	linkFail  map[int]func(*Command) error
+	// follow: the stream's MinCopies and joining backups (by name)
+	minCopies int
+	joining   []string
 }
 
 func replOpts(fs vfs.FS, l0 int) func(string) engine.Options {
