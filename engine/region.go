@@ -29,11 +29,11 @@ type Region struct {
 	// heldFor is the replicator that refused the frozen L0 (its records
 	// are not replicated): the L0 compaction waits for another one
 	// (l0HeldLocked).
-	heldFor    *replicatorBox
-	closed     bool
-	backup     bool // a Send-Index backup: no log tail, L0 or background work
-	held       int  // Quiesce calls not yet released: client writes wait
-	writers    atomic.Int64
+	heldFor *replicatorBox
+	closed  bool
+	backup  bool // a Send-Index backup: no log tail, L0 or background work
+	held    int  // Quiesce calls not yet released: client writes wait
+	writers atomic.Int64
 
 	freeMu  sync.Mutex
 	pending []pendingFree
