@@ -147,7 +147,9 @@ func (r *Region) Desc() RegionDesc { return r.desc }
 func (r *Region) SetListener(l Listener) { r.listener.set(l) }
 
 // SetReplicator makes acknowledged writes wait for rep (nil: no waiting).
-// Writes already past their append may still wait on the previous one.
+// Writes already past their append may still wait on the previous one. An
+// L0 compaction the previous one refused is retried with rep, once no
+// Quiesce is in force.
 func (r *Region) SetReplicator(rep Replicator) {
 	if rep == nil {
 		r.repl.Store(nil)
@@ -155,6 +157,7 @@ func (r *Region) SetReplicator(rep Replicator) {
 	}
 	gate, _ := rep.(WriteGate)
 	r.repl.Store(&replicatorBox{Replicator: rep, gate: gate})
+	r.signal() // an L0 compaction held back for replication retries (after a Quiesce)
 }
 
 type replicatorBox struct {
@@ -297,11 +300,8 @@ func (r *Region) waitRoomLocked(relocation bool) error {
 			r.freezeLocked()
 			break
 		}
-		if r.l0HeldLocked() {
-			if relocation {
-				break
-			}
-			r.signal() // a hold ends only at a retry (a new replicator, a Quiesce released)
+		if relocation && r.l0HeldLocked() {
+			break
 		}
 		if start.IsZero() {
 			start = time.Now()
