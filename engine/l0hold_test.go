@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -80,5 +81,46 @@ func TestL0CompactionWaitsForReplicator(t *testing.T) {
 	}
 	if l := r.Levels(); len(l) == 0 || l[0].Pairs != 10 {
 		t.Fatalf("levels after a replicator confirmed the L0: %+v", l)
+	}
+}
+
+// TestStalledWriterResumesAfterReplicatorChange: with the frozen L0 held
+// (its replicator refused it) and the new L0 full, a writer stalls; a
+// re-attach (Quiesce, a new replicator, release) does not wait for it, and
+// the held compaction then runs and lets the writer go on.
+func TestStalledWriterResumesAfterReplicatorChange(t *testing.T) {
+	o := smallOpts(vfs.NewMem())
+	v := mustOpen(t, o)
+	defer v.Close()
+	r := mustRegion(t, v, 1)
+	r.SetReplicator(refuser{})
+	for i := range 2 * o.L0Pairs { // refused, appended: the first L0 freezes and is held, the second fills
+		if err := r.Put(key(i), []byte("v")); err == nil {
+			t.Fatalf("put %d acknowledged by a refusing replicator", i)
+		}
+	}
+	stalled := make(chan error, 1)
+	go func() { stalled <- r.Put(key(-1), []byte("v")) }()
+	select {
+	case err := <-stalled:
+		t.Fatalf("a write into a full L0 behind a held one did not stall: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release, err := r.Quiesce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.SetReplicator(confirmer{})
+	release()
+	select {
+	case err := <-stalled:
+		if err != nil {
+			t.Fatalf("the stalled write after the new replicator: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stalled write did not go on after a replicator confirmed the held L0")
+	}
+	if l := r.Levels(); len(l) == 0 || l[0].Pairs == 0 {
+		t.Fatalf("the held L0 was not compacted: %+v", l)
 	}
 }
