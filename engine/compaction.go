@@ -88,7 +88,14 @@ func (r *Region) compactOnce() (bool, error) {
 		r.mu.Unlock()
 	}()
 	if imm != nil {
-		return true, r.compactL0(imm, immEnd, ckEnd, ver)
+		r.mu.RLock()
+		held := r.l0HeldLocked()
+		r.mu.RUnlock()
+		if !held {
+			if ok, err := r.compactL0(imm, immEnd, ckEnd, ver); ok || err != nil {
+				return true, err
+			}
+		}
 	}
 	for i := 1; i < len(ver.levels); i++ {
 		if l := ver.levels[i]; l != nil && l.pairs > r.capacity(i) {
@@ -100,31 +107,59 @@ func (r *Region) compactOnce() (bool, error) {
 
 // compactL0 merges the frozen L0 into L1 and advances the recovery point
 // to immEnd. The request-table checkpoint written at immEnd (ending at
-// ckEnd; 0: writing it failed) must be durable, and replicated to the
-// backups in the stream, before any replica can take immEnd as its
-// recovery point: a replay from there must find it.
-func (r *Region) compactL0(imm *memtable, immEnd, ckEnd uint64, ver *version) error {
+// ckEnd; 0: writing it failed) must be durable, and held by the region's
+// replicator, before any replica can take immEnd as its recovery point: a
+// replay from there must find it. It does nothing (false) while the
+// replicator does not hold the frozen L0's records and the checkpoint: a
+// level is read without asking the replicator (commit.go), so a record
+// that entered one would be readable although the region's group may
+// lack it (a write refused when a backup dropped out). The L0 is then
+// held (l0HeldLocked) until another replicator is installed; meanwhile
+// level compactions go on and Quiesce and WaitIdle do not wait for it.
+func (r *Region) compactL0(imm *memtable, immEnd, ckEnd uint64, ver *version) (bool, error) {
 	if ckEnd == 0 {
-		return fmt.Errorf("engine: region %d: no request-table checkpoint at the recovery point", r.desc.ID)
+		return true, fmt.Errorf("engine: region %d: no request-table checkpoint at the recovery point", r.desc.ID)
 	}
 	// Every pointer of the new L1 must reach durable log bytes.
 	if err := r.log.syncTo(ckEnd); err != nil {
-		return err
+		return true, err
 	}
-	if rep := r.repl.Load(); rep != nil && ckEnd > immEnd {
-		if err := rep.WaitReplicated(ckEnd); err != nil {
-			// A backup the wait gave up on leaves the stream: it gets no
-			// level install with this recovery point from it either.
-			r.v.log.Warn("request-table checkpoint not replicated before compaction", zap.Uint64("region", r.desc.ID), zap.Error(err))
+	if rep := r.repl.Load(); rep != nil {
+		if err := rep.WaitReplicated(max(immEnd, ckEnd)); err != nil {
+			r.mu.Lock()
+			r.heldFor = rep
+			r.memCond.Broadcast()
+			r.mu.Unlock()
+			r.v.log.Warn("L0 compaction held: its records are not replicated", zap.Uint64("region", r.desc.ID), zap.Error(err))
+			return false, nil
 		}
 	}
+	r.mu.Lock()
+	r.heldFor = nil
+	r.mu.Unlock()
 	r.listener.LogFlushed(r.log.flushInfo(immEnd))
 	info := CompactionInfo{Region: r.desc.ID, Src: 0, Dst: 1}
 	srcs := []source{newMemIter(imm.t, nil, nil), newLevelIter(r.v, ver.level(1), nil, nil, IOCompaction)}
-	return r.mergeInstall(info, srcs, ver, func(nv *version) {
+	return true, r.mergeInstall(info, srcs, ver, func(nv *version) {
 		r.imm = nil
 		r.memCond.Broadcast()
 	}, immEnd)
+}
+
+// l0HeldLocked reports whether the frozen L0 waits for another replicator
+// than the one that refused it (l0Held). Called with mu held.
+func (r *Region) l0HeldLocked() bool {
+	return r.imm != nil && l0Held(r.heldFor, r.repl.Load(), r.held > 0)
+}
+
+// l0Held decides whether an L0 compaction refused by replicator heldFor
+// (nil: none refused) still waits, with cur the region's replicator now and
+// quiesced whether a Quiesce is in force. Only a replicator installed
+// since may confirm the records (a re-attach: its stream put the whole log
+// on its backups); no replicator confirms nothing; and a quiesced region
+// (a re-attach in progress) must stay still until released.
+func l0Held(heldFor, cur *replicatorBox, quiesced bool) bool {
+	return heldFor != nil && (cur == nil || cur == heldFor || quiesced)
 }
 
 // compactLevel merges Li into Li+1, or moves Li down when Li+1 is empty.

@@ -139,10 +139,11 @@ func (r *Region) Compact() error {
 		return ErrClosed
 	}
 	if r.mem.len() > 0 {
-		for r.imm != nil && r.bgErr == nil && !r.closed {
+		for r.imm != nil && r.bgErr == nil && !r.closed && !r.l0HeldLocked() {
+			r.signal()
 			r.memCond.Wait()
 		}
-		if r.bgErr == nil && !r.closed && r.mem.len() > 0 {
+		if r.imm == nil && r.bgErr == nil && !r.closed && r.mem.len() > 0 {
 			r.freezeLocked()
 		}
 	}
@@ -150,7 +151,8 @@ func (r *Region) Compact() error {
 	return r.WaitIdle()
 }
 
-// WaitIdle waits until no compaction is running or needed.
+// WaitIdle waits until no compaction is running or needed. An L0 held
+// back for replication (l0HeldLocked) counts as no compaction needed.
 func (r *Region) WaitIdle() error {
 	if r.backup {
 		if r.isClosed() {
@@ -175,7 +177,7 @@ func (r *Region) WaitIdle() error {
 }
 
 func (r *Region) idleLocked() bool {
-	if r.imm != nil || r.compacting {
+	if (r.imm != nil && !r.l0HeldLocked()) || r.compacting {
 		return false
 	}
 	for i := 1; i < len(r.cur.levels); i++ {

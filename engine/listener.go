@@ -104,8 +104,24 @@ type LevelInfo struct {
 // acknowledged (Put and Delete return) only once WaitReplicated(pos)
 // returned nil for the log position after its record (LogAppend.End). It
 // is called without region locks, from the writer's goroutine.
+//
+// WaitReplicated is also what reads of L0 records and L0 compactions ask
+// (commit.go, compaction.go): a record enters a level only once it
+// returned nil for the frozen L0's end.
 type Replicator interface {
 	WaitReplicated(pos uint64) error
+}
+
+// WriteGate is implemented by Replicators that acknowledge a client write
+// on more than "replicated" (a minimum number of copies): AdmitWrite is
+// asked before the write's record is appended (an error refuses it with
+// nothing appended), and WaitAcknowledged replaces WaitReplicated after the
+// append (an error refuses it with its record in the log: indeterminate).
+// Reads and compactions still ask only WaitReplicated. Both are called
+// without region locks, from the writer's goroutine.
+type WriteGate interface {
+	AdmitWrite() error
+	WaitAcknowledged(pos uint64) error
 }
 
 // RecordListener is implemented by listeners that want LogAppend.Record.

@@ -90,6 +90,9 @@ func (r *Region) waitDuplicate(end uint64, sync bool) error {
 		}
 	}
 	if rep := r.repl.Load(); rep != nil {
+		if rep.gate != nil { // as its original: the replicator's copies rule
+			return rep.gate.WaitAcknowledged(end)
+		}
 		return rep.WaitReplicated(end)
 	}
 	return nil

@@ -22,6 +22,7 @@ func (r *Region) Quiesce() (release func(), err error) {
 		r.held--
 		r.memCond.Broadcast()
 		r.mu.Unlock()
+		r.signal() // an L0 compaction held back for replication retries
 	}
 	for r.writers.Load() > 0 {
 		time.Sleep(100 * time.Microsecond)

@@ -17,7 +17,7 @@ type Region struct {
 	listener hooks
 	repl     atomic.Pointer[replicatorBox]
 
-	mu         sync.RWMutex // mem, imm, immEnd, cur, bgErr, compacting
+	mu         sync.RWMutex // mem, imm, immEnd, cur, bgErr, compacting, heldFor
 	memCond    *sync.Cond   // broadcast when L0 has room, a compaction attempt ends, bgErr is set or the region closes
 	mem        *memtable
 	imm        *memtable // frozen L0 being compacted into L1
@@ -29,10 +29,14 @@ type Region struct {
 	rp         uint64 // persisted L0 recovery point
 	bgErr      error
 	compacting bool
-	closed     bool
-	backup     bool // a Send-Index backup: no log tail, L0 or background work
-	held       int  // Quiesce calls not yet released: client writes wait
-	writers    atomic.Int64
+	// heldFor is the replicator that refused the frozen L0 (its records
+	// are not replicated): the L0 compaction waits for another one
+	// (l0HeldLocked).
+	heldFor *replicatorBox
+	closed  bool
+	backup  bool // a Send-Index backup: no log tail, L0 or background work
+	held    int  // Quiesce calls not yet released: client writes wait
+	writers atomic.Int64
 
 	freeMu  sync.Mutex
 	pending []pendingFree
@@ -147,15 +151,18 @@ func (r *Region) SetListener(l Listener) { r.listener.set(l) }
 
 // SetReplicator makes acknowledged writes wait for rep (nil: no waiting:
 // a write is acknowledged once appended, or durable in sync mode). Writes
-// already past their append may still wait on the previous one. A caller
-// retiring a replicator that must not be succeeded by "no waiting" uses
-// ReplaceReplicator.
+// already past their append may still wait on the previous one. An L0
+// compaction the previous one refused is retried with rep, once no
+// Quiesce is in force. A caller retiring a replicator that must not be
+// succeeded by "no waiting" uses ReplaceReplicator.
 func (r *Region) SetReplicator(rep Replicator) {
 	if rep == nil {
 		r.repl.Store(nil)
 		return
 	}
-	r.repl.Store(&replicatorBox{rep})
+	gate, _ := rep.(WriteGate)
+	r.repl.Store(&replicatorBox{Replicator: rep, gate: gate})
+	r.signal() // an L0 compaction held back for replication retries (after a Quiesce)
 }
 
 // ReplaceReplicator installs next in place of old, atomically, if old is
@@ -167,7 +174,8 @@ func (r *Region) SetReplicator(rep Replicator) {
 func (r *Region) ReplaceReplicator(old, next Replicator) bool {
 	var nb *replicatorBox
 	if next != nil {
-		nb = &replicatorBox{next}
+		gate, _ := next.(WriteGate)
+		nb = &replicatorBox{Replicator: next, gate: gate}
 	}
 	for {
 		cur := r.repl.Load()
@@ -175,12 +183,24 @@ func (r *Region) ReplaceReplicator(old, next Replicator) bool {
 			return false
 		}
 		if r.repl.CompareAndSwap(cur, nb) {
+			if nb != nil {
+				r.signal() // an L0 compaction held back for replication retries
+			}
 			return true
 		}
 	}
 }
 
-type replicatorBox struct{ Replicator }
+type replicatorBox struct {
+	Replicator
+	gate WriteGate // the Replicator's, if it is one
+}
+
+// SyncTo makes the region's log durable at least up to log position pos
+// (a LogAppend.End), as a sync-mode write does: group commit with the
+// region's other waiters. For a Replicator that must hold a write on the
+// primary's disk (the primary is its only copy).
+func (r *Region) SyncTo(pos uint64) error { return r.log.syncTo(pos) }
 
 func (r *Region) newEmptyState() {
 	r.mem = newMemtable()
@@ -235,13 +255,20 @@ func (r *Region) write(kind uint8, key, value []byte, id RequestID, cond func() 
 	if r.backup {
 		return false, r.roleErr()
 	}
+	if cond == nil { // a client write: its replicator may refuse it before anything is appended
+		if b := r.repl.Load(); b != nil && b.gate != nil {
+			if err := b.gate.AdmitWrite(); err != nil {
+				return false, err
+			}
+		}
+	}
 	k := append([]byte(nil), key...) // L0's copy, made outside the lock
 	r.mu.Lock()
 	for {
 		for r.held > 0 && cond == nil && !r.closed { // Quiesce: client writes wait; GC's finish its pass
 			r.memCond.Wait()
 		}
-		if err := r.waitRoomLocked(); err != nil {
+		if err := r.waitRoomLocked(cond != nil); err != nil {
 			r.mu.Unlock()
 			return false, err
 		}
@@ -287,7 +314,11 @@ func (r *Region) write(kind uint8, key, value []byte, id RequestID, cond func() 
 		}
 	}
 	if rep != nil && cond == nil { // GC relocations replicate, unacknowledged
-		if err := rep.WaitReplicated(end); err != nil {
+		wait := rep.WaitReplicated
+		if rep.gate != nil {
+			wait = rep.gate.WaitAcknowledged
+		}
+		if err := wait(end); err != nil {
 			return false, err
 		}
 	}
@@ -299,8 +330,11 @@ func (r *Region) memFull() bool {
 }
 
 // waitRoomLocked freezes a full L0, or waits (a stall) while the previous
-// one is still being compacted.
-func (r *Region) waitRoomLocked() error {
+// one is still being compacted. A GC relocation does not wait for an L0
+// held back for replication (l0HeldLocked): it would hold up a Quiesce
+// (the re-attach that ends the hold) from inside a GC pass; L0 takes it
+// over its size.
+func (r *Region) waitRoomLocked(relocation bool) error {
 	var start time.Time
 	for {
 		if r.closed {
@@ -314,6 +348,9 @@ func (r *Region) waitRoomLocked() error {
 		}
 		if r.imm == nil {
 			r.freezeLocked()
+			break
+		}
+		if relocation && r.l0HeldLocked() {
 			break
 		}
 		if start.IsZero() {

@@ -17,6 +17,9 @@ type Layout struct {
 	Prefix      string
 	Replicas    int    // copies per region, primary included
 	Replication string // send-index (default) or build-index
+	// MinCopies is the map's min_copies: the copies, primary included,
+	// that hold a write before it is acknowledged (1 to Replicas; 0 is 1).
+	MinCopies int
 }
 
 // InitialMap builds a new cluster's map (version 1, epoch 1): regions as
@@ -25,6 +28,9 @@ type Layout struct {
 func InitialMap(servers []regionmap.Server, l Layout) (*regionmap.Map, error) {
 	if l.Replicas < 1 || l.Replicas > len(servers) {
 		return nil, fmt.Errorf("%w: %d replicas on %d servers", regionmap.ErrInvalid, l.Replicas, len(servers))
+	}
+	if l.MinCopies < 0 || l.MinCopies > l.Replicas {
+		return nil, fmt.Errorf("%w: min copies %d: want 1 to the %d replicas", regionmap.ErrInvalid, l.MinCopies, l.Replicas)
 	}
 	splits := l.Splits
 	if len(splits) == 0 {
@@ -35,7 +41,7 @@ func InitialMap(servers []regionmap.Server, l Layout) (*regionmap.Map, error) {
 	}
 	srvs := append([]regionmap.Server(nil), servers...)
 	sort.Slice(srvs, func(i, j int) bool { return srvs[i].Name < srvs[j].Name })
-	m := &regionmap.Map{Version: 1, Servers: srvs, Replicas: l.Replicas, Replication: l.Replication}
+	m := &regionmap.Map{Version: 1, Servers: srvs, Replicas: l.Replicas, Replication: l.Replication, MinCopies: max(l.MinCopies, 1)}
 	bounds := append(append([]string{""}, splits...), "")
 	for i := 0; i+1 < len(bounds); i++ {
 		r := regionmap.Region{ID: uint64(i + 1), Start: bounds[i], End: bounds[i+1], Epoch: 1, Primary: srvs[i%len(srvs)].Name}

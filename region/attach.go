@@ -209,12 +209,12 @@ func (s *Server) prepareAttach(st *routing, id uint64) (*attachJob, error) {
 		s.retire(id) // its replicator refuses from here (Shipper.Close)
 	}
 	if len(r.Group()) == 0 {
-		// The master left it without backups: it serves alone (set
-		// explicitly: a retired stream leaves a refusing replicator). No
-		// backup holds the old primary's segments any more: a backup that
-		// joins later is seeded, never rebased.
+		// The master left it without backups: it serves alone, its only
+		// copy (set explicitly: a retired stream leaves a refusing
+		// replicator). No backup holds the old primary's segments any
+		// more: a backup that joins later is seeded, never rebased.
 		s.takeRebase(id, er)
-		er.SetReplicator(nil)
+		s.serveAlone(st.m, *r, er)
 		if release != nil {
 			release()
 		}
@@ -245,7 +245,7 @@ func (s *Server) finishAttach(j *attachJob) error {
 	case p.shipper == nil:
 		// Only joining backups, none pre-seeded yet: it serves alone until
 		// they are attached (set explicitly, as above).
-		j.er.SetReplicator(nil)
+		s.serveAlone(j.m, j.r, j.er)
 	}
 	j.end(nil)
 	s.replMu.Lock()

@@ -93,7 +93,7 @@ func engineReply(err error) ring.Reply {
 		errors.Is(err, engine.ErrBadRequestID), errors.Is(err, engine.ErrStaleRequest):
 		return errorReply(wire.StatusBadRequest, "%v", err)
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, replication.ErrNoBackups), errors.Is(err, replication.ErrBackupDropped),
-		errors.Is(err, replication.ErrStreamClosed):
+		errors.Is(err, replication.ErrStreamClosed), errors.Is(err, replication.ErrTooFewCopies):
 		return errorReply(wire.StatusUnavailable, "%v", err)
 	}
 	return errorReply(wire.StatusInternal, "%v", err)

@@ -135,9 +135,9 @@ func (s *Server) installRegion(m *regionmap.Map, r regionmap.Region, old, next *
 	next.hosted[r.ID] = er
 	if !next.attaching[r.ID] {
 		if !attached {
-			// No backups and no stream: it serves alone, explicitly (a
-			// handle deposed earlier still refuses).
-			er.SetReplicator(nil)
+			// No backups and no stream: it serves alone, its only copy,
+			// explicitly (a handle deposed earlier still refuses).
+			s.serveAlone(m, r, er)
 		}
 		er.Resume()
 		s.resumed[r.ID] = true

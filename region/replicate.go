@@ -399,6 +399,9 @@ func (s *Server) attachDialed(m *regionmap.Map, r regionmap.Region, er *engine.R
 		// None holds the old primary's segments: a promotion's rebase is
 		// for no one (the pre-seeds name this primary's segments).
 		s.takeRebase(r.ID, er)
+		// The primary is the only copy: it syncs every write before the
+		// acknowledgement (and refuses writes under min_copies > 1).
+		s.serveAlone(m, r, er)
 		s.log.Info("region serves alone until its joining backups are pre-seeded", zap.Uint64("region", r.ID), zap.Strings("joining", p.pending))
 		return p, nil
 	}
@@ -421,13 +424,25 @@ func (s *Server) attachDialed(m *regionmap.Map, r regionmap.Region, er *engine.R
 	logID, handover := s.buildLogOf(r.ID)
 	p.shipper, err = replication.NewShipper(replication.ShipperConfig{Region: er, Epoch: r.Epoch, Mode: s.replMode(m), LogID: logID, Handover: handover,
 		SegSize: s.vol.SegmentSize(), Mirror: p.mirror, Links: links, Credits: s.cfg.ReplicationCredits, Log: s.log.Named("replication"),
-		Rebase: s.takeRebase(r.ID, er), OnDrop: onDrop, Strict: s.cluster != nil, Preseeded: pre})
+		Rebase: s.takeRebase(r.ID, er), OnDrop: onDrop, Strict: s.cluster != nil, Preseeded: pre,
+		MinCopies: m.Copies(), Joining: r.Joining})
 	if err != nil {
 		p.mirror.Close()
 		return nil, err
 	}
 	s.log.Info("replication attached", zap.Uint64("region", r.ID), zap.Int("backups", len(backups)), zap.Stringer("mode", s.replMode(m)))
 	return p, nil
+}
+
+// serveAlone makes a primary with no backup in a stream its only copy:
+// every write is durable before its acknowledgement, whatever the sync
+// mode; with the map's min_copies above 1 writes are refused (reads go
+// on).
+func (s *Server) serveAlone(m *regionmap.Map, r regionmap.Region, er *engine.Region) {
+	er.SetReplicator(&replication.Alone{Region: er, MinCopies: m.Copies()})
+	if m.Copies() > 1 {
+		s.log.Warn("region refuses writes: fewer copies than min_copies", zap.Uint64("region", r.ID), zap.Int("copies", 1), zap.Int("min_copies", m.Copies()))
+	}
 }
 
 // flushPrimaries lets each hosted region finish its compactions and its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -333,6 +334,26 @@ func (m *Mirror) Acked(pos Pos) bool {
 		}
 	}
 	return live > 0 && pos.gen <= m.gen
+}
+
+// Census counts the live backups, and those of them whose names are not
+// in skip, and reports whether any backup was dropped (one look under the
+// mirror's lock: the per-write checks of a Shipper).
+func (m *Mirror) Census(skip []string) (live, outside int, dropped bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range m.backups {
+		switch {
+		case b.dropped:
+			dropped = true
+		case slices.Contains(skip, b.Name):
+			live++
+		default:
+			live++
+			outside++
+		}
+	}
+	return live, outside, dropped
 }
 
 // AnyDropped reports whether a backup was dropped.

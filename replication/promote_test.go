@@ -225,7 +225,7 @@ func (g *replGroup) follow(np *engine.Region, epoch uint64, reps []*Replica, reb
 	}
 	sh, err := NewShipper(ShipperConfig{Region: np, Epoch: epoch, Mode: g.modes[0], SegSize: mirrorSeg, Mirror: m,
 		Links: links, Credits: 2, Rebase: rebase, Log: zaptest.NewLogger(t), Strict: g.strict, OnDrop: g.onDrop, Preseeded: g.preseeded,
-		LogID: g.logID, Handover: g.handover})
+		LogID: g.logID, Handover: g.handover, MinCopies: g.minCopies, Joining: g.joining})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,8 @@ func TestSeedNewBackup(t *testing.T) {
 // TestStrictShipperRefusesAfterDrop: with Strict, a write is acknowledged
 // only while every backup of the stream holds it: once a backup is dropped
 // (as after a late WRITE or a failed command) OnDrop reports it and later writes fail with
-// ErrBackupDropped, while a final flush still reaches the other backup.
+// ErrBackupDropped, while a final flush still reaches the other backup
+// (promoted, it holds every acknowledged write) and the L0 compaction waits.
 func TestStrictShipperRefusesAfterDrop(t *testing.T) {
 	rng := rand.New(rand.NewPCG(testseed.Seed(t), 14))
 	g := newReplGroup(t, 64, []Mode{SendIndex, SendIndex}, nil)
@@ -316,11 +317,25 @@ func TestStrictShipperRefusesAfterDrop(t *testing.T) {
 	if err := g.shipper.Flush(ctx); err != nil {
 		t.Fatalf("flush to the backup left: %v", err)
 	}
+	// The L0 (the refused write's record among its acknowledged ones) does
+	// not enter a level while the group lacks a backup.
+	levels := g.pr.Levels()
 	if err := g.pr.Compact(); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.shipper.Idle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	checkContent(t, "backup 0", reps[0].Region(), model)
+	for i, l := range g.pr.Levels() {
+		if i >= len(levels) || l.Pairs != levels[i].Pairs {
+			t.Fatalf("L%d changed after the drop: %d pairs", l.Level, l.Pairs)
+		}
+	}
+	// The backup left holds every acknowledged write (flushed to its log).
+	g.failPrimary()
+	np, err := reps[0].Promote(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkContent(t, "backup 0 promoted", np, model)
 }

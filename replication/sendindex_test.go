@@ -42,6 +42,9 @@ type replGroup struct {
 	// the handover follow passes to a promoted primary's stream
 	logID    uint64
 	handover *Handover
+	// follow: the stream's MinCopies and joining backups (by name)
+	minCopies int
+	joining   []string
 }
 
 func replOpts(fs vfs.FS, l0 int) func(string) engine.Options {

@@ -48,6 +48,14 @@ type ShipperConfig struct {
 	// acknowledged write, so a managed cluster's master first redoes the
 	// group. Flushes still reach the backups left.
 	Strict bool
+	// MinCopies is the fewest copies, the primary counted, that must hold
+	// a write before it is acknowledged (copies.go; 0 means 1): below it
+	// writes fail with ErrTooFewCopies. Joining names backups of the stream
+	// that count as no copy (joining backups: never promoted); with no
+	// other backup live, the primary syncs each write before its
+	// acknowledgement.
+	MinCopies int
+	Joining   []string
 	// Preseeded names the backups PreSeed copied the region to while it
 	// served: they get only what changed since, then the check (a full
 	// seed if either fails).
@@ -291,31 +299,75 @@ func (s *Shipper) LogAppended(a engine.LogAppend) {
 	}
 }
 
-// WaitReplicated waits until every live backup holds the log up to pos.
+// WaitReplicated waits until every live backup holds the log up to pos,
+// and, with no backup but joining ones live, until the primary's log is
+// durable up to pos. Strict, it fails once a backup was dropped.
 func (s *Shipper) WaitReplicated(pos uint64) error {
-	idx, off := pos>>s.shift, int64(pos&(1<<s.shift-1))
-	if idx < s.base {
-		// Log sealed before the stream started: the attach's check and
-		// catch-up put it on every backup (reads of older L0 records ask).
-		return nil
-	}
-	p := Pos{gen: idx - s.base, end: off}
-	if s.cfg.Mirror.Acked(p) { // done already (a read of a settled write)
-		if s.cfg.Strict && s.cfg.Mirror.AnyDropped() {
-			return ErrBackupDropped
-		}
-		return nil
-	}
-	setLabel(labelLog)
-	defer setLabel(labelInsert) // the writer's own label (region server handlers)
-	err := s.cfg.Mirror.WaitTimeout(p, s.cfg.Timeout)
-	// A backup dropped after the wait saw it hold the record is no loss;
-	// one dropped before is seen here (drops are recorded under the
-	// mirror's lock before a wait can count without it).
-	if err == nil && s.cfg.Strict && s.cfg.Mirror.AnyDropped() {
-		return ErrBackupDropped
-	}
+	_, err := s.waitHeld(pos)
 	return err
+}
+
+// WaitAcknowledged is WaitReplicated, then the region's MinCopies: the
+// acknowledgement of a client write (engine.WriteGate).
+func (s *Shipper) WaitAcknowledged(pos uint64) error {
+	copies, err := s.waitHeld(pos)
+	if err != nil {
+		return err
+	}
+	_, err = ackRule(copies, s.cfg.MinCopies)
+	return err
+}
+
+// AdmitWrite refuses a client write before its record is appended when it
+// could not be acknowledged anyway: a strict stream that dropped a backup,
+// no live backup, or fewer copies than MinCopies (engine.WriteGate).
+func (s *Shipper) AdmitWrite() error {
+	live, copies, dropped := s.cfg.Mirror.Census(s.cfg.Joining)
+	switch {
+	case s.cfg.Strict && dropped:
+		return ErrBackupDropped
+	case live == 0:
+		return ErrNoBackups
+	}
+	_, err := ackRule(copies, s.cfg.MinCopies)
+	return err
+}
+
+// waitHeld waits until the stream's group holds the log up to pos and
+// returns how many backups, joining ones not counted, hold it.
+func (s *Shipper) waitHeld(pos uint64) (int, error) {
+	idx, off := pos>>s.shift, int64(pos&(1<<s.shift-1))
+	if idx >= s.base {
+		p := Pos{gen: idx - s.base, end: off}
+		if !s.cfg.Mirror.Acked(p) { // else done already (a read of a settled write)
+			setLabel(labelLog)
+			err := s.cfg.Mirror.WaitTimeout(p, s.cfg.Timeout)
+			setLabel(labelInsert) // the writer's own label (region server handlers)
+			if err != nil {
+				return 0, err
+			}
+		}
+	}
+	// Log sealed before the stream started (idx < base) is on every backup
+	// that passed the attach's check and catch-up (or seed); the tail
+	// mirrored since, on every live one. Either way the group holds it
+	// only while no backup was dropped (strict: every backup of the group
+	// must) and one is left. A backup dropped after the wait saw it hold
+	// the record is counted lost too (drops are recorded under the
+	// mirror's lock before a wait can count without it).
+	live, copies, dropped := s.cfg.Mirror.Census(s.cfg.Joining)
+	switch {
+	case s.cfg.Strict && dropped:
+		return 0, ErrBackupDropped
+	case live == 0:
+		return 0, ErrNoBackups
+	}
+	if sync, _ := ackRule(copies, 1); sync {
+		if err := s.cfg.Region.SyncTo(pos); err != nil {
+			return 0, err
+		}
+	}
+	return copies, nil
 }
 
 // CPU profile labels (component=...) of replication work. pprof cannot

@@ -79,6 +79,7 @@ func clusterCommand() *cli.Command {
 				&cli.StringFlag{Name: "splits", Usage: "comma-separated keys where regions start (instead of --regions)"},
 				&cli.IntFlag{Name: "replicas", Value: 3, Usage: "copies of each region, primary included"},
 				&cli.StringFlag{Name: "replication", Value: "send-index", Usage: "send-index or build-index"},
+				&cli.IntFlag{Name: "min-copies", Value: 1, Usage: "copies, primary included, that hold a write before it is acknowledged (1 to --replicas); a region with fewer refuses writes"},
 			),
 			Action: withSession(clusterInit),
 		}, {
@@ -130,7 +131,10 @@ func clusterInit(c *cli.Context, sess *coord.Session) error {
 		srv.Started = si.Started
 		srvs = append(srvs, srv)
 	}
-	l := master.Layout{Regions: c.Int("regions"), Prefix: c.String("prefix"), Replicas: c.Int("replicas"), Replication: c.String("replication")}
+	l := master.Layout{Regions: c.Int("regions"), Prefix: c.String("prefix"), Replicas: c.Int("replicas"), Replication: c.String("replication"), MinCopies: c.Int("min-copies")}
+	if c.Int("min-copies") < 1 {
+		return fmt.Errorf("--min-copies %d: want 1 to --replicas", c.Int("min-copies"))
+	}
 	if s := c.String("splits"); s != "" {
 		l.Splits = strings.Split(s, ",")
 	}
@@ -141,7 +145,7 @@ func clusterInit(c *cli.Context, sess *coord.Session) error {
 	if err := sess.CreateMap(ctx, m); err != nil {
 		return err
 	}
-	fmt.Printf("region map created: %d regions, %d replicas, servers %s\n", len(m.Regions), m.Replicas, names(m.Servers))
+	fmt.Printf("region map created: %d regions, %d replicas, min copies %d, servers %s\n", len(m.Regions), m.Replicas, m.Copies(), names(m.Servers))
 	return nil
 }
 

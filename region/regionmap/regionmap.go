@@ -81,7 +81,17 @@ type Map struct {
 	// Replicas is the copies (primary included) the master keeps of each
 	// region; 0 leaves the groups as they are (a static map).
 	Replicas int `yaml:"replicas,omitempty" json:"replicas,omitempty"`
+	// MinCopies is the fewest copies, the primary counted, that hold a
+	// write before it is acknowledged: the primary and every backup (not
+	// joining) of the region's replication stream whose WRITE of the
+	// record completed. A region with fewer refuses writes (reads go on).
+	// 0 means 1. At most Replicas (a static map: at most 1 + each
+	// region's backups).
+	MinCopies int `yaml:"min_copies,omitempty" json:"min_copies,omitempty"`
 }
+
+// Copies is MinCopies, 0 read as 1.
+func (m *Map) Copies() int { return max(m.MinCopies, 1) }
 
 // Single is the map of one server holding one region over all keys.
 func Single(server Server) *Map {
@@ -91,7 +101,9 @@ func Single(server Server) *Map {
 // Validate checks the rules: version > 0; server names unique and each
 // with an address; regions with unique non-zero IDs, sorted, contiguous
 // (each starts where the previous ends), covering every key (first starts
-// at "", last ends at ""), non-empty, with a known primary and epoch > 0.
+// at "", last ends at ""), non-empty, with a known primary and epoch > 0;
+// 0 <= min_copies <= replicas (replicas 0: min_copies at most 1 + each
+// region's backups).
 func (m *Map) Validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
@@ -115,6 +127,12 @@ func (m *Map) Validate() error {
 	if m.Replicas < 0 {
 		return bad("replicas %d", m.Replicas)
 	}
+	switch {
+	case m.MinCopies < 0:
+		return bad("min_copies %d", m.MinCopies)
+	case m.Replicas > 0 && m.MinCopies > m.Replicas:
+		return bad("min_copies %d above replicas %d", m.MinCopies, m.Replicas)
+	}
 	if m.Replication != "" && m.Replication != "send-index" && m.Replication != "build-index" {
 		return bad("replication %q (send-index or build-index)", m.Replication)
 	}
@@ -135,6 +153,9 @@ func (m *Map) Validate() error {
 			return bad("region %d is empty or reversed: [%q, %q)", r.ID, r.Start, r.End)
 		case i == len(m.Regions)-1 && r.End != "":
 			return bad("the last region ends at %q, not at the end of the key space", r.End)
+		}
+		if m.Replicas == 0 && m.Copies() > 1+len(r.Backups) {
+			return bad("region %d: min_copies %d, but a primary and %d backups", r.ID, m.MinCopies, len(r.Backups))
 		}
 		seen := map[string]bool{r.Primary: true}
 		for _, b := range r.Group() {

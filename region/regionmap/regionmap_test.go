@@ -41,18 +41,37 @@ func TestParseAndLookup(t *testing.T) {
 
 func TestInvalid(t *testing.T) {
 	cases := map[string]string{
-		"version 0":      `{version: 0, servers: [{name: a, tcp: x}], regions: [{id: 1, primary: a, epoch: 1}]}`,
-		"gap":            `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, end: b, primary: a, epoch: 1}, {id: 2, start: c, primary: a, epoch: 1}]}`,
-		"unknown server": `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, primary: b, epoch: 1}]}`,
-		"no address":     `{version: 1, servers: [{name: a}], regions: [{id: 1, primary: a, epoch: 1}]}`,
-		"duplicate id":   `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, end: b, primary: a, epoch: 1}, {id: 1, start: b, primary: a, epoch: 1}]}`,
-		"open end":       `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, end: b, primary: a, epoch: 1}]}`,
-		"unknown field":  `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, primary: a, epoch: 1, color: red}]}`,
-		"backup=primary": `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, primary: a, backups: [a], epoch: 1}]}`,
+		"version 0":                    `{version: 0, servers: [{name: a, tcp: x}], regions: [{id: 1, primary: a, epoch: 1}]}`,
+		"gap":                          `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, end: b, primary: a, epoch: 1}, {id: 2, start: c, primary: a, epoch: 1}]}`,
+		"unknown server":               `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, primary: b, epoch: 1}]}`,
+		"no address":                   `{version: 1, servers: [{name: a}], regions: [{id: 1, primary: a, epoch: 1}]}`,
+		"duplicate id":                 `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, end: b, primary: a, epoch: 1}, {id: 1, start: b, primary: a, epoch: 1}]}`,
+		"open end":                     `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, end: b, primary: a, epoch: 1}]}`,
+		"unknown field":                `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, primary: a, epoch: 1, color: red}]}`,
+		"backup=primary":               `{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, primary: a, backups: [a], epoch: 1}]}`,
+		"min_copies < 0":               `{version: 1, min_copies: -1, servers: [{name: a, tcp: x}], regions: [{id: 1, primary: a, epoch: 1}]}`,
+		"min_copies > replicas":        `{version: 1, replicas: 2, min_copies: 3, servers: [{name: a, tcp: x}, {name: b, tcp: y}], regions: [{id: 1, primary: a, backups: [b], epoch: 1}]}`,
+		"min_copies > static copies":   `{version: 1, min_copies: 3, servers: [{name: a, tcp: x}, {name: b, tcp: y}], regions: [{id: 1, primary: a, backups: [b], epoch: 1}]}`,
+		"min_copies > static, joining": `{version: 1, min_copies: 2, servers: [{name: a, tcp: x}, {name: b, tcp: y}], regions: [{id: 1, primary: a, joining: [b], epoch: 1}]}`,
 	}
 	for name, doc := range cases {
 		if _, err := Parse([]byte(doc)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+func TestMinCopies(t *testing.T) {
+	for doc, want := range map[string]int{
+		`{version: 1, servers: [{name: a, tcp: x}], regions: [{id: 1, primary: a, epoch: 1}]}`:                                                 1,
+		`{version: 1, min_copies: 2, servers: [{name: a, tcp: x}, {name: b, tcp: y}], regions: [{id: 1, primary: a, backups: [b], epoch: 1}]}`: 2,
+		`{version: 1, replicas: 3, min_copies: 3, servers: [{name: a, tcp: x}], regions: [{id: 1, primary: a, epoch: 1}]}`:                     3,
+	} {
+		m, err := Parse([]byte(doc))
+		if err != nil {
+			t.Errorf("%s: %v", doc, err)
+		} else if m.Copies() != want {
+			t.Errorf("%s: copies %d, want %d", doc, m.Copies(), want)
 		}
 	}
 }

@@ -1,0 +1,172 @@
+package replication
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/testseed"
+)
+
+// Sizes: these tests check when a write is acknowledged (before or after
+// its fdatasync, with how many copies) and whether a frozen L0 enters a
+// level; neither depends on how full log segments are, so the groups'
+// small L0 and 64 KiB segments exercise the same paths as the defaults.
+
+func TestAckRule(t *testing.T) {
+	for _, c := range []struct {
+		backups, min int
+		sync         bool
+		refused      string // the error's have/need, "" for none
+	}{
+		{0, 0, true, ""}, // min_copies unset is 1
+		{0, 1, true, ""},
+		{0, 2, false, "1 of the 2"},
+		{1, 1, false, ""},
+		{1, 2, false, ""},
+		{1, 3, false, "2 of the 3"},
+		{2, 3, false, ""},
+		{3, 2, false, ""},
+	} {
+		sync, err := ackRule(c.backups, c.min)
+		switch {
+		case c.refused == "" && err != nil, c.refused != "" && (!errors.Is(err, ErrTooFewCopies) || !strings.Contains(err.Error(), c.refused)):
+			t.Errorf("ackRule(%d, %d): %v, want refused %q", c.backups, c.min, err, c.refused)
+		case sync != c.sync:
+			t.Errorf("ackRule(%d, %d): sync %v, want %v", c.backups, c.min, sync, c.sync)
+		}
+	}
+}
+
+// TestLonePrimarySyncsBeforeAck: an async primary with no backup (Alone)
+// acknowledges a write only once it is on disk: a crash right after the
+// acknowledgement (a crash clone of the filesystem, unsynced data lost)
+// keeps it. With min_copies 2 it refuses writes, appending nothing, and
+// reads go on.
+func TestLonePrimarySyncsBeforeAck(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	opts := func(fs vfs.FS) engine.Options {
+		return engine.Options{FS: fs, Dir: "p", SegmentSize: mirrorSeg, L0Pairs: 64, SyncMode: engine.SyncModeAsync, GCInterval: -1}
+	}
+	v, err := engine.Open(opts(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	r, err := v.CreateRegion(engine.RegionDesc{ID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.SetReplicator(&Alone{Region: r, MinCopies: 1})
+	for i := range 10 {
+		if err := r.Put(fmt.Appendf(nil, "k%d", i), []byte("acknowledged")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clone := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	cv, err := engine.Open(opts(clone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, ok := cv.Region(7)
+	if !ok {
+		t.Fatal("region lost in the crash")
+	}
+	for i := range 10 {
+		if got, err := cr.Get(fmt.Appendf(nil, "k%d", i)); err != nil || string(got) != "acknowledged" {
+			t.Fatalf("k%d after a crash of the lone primary: %q, %v (acknowledged from memory only)", i, got, err)
+		}
+	}
+	cv.Close()
+
+	r.SetReplicator(&Alone{Region: r, MinCopies: 2})
+	before, _ := r.LogTail()
+	err = r.Put([]byte("refused"), []byte("v"))
+	if !errors.Is(err, ErrTooFewCopies) || !strings.Contains(err.Error(), "1 of the 2") {
+		t.Fatalf("a write to a lone primary under min_copies 2: %v, want ErrTooFewCopies (1 of 2)", err)
+	}
+	if after, _ := r.LogTail(); after.Offset != before.Offset || after.Segment != before.Segment {
+		t.Fatalf("a refused write was appended: tail %d/%d -> %d/%d", before.Segment, before.Offset, after.Segment, after.Offset)
+	}
+	if got, err := r.Get([]byte("k3")); err != nil || string(got) != "acknowledged" {
+		t.Fatalf("a read under min_copies: %q, %v", got, err)
+	}
+}
+
+// TestShipperMinCopies: a stream acknowledges a write only with MinCopies
+// copies, the primary counted and joining backups not: at the threshold it
+// accepts; one backup dropped (below it) refuses before appending, reads
+// go on; with the backup back (a new stream) it accepts again. A stream
+// whose only backup is joining syncs each write on the primary; one with
+// a backup does not.
+func TestShipperMinCopies(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 17))
+	g := newReplGroup(t, 64, []Mode{SendIndex, SendIndex}, nil)
+	model := g.write(rng, 2, 200, 2400)
+	g.settle()
+	restream := func(min int, joining ...string) {
+		g.shipper.Close()
+		g.mirror.Close()
+		g.minCopies, g.joining = min, joining
+		g.follow(g.pr, 3, g.reps, nil)
+		if d := g.shipper.Dropped(); len(d) != 0 {
+			t.Fatalf("dropped at attach: %v", d)
+		}
+	}
+	put := func(k string) error { return g.pr.Put([]byte(k), []byte("v-"+k)) }
+
+	restream(3)
+	if err := put("at-threshold"); err != nil {
+		t.Fatalf("3 copies, min_copies 3: %v", err)
+	}
+	g.mirror.Drop("b1", errors.New("test: backup 1 late"))
+	before, _ := g.pr.LogTail()
+	if err := put("below"); !errors.Is(err, ErrTooFewCopies) || !strings.Contains(err.Error(), "2 of the 3") {
+		t.Fatalf("2 copies, min_copies 3: %v, want ErrTooFewCopies (2 of 3)", err)
+	}
+	if after, _ := g.pr.LogTail(); after.Offset != before.Offset || after.Segment != before.Segment {
+		t.Fatal("a write refused below min_copies was appended")
+	}
+	checkContent(t, "primary below min_copies", g.pr, model)
+	restream(3) // the backup is back
+	if err := put("back"); err != nil {
+		t.Fatalf("backup back, min_copies 3: %v", err)
+	}
+
+	restream(3, "b1") // a joining backup is no copy
+	if err := put("joining"); !errors.Is(err, ErrTooFewCopies) {
+		t.Fatalf("a backup and a joining one, min_copies 3: %v, want ErrTooFewCopies", err)
+	}
+	restream(2, "b1")
+	if err := put("joining-2"); err != nil {
+		t.Fatalf("a backup and a joining one, min_copies 2: %v", err)
+	}
+
+	syncs := func() uint64 { return g.pv.Stats().Syncs }
+	restream(1)
+	s0 := syncs()
+	for i := range 5 {
+		if err := put(fmt.Sprintf("async-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := syncs(); s != s0 {
+		t.Fatalf("async writes held by backups: %d fdatasyncs, want none", s-s0)
+	}
+	restream(1, "b0", "b1") // only joining backups: the primary is the only copy
+	s0 = syncs()
+	for i := range 5 {
+		if err := put(fmt.Sprintf("alone-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		if s := syncs(); s == s0 {
+			t.Fatalf("write %d acknowledged by a primary whose only backups are joining, without an fdatasync", i)
+		} else {
+			s0 = s
+		}
+	}
+}
