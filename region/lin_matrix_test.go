@@ -66,25 +66,7 @@ var knownUnsafe = []struct {
 	Configs string
 	Faults  []faultKind // nil: every fault
 	Finding string
-}{
-	// A resumed deposed primary serves the clients still on the old map:
-	// seen as a lagging client reading a value overwritten through the new
-	// primary (sync-send-shm-2, sync-send-shm-3), and as the two
-	// primaries' histories diverging, every checked key not linearizable
-	// (async-send-shm-2).
-	{Configs: "*", Faults: []faultKind{faultPause}, Finding: "findings 3 and 6"},
-	// Build-Index groups are never whole again after a failover (nothing
-	// seeds a joining Build-Index backup): every Build-Index run stopped
-	// after its first fault, the groups not whole 60 s later.
-	{Configs: "*-build-*", Finding: "finding 2"},
-	// A rolling restart (each replica restarted and back in the group)
-	// followed by a SIGKILL of the primary lost acknowledged writes: 35
-	// background keys read older values and 7 of 12 checked keys were not
-	// linearizable (async-send-shm-3); 6 and 5 (sync-send-shm-3). In 2-way
-	// the killed primary's region was not failed over within a minute
-	// (sync-send-tcp-2).
-	{Configs: "*", Faults: []faultKind{faultRollingRestart}, Finding: "findings 4 and 9"},
-}
+}{}
 
 // unsafeFaults returns the fault kinds known unsafe in c, with the findings.
 func unsafeFaults(c linConfig) map[faultKind]string {
