@@ -290,6 +290,9 @@ func (in *Inspector) Content(region uint64) ([]Pair, error) {
 		}
 	}
 	err := in.Log(region, LogPosition{Index: st.rp >> in.g.shift, Offset: in.g.off(st.rp)}, func(r LogRecord) error {
+		if r.Checkpoint { // the completion table, not a pair
+			return nil
+		}
 		m[string(r.Key)] = val{tomb: r.Tombstone, v: append([]byte(nil), r.Value...), inV: true}
 		return nil
 	})

@@ -94,7 +94,7 @@ func TestLeaseGatesRequests(t *testing.T) {
 		"get absent": {wire.TypeGet, getReq("absent")},
 		"multi-get":  {wire.TypeMultiGet, (&wire.MultiGetRequest{MapVersion: 1, Keys: [][]byte{[]byte("k")}}).Encode(nil)},
 		"scan":       {wire.TypeScan, (&wire.ScanRequest{MapVersion: 1, Limit: 10, MaxBytes: 1 << 20}).Encode(nil)},
-		"delete":     {wire.TypeDelete, getReq("k")},
+		"delete":     {wire.TypeDelete, (&wire.DeleteRequest{MapVersion: 1, Key: []byte("k")}).Encode(nil)},
 	}
 	if rep := call(s, wire.TypePut, (&wire.PutRequest{MapVersion: 1, Key: []byte("k"), Value: []byte("v1")}).Encode(nil)); rep.Status != 0 {
 		t.Fatalf("put with the lease held: status %d %s", rep.Status, rep.Payload)
