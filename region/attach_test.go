@@ -191,25 +191,8 @@ func TestAttachHungBackupHoldsUpNothing(t *testing.T) {
 // shm) or replication_connect.
 func TestAttachRetriesBackupNotAnsweringYet(t *testing.T) {
 	dir := t.TempDir()
-	m := &regionmap.Map{Version: 1, Replication: "send-index",
-		Servers: []regionmap.Server{{Name: "p", Shm: filepath.Join(dir, "p.sock")}, {Name: "b", Shm: filepath.Join(dir, "b.sock")}},
-		Regions: []regionmap.Region{{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 1}}}
-	mapFile := filepath.Join(dir, "map.yaml")
-	if err := regionmap.WriteFile(mapFile, m); err != nil {
-		t.Fatal(err)
-	}
-	start := func(name string) *Server {
-		cfg := DefaultConfig()
-		cfg.Name, cfg.DataDir, cfg.TCP, cfg.Shm, cfg.MapFile = name, filepath.Join(dir, name), "", filepath.Join(dir, name+".sock"), mapFile
-		cfg.SegmentSize, cfg.L0Pairs, cfg.SyncMode = 64<<10, 64, "async"
-		cfg.ReplicationConnect = Duration(20 * time.Second)
-		s, err := Start(cfg, zaptest.NewLogger(t).Named(name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
+	m := pairMap(dir)
+	start := staticServers(t, dir, m, 20*time.Second)
 	b := start("b")
 	p := start("p")
 	deadline := time.Now().Add(10 * time.Second)
