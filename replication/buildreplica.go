@@ -212,21 +212,13 @@ func (r *Replica) foldBuffer() {
 	}
 }
 
-// halves reads the buffer halves that name this region, in log order;
+// halves reads the buffer halves that name this region (bufferHalves:
+// one per log segment), in log order;
 // every one but the newest is marked older (it ends where its segment was
 // sealed: the mirror's switch waited for its WRITEs). Called with r.mu
 // held.
 func (r *Replica) halves() []promoteHalf {
-	id := r.region.Desc().ID
-	var out []promoteHalf
-	for h := range 2 {
-		img := r.buf[int64(h)*r.segSize : int64(h+1)*r.segSize]
-		m, ok := decodeMarker(img)
-		if !ok || m.Region != id {
-			continue
-		}
-		out = append(out, promoteHalf{m: m, img: img, end: engine.TailEnd(img, m.Seq)})
-	}
+	out := bufferHalves(r.buf, r.segSize, r.region.Desc().ID)
 	sort.Slice(out, func(i, j int) bool { return out[i].m.Index < out[j].m.Index })
 	for i := range out {
 		out[i].older = i < len(out)-1

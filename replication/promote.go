@@ -25,15 +25,7 @@ func (r *Replica) Promote(epoch uint64) (*engine.Region, error) {
 	}
 	r.abortLocked()
 	id := r.region.Desc().ID
-	var halves []promoteHalf
-	for h := range 2 {
-		img := r.buf[int64(h)*r.segSize : int64(h+1)*r.segSize]
-		m, ok := decodeMarker(img)
-		if !ok || m.Region != id {
-			continue
-		}
-		halves = append(halves, promoteHalf{m: m, img: img, end: engine.TailEnd(img, m.Seq)})
-	}
+	halves := bufferHalves(r.buf, r.segSize, id)
 	sort.Slice(halves, func(i, j int) bool { return halves[i].m.Seq < halves[j].m.Seq })
 	if r.mode == BuildIndex {
 		// In log order; every half but the newest ends where its segment
@@ -77,6 +69,38 @@ func (r *Replica) Promote(epoch uint64) (*engine.Region, error) {
 	r.epoch = epoch
 	r.region = region
 	return region, nil
+}
+
+// bufferHalves reads the halves of buf that name region id, in buffer
+// order. Two halves naming the same log segment (a re-attach of the same
+// primary mirrors its tail into half 0 whichever half the old stream's
+// tail was in) are both prefixes of that segment: only the one with the
+// longer verified image is returned, the other stopped where its stream
+// did and lacks what the newer stream acknowledged.
+func bufferHalves(buf []byte, segSize int64, id uint64) []promoteHalf {
+	var out []promoteHalf
+	for h := range 2 {
+		img := buf[int64(h)*segSize : int64(h+1)*segSize]
+		m, ok := decodeMarker(img)
+		if !ok || m.Region != id {
+			continue
+		}
+		out = append(out, promoteHalf{m: m, img: img, end: engine.TailEnd(img, m.Seq)})
+	}
+	if len(out) == 2 && sameLogSegment(out[0].m, out[1].m) {
+		if out[0].end < out[1].end {
+			out = out[1:]
+		} else {
+			out = out[:1]
+		}
+	}
+	return out
+}
+
+// sameLogSegment reports whether two tail markers name the same segment of
+// the same primary log (position, number and sequence).
+func sameLogSegment(a, b Marker) bool {
+	return a.Index == b.Index && a.Segment == b.Segment && a.Seq == b.Seq
 }
 
 // promoteHalf is a buffer half a promotion reads: its marker, image and
