@@ -318,7 +318,12 @@ func TestStrictShipperRefusesAfterDrop(t *testing.T) {
 		t.Fatalf("flush to the backup left: %v", err)
 	}
 	// The L0 (the refused write's record among its acknowledged ones) does
-	// not enter a level while the group lacks a backup.
+	// not enter a level while the group lacks a backup. (A compaction whose
+	// records were replicated before the drop may still be installing:
+	// it is let finish first.)
+	if err := g.pr.WaitIdle(); err != nil {
+		t.Fatal(err)
+	}
 	levels := g.pr.Levels()
 	if err := g.pr.Compact(); err != nil {
 		t.Fatal(err)
