@@ -67,11 +67,6 @@ var knownUnsafe = []struct {
 	Faults  []faultKind // nil: every fault
 	Finding string
 }{
-	// A rolling restart of all three replicas (each back in the group
-	// before the next) followed by a SIGKILL of the primary lost
-	// acknowledged writes in sync-send-shm-3 and sync-send-tcp-3 after the
-	// fixes of findings 1-9 (2-way and the other faults pass).
-	{Configs: "*-send-*-3", Faults: []faultKind{faultRollingRestart}, Finding: "finding 9 (3-way rolling restart)"},
 	// Liveness, not safety: when the second primary of a double failover
 	// dies before its stream's IN_SYNC, the last backup reports its copy
 	// incomplete and the region waits for a primary to come back (seen
