@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
-
 	"github.com/tebis-go/tebis/region/regionmap"
 )
 
@@ -106,23 +104,8 @@ func TestAttachHungBackupHoldsUpNothing(t *testing.T) {
 	m := &regionmap.Map{Version: 1, Replication: "send-index",
 		Servers: []regionmap.Server{{Name: "p", Shm: filepath.Join(dir, "p.sock")}, {Name: "b", Shm: filepath.Join(dir, "b.sock")}, {Name: "h", Shm: hung}},
 		Regions: []regionmap.Region{{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 1}, {ID: 2, Primary: "p", Backups: []string{"b"}, Epoch: 1}}}
-	mapFile := filepath.Join(dir, "map.yaml")
-	if err := regionmap.WriteFile(mapFile, m); err != nil {
-		t.Fatal(err)
-	}
 	const connect = 10 * time.Second // how long an attach waits for a backup
-	start := func(name string) *Server {
-		cfg := DefaultConfig()
-		cfg.Name, cfg.DataDir, cfg.TCP, cfg.Shm, cfg.MapFile = name, filepath.Join(dir, name), "", filepath.Join(dir, name+".sock"), mapFile
-		cfg.SegmentSize, cfg.L0Pairs, cfg.SyncMode = 64<<10, 64, "async"
-		cfg.ReplicationConnect = Duration(connect)
-		s, err := Start(cfg, zaptest.NewLogger(t).Named(name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
+	start := staticServers(t, dir, m, connect)
 	b := start("b")
 	_ = b
 	p := start("p")
