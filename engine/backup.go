@@ -402,21 +402,15 @@ func (r *Region) readLog(seg, seq uint64, from, to int64, dropped bool) ([]byte,
 // segment of the log holds it (a backup that adopted nothing since its
 // copy was emptied). Either role; safe for concurrent use.
 func (r *Region) LogRecoveryPoint() (seg LogSegment, off int64, ok bool) {
-	r.mu.RLock()
-	rp := r.rp
-	r.mu.RUnlock()
-	idx, off := rp>>r.v.g.shift, int64(rp&(uint64(r.v.g.segSize)-1))
-	l := r.log
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, ls := range l.segs {
-		if ls.idx == idx {
-			seg = LogSegment{Segment: ls.seg, Seq: ls.recordSeq(), Primary: ls.primary, End: ls.end}
-			if r.backup {
-				seg.Segment = ls.primary
-			}
-			return seg, off, true
-		}
+	ls, off, _ := r.recoverySegment()
+	if ls == nil {
+		return LogSegment{}, off, false
 	}
-	return LogSegment{}, off, false
+	r.log.mu.Lock()
+	defer r.log.mu.Unlock()
+	seg = LogSegment{Segment: ls.seg, Seq: ls.recordSeq(), Primary: ls.primary, End: ls.end}
+	if r.backup {
+		seg.Segment = ls.primary
+	}
+	return seg, off, true
 }

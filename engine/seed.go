@@ -69,12 +69,10 @@ func (r *Region) ResetBackup() error {
 	return nil
 }
 
-// RecoveryPoint is a primary region's persisted L0 recovery point as a
-// log segment and offset: the log before it is indexed by the levels.
-func (r *Region) RecoveryPoint() (LogPoint, error) {
-	if r.backup {
-		return LogPoint{}, r.roleErr()
-	}
+// recoverySegment returns the log segment holding the region's recovery
+// point (nil: the log no longer has its index), the offset in it and the
+// index.
+func (r *Region) recoverySegment() (*logSeg, int64, uint64) {
 	r.mu.RLock()
 	rp := r.rp
 	r.mu.RUnlock()
@@ -84,8 +82,21 @@ func (r *Region) RecoveryPoint() (LogPoint, error) {
 	defer l.mu.Unlock()
 	for _, ls := range l.segs {
 		if ls.idx == idx {
-			return LogPoint{Segment: ls.seg, Offset: off}, nil
+			return ls, off, idx
 		}
+	}
+	return nil, off, idx
+}
+
+// RecoveryPoint is a primary region's persisted L0 recovery point as a
+// log segment and offset: the log before it is indexed by the levels.
+func (r *Region) RecoveryPoint() (LogPoint, error) {
+	if r.backup {
+		return LogPoint{}, r.roleErr()
+	}
+	ls, off, idx := r.recoverySegment()
+	if ls != nil {
+		return LogPoint{Segment: ls.seg, Offset: off}, nil
 	}
 	return LogPoint{}, fmt.Errorf("%w: region %d: recovery point in log index %d, which the log no longer has", ErrCorrupt, r.desc.ID, idx)
 }
