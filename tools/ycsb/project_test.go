@@ -3,26 +3,19 @@ package ycsb
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"testing"
 )
 
-// sharedDir is the YCSB project's own workload files, beside the repository.
-func sharedDir(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "ycsb-workloads")
-	if _, err := os.Stat(filepath.Join(dir, "workloada")); err != nil {
-		t.Fatalf("the YCSB workload files are expected in %s: %v", dir, err)
-	}
-	return dir
-}
+// projectDir holds the YCSB project's own workload files (Apache 2.0,
+// its LICENSE.txt beside them), copied unchanged.
+const projectDir = "testdata/workloads"
 
 // TestYCSBProjectFiles parses the YCSB project's workloada-f and checks
 // each matches our built-in default of the same letter (proportions,
 // distributions, scan settings), and that -p style overrides win.
 func TestYCSBProjectFiles(t *testing.T) {
-	dir := sharedDir(t)
+	dir := projectDir
 	for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
 		f, err := os.Open(filepath.Join(dir, "workload"+name))
 		if err != nil {
