@@ -86,9 +86,11 @@ func (v *View) dead(name string) bool {
 //     with no live backup the region waits for its primary; until every
 //     live backup reported its log position, or LogWait passed, the
 //     region is left as it is;
-//   - a backup that reported its copy incomplete is never promoted; when
-//     every live backup did, the region is left as it is: it waits for its
-//     primary (unavailable rather than without acknowledged writes);
+//   - only a backup that reported its log position with a complete copy
+//     is promoted; while no live backup did (after LogWait too: one that
+//     never reports, or reported its copy incomplete), the region is left
+//     as it is: it waits for a report or for its primary (unavailable
+//     rather than without acknowledged writes);
 //   - dead backups and joining backups, and those their primary reported
 //     dropped at the current epoch, leave the group (epoch grows);
 //   - a joining backup reported done at the current epoch becomes a backup;
@@ -185,7 +187,7 @@ func heal(v *View, r *regionmap.Region) bool {
 		return false
 	}
 	if v.dead(r.Primary) && len(alive(r.Backups)) > 0 && len(promotable(v, r, alive(r.Backups))) == 0 {
-		return false // every live backup's copy is incomplete: wait for the primary
+		return false // no live backup reported a complete copy: wait for one, or for the primary
 	}
 	if b, j := alive(r.Backups), alive(r.Joining); len(b) != len(r.Backups) || len(j) != len(r.Joining) {
 		r.Backups, r.Joining = b, j
@@ -220,11 +222,14 @@ func heal(v *View, r *regionmap.Region) bool {
 }
 
 // promotable lists the indexes in backups of those that may replace r's
-// primary: all but those that reported an incomplete copy at r's epoch.
+// primary: those that reported their log position at r's epoch with a
+// complete copy. A backup that did not report (hung, its report lost, its
+// seed perhaps unfinished) is not: its copy may lack acknowledged writes.
 func promotable(v *View, r *regionmap.Region, backups []string) []int {
 	var out []int
 	for i, b := range backups {
-		if !v.Incomplete[Join{r.ID, r.Epoch, b}] {
+		j := Join{r.ID, r.Epoch, b}
+		if _, reported := v.Logs[j]; reported && !v.Incomplete[j] {
 			out = append(out, i)
 		}
 	}

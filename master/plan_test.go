@@ -28,6 +28,19 @@ func seen(names ...string) map[string]time.Time {
 	return out
 }
 
+// reported is every backup of m's regions reporting a complete copy at
+// its region's epoch (the first at the lowest position): what a failover
+// waits for before it promotes anyone.
+func reported(m *regionmap.Map) map[Join]uint64 {
+	out := map[Join]uint64{}
+	for _, r := range m.Regions {
+		for i, b := range r.Backups {
+			out[Join{r.ID, r.Epoch, b}] = uint64(i)
+		}
+	}
+	return out
+}
+
 // threeWay is 3 regions over rs1..rs4 with 3 replicas.
 func threeWay(t *testing.T) *regionmap.Map {
 	m, err := InitialMap([]regionmap.Server{srv("rs1"), srv("rs2"), srv("rs3"), srv("rs4")}, Layout{Regions: 3, Replicas: 3})
@@ -50,6 +63,7 @@ func TestNextPromotesBackup(t *testing.T) {
 	r := m.Regions[0]
 	v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Seen: seen("rs1", "rs2", "rs3", "rs4"), Since: t0, Now: t0, Grace: time.Hour}
 	delete(v.Live, r.Primary)
+	v.Logs = map[Join]uint64{{r.ID, r.Epoch, r.Backups[0]}: 1 << 32, {r.ID, r.Epoch, r.Backups[1]}: 1 << 32}
 	n := Next(v)
 	if n == nil {
 		t.Fatal("no change after the primary died")
@@ -77,9 +91,14 @@ func TestNextPromotesBackup(t *testing.T) {
 	if p := Next(v).Region(r.ID).Primary; p != r.Backups[1] {
 		t.Fatalf("promoted %s, the most complete log is on %s", p, r.Backups[1])
 	}
-	v.Logs = map[Join]uint64{{r.ID, r.Epoch - 1, r.Backups[1]}: 9 << 32}
+	v.Logs = map[Join]uint64{{r.ID, r.Epoch - 1, r.Backups[1]}: 9 << 32, {r.ID, r.Epoch, r.Backups[0]}: 1 << 32}
 	if p := Next(v).Region(r.ID).Primary; p != r.Backups[0] {
 		t.Fatalf("promoted %s on an old epoch's position", p)
+	}
+	// A report of another epoch is no report: nobody to promote.
+	v.Logs = map[Join]uint64{{r.ID, r.Epoch - 1, r.Backups[1]}: 9 << 32}
+	if n := Next(v); n != nil && n.Region(r.ID).Primary != r.Primary {
+		t.Fatalf("promoted %s on an old epoch's report alone", n.Region(r.ID).Primary)
 	}
 }
 
@@ -122,9 +141,20 @@ func TestNextWaitsForLogPositions(t *testing.T) {
 	if n := Next(v); n != nil && n.Region(r.ID).Epoch != r.Epoch {
 		t.Fatal("a new leader promoted without positions within LogWait")
 	}
+	// After LogWait, a backup that never reported is still not promoted:
+	// its copy may lack acknowledged writes (a seed unfinished, its
+	// report lost). The region waits for a report.
 	v.Now = gone.Add(time.Second)
-	if n := Next(v); n == nil || n.Region(r.ID).Primary != b0 {
-		t.Fatal("a new leader did not promote the first backup after LogWait")
+	if n := Next(v); n != nil && n.Region(r.ID).Primary != r.Primary {
+		t.Fatalf("promoted %s, which never reported its log position", n.Region(r.ID).Primary)
+	}
+	v.Now = gone.Add(time.Hour)
+	if n := Next(v); n != nil && n.Region(r.ID).Primary != r.Primary {
+		t.Fatalf("promoted %s an hour on, without its report", n.Region(r.ID).Primary)
+	}
+	v.Logs[Join{r.ID, r.Epoch, b1}] = 1 << 32
+	if n := Next(v); n == nil || n.Region(r.ID).Primary != b1 {
+		t.Fatal("a new leader did not promote the only backup that reported")
 	}
 }
 
@@ -132,7 +162,7 @@ func TestNextGraceForUnseenServers(t *testing.T) {
 	m := threeWay(t)
 	r := m.Regions[0]
 	all := []string{"rs1", "rs2", "rs3", "rs4"}
-	v := View{Map: m, Live: live(all...), Since: t0, Now: t0.Add(time.Second), Grace: 10 * time.Second}
+	v := View{Map: m, Live: live(all...), Since: t0, Now: t0.Add(time.Second), Grace: 10 * time.Second, Logs: reported(m)}
 	delete(v.Live, r.Primary)
 	if n := Next(v); n != nil {
 		t.Fatalf("a server never seen was failed within the grace: %+v", n.Region(r.ID))
@@ -260,7 +290,7 @@ func TestNextRestartedServerFailsOver(t *testing.T) {
 	m := threeWay(t)
 	r := m.Regions[0]
 	all := []string{"rs1", "rs2", "rs3", "rs4"}
-	v := View{Map: m, Live: live(all...), Seen: seen(all...), Since: t0, Now: t0, Grace: time.Hour}
+	v := View{Map: m, Live: live(all...), Seen: seen(all...), Since: t0, Now: t0, Grace: time.Hour, Logs: reported(m)}
 	again := v.Live[r.Primary]
 	again.Started = 2
 	v.Live[r.Primary] = again

@@ -137,7 +137,9 @@ func TestRunPromotesBackup(t *testing.T) {
 		}
 	}
 
-	// Without reports the promotion happens once LogWait passed.
+	// Without reports nobody is promoted, after LogWait too (a backup
+	// that did not report may lack acknowledged writes); the first
+	// complete report after LogWait is promoted.
 	r2 := *got.Region(2)
 	f.RemoveServer(r2.Primary)
 	settle(t, f)
@@ -146,9 +148,17 @@ func TestRunPromotesBackup(t *testing.T) {
 		t.Fatalf("promoted without log positions within LogWait (znode version %d)", v)
 	}
 	clk.Advance(time.Second)
+	settle(t, f)
+	settle(t, f)
+	if got, v = f.Map(); got.Region(r2.ID).Primary != r2.Primary {
+		t.Fatalf("promoted %s after LogWait without its report (znode version %d)", got.Region(r2.ID).Primary, v)
+	}
+	f.ReportJoined(coord.Joined{Region: r2.ID, Epoch: got.Region(r2.ID).Epoch, Server: r2.Backups[1], Log: true, Pos: 1 << 32})
 	wait(t, "the second promotion", func() bool { m, _ := f.Map(); return m.Region(r2.ID).Primary != r2.Primary })
 	got, _ = f.Map()
-	promoted(t, got, r2)
+	if p := got.Region(r2.ID).Primary; p != r2.Backups[1] {
+		t.Fatalf("promoted %s, the only backup that reported is %s", p, r2.Backups[1])
+	}
 }
 
 func TestRunGraceForUnseenServers(t *testing.T) {
@@ -165,6 +175,9 @@ func TestRunGraceForUnseenServers(t *testing.T) {
 		t.Fatalf("a server never seen live was failed within the grace (znode version %d)", v)
 	}
 	clk.Advance(time.Second)
+	for _, b := range r.Backups { // the backups see their primary gone and report
+		f.ReportJoined(coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: b, Log: true, Pos: 1 << 32})
+	}
 	wait(t, "a new map after the grace", atVersion(f, 1))
 	got, _ := f.Map()
 	promoted(t, got, r)

@@ -118,6 +118,16 @@ func TestRunOnZooKeeper(t *testing.T) {
 	// saw rs1 live, else after the Grace: rs1 may have gone before m2's
 	// first look at the servers).
 	rs["rs1"].Close()
+	for _, r := range before.Regions { // its backups report their copies (region/logpos.go)
+		if r.Primary != "rs1" {
+			continue
+		}
+		for _, b := range r.Backups {
+			if err := rs[b].ReportJoined(ctx, coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: b, Log: true, Pos: 1 << 32}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	wait(t, "a map without rs1", func() bool {
 		got, _ := readMap()
 		for _, r := range got.Regions {

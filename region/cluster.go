@@ -25,6 +25,7 @@ type clusterLink struct {
 	wg     sync.WaitGroup
 
 	started atomic.Int64 // the run registered last (ServerInfo.Started)
+	logs    *logReporter // backups' log position reports (logpos.go)
 }
 
 // knows reports whether m's roles are for this run of the server: its map
@@ -46,7 +47,7 @@ func (s *Server) joinCluster() error {
 	if err != nil {
 		return err
 	}
-	c := &clusterLink{sess: sess}
+	c := &clusterLink{sess: sess, logs: newLogReporter()}
 	if err := s.register(ctx, c); err != nil {
 		sess.Close()
 		return err
@@ -55,14 +56,18 @@ func (s *Server) joinCluster() error {
 	c.cancel = wcancel
 	s.cluster = c
 	s.lease.Store(sess.Lease()) // before any map is installed: nothing is served without it
-	c.wg.Add(4)
+	c.wg.Add(5)
 	go func() {
 		defer c.wg.Done()
 		sess.KeepLease(wctx, cfg.Name)
 	}()
 	go func() {
 		defer c.wg.Done()
-		sess.WatchServers(wctx, s.reportLogs)
+		sess.WatchServers(wctx, c.logs.servers)
+	}()
+	go func() {
+		defer c.wg.Done()
+		s.runLogReports(wctx, c.logs)
 	}()
 	go func() {
 		defer c.wg.Done()

@@ -62,6 +62,9 @@ func (s *Server) install(m *regionmap.Map) error {
 		}
 	}
 	s.state.Store(next)
+	if s.cluster != nil {
+		s.cluster.logs.poke() // m may make this server a backup of a failed primary
+	}
 	s.stopDeposed(old, next)
 	s.log.Info("region map installed", zap.Uint64("version", m.Version), zap.Int("hosted", len(next.hosted)))
 	switch {

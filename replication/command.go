@@ -117,6 +117,13 @@ var (
 	// ErrOutOfSync: the backup's copy is not the primary's (it missed
 	// commands while it or its connection was down).
 	ErrOutOfSync = errors.New("replication: backup out of sync with its primary")
+	// ErrReported: the backup reported its copy complete for a failover
+	// at the command's epoch (Replica.Report): it no longer lets that
+	// epoch's primary reseed or rebase it.
+	ErrReported = errors.New("replication: backup reported its copy for a failover")
+	// ErrIncompleteCopy: a promotion of a replica whose copy may lack
+	// acknowledged writes (Replica.Complete false).
+	ErrIncompleteCopy = errors.New("replication: the backup's copy is not complete")
 )
 
 // Command is one primary-to-backup command. Fields a kind does not use

@@ -61,3 +61,51 @@ func TestReseededBackupIncompleteUntilInSync(t *testing.T) {
 		t.Fatal("a backup handed a fresh buffer reports its copy complete")
 	}
 }
+
+// TestReportedCopyRefusesReseedAtItsEpoch: a backup reports its copy
+// complete for a failover (its primary's registration is gone); the master
+// may promote it on that report. Its primary, only paused, resumes an
+// attach at the same epoch and re-seeds (CmdReset) or rebases it: had the
+// backup accepted, the master would promote a copy that lacks
+// acknowledged writes. The backup refuses (ErrReported) and stays
+// complete and promotable; a primary of a newer epoch may still re-seed it.
+// A copy made incomplete is never promoted (ErrIncompleteCopy).
+func TestReportedCopyRefusesReseedAtItsEpoch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 19))
+	g := newReplGroup(t, 64, []Mode{SendIndex, SendIndex}, nil)
+	model := g.write(rng, 2, 400, 600)
+	g.settle()
+	g.shipper.Close()
+	g.mirror.Close()
+	for _, e := range g.ends {
+		e.buf.Revoke()
+	}
+	epoch := g.reps[0].Epoch()
+	if _, complete := g.reps[0].Report(epoch); !complete {
+		t.Fatal("backup 0 reports an incomplete copy after its attach settled")
+	}
+	for _, c := range []*Command{
+		{Kind: CmdReset, Region: 7, Epoch: epoch},
+		{Kind: CmdRebase, Region: 7, Epoch: epoch, Data: EncodeRebase(nil)},
+	} {
+		if err := g.reps[0].Handle(c); !errors.Is(err, ErrReported) {
+			t.Fatalf("%s at the reported epoch %d: %v, want ErrReported", c.Kind, epoch, err)
+		}
+	}
+	if !g.reps[0].Complete() {
+		t.Fatal("a refused re-seed left the reported copy incomplete")
+	}
+	// Backup 1 did not report: the same re-seed is taken, and its copy is
+	// then not promotable.
+	if err := g.reps[1].Handle(&Command{Kind: CmdReset, Region: 7, Epoch: epoch}); err != nil {
+		t.Fatalf("reset of a backup that did not report: %v", err)
+	}
+	if _, err := g.reps[1].Promote(epoch + 1); !errors.Is(err, ErrIncompleteCopy) {
+		t.Fatalf("promoting a re-seeded backup before IN_SYNC: %v, want ErrIncompleteCopy", err)
+	}
+	np, err := g.reps[0].Promote(epoch + 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkContent(t, "the reported backup promoted", np, model)
+}

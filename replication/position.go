@@ -28,3 +28,21 @@ func (r *Replica) LogPosition() uint64 {
 	}
 	return pos
 }
+
+// Report is a backup's log position report for a failover at epoch (its
+// primary is gone): LogPosition and Complete, read together. A complete
+// report is a promise the master may act on (it promotes only a backup
+// that reported a complete copy): from here the replica refuses, at
+// epoch and older ones, every command that would make its copy incomplete
+// (CmdReset, CmdRebase: a paused primary resuming its attach); a primary
+// of a newer epoch may. The same buffer rules as LogPosition apply.
+func (r *Replica) Report(epoch uint64) (pos uint64, complete bool) {
+	pos = r.LogPosition()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.incomplete {
+		r.reported = max(r.reported, epoch)
+		return pos, true
+	}
+	return pos, false
+}

@@ -15,13 +15,18 @@ import (
 // point. The caller must have revoked the buffer first (rdma.MR.Revoke):
 // no WRITE of the old primary may land while it is read. The replica is
 // closed afterwards; the returned region is held (engine.Options.
-// HoldBackground) until the caller resumes it. A Build-Index backup's
-// region is already a primary's: only its buffered records are applied.
+// HoldBackground) until the caller resumes it. A replica whose copy is
+// not complete (Complete) is not promoted: ErrIncompleteCopy. A
+// Build-Index backup's region is already a primary's: only its buffered
+// records are applied.
 func (r *Replica) Promote(epoch uint64) (*engine.Region, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if epoch < r.epoch {
 		return nil, fmt.Errorf("%w: promotion at epoch %d, region %d is at %d", ErrStaleEpoch, epoch, r.region.Desc().ID, r.epoch)
+	}
+	if r.incomplete {
+		return nil, fmt.Errorf("%w: region %d at epoch %d", ErrIncompleteCopy, r.region.Desc().ID, epoch)
 	}
 	r.abortLocked()
 	id := r.region.Desc().ID

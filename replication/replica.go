@@ -72,6 +72,10 @@ type Replica struct {
 	// incomplete: the copy may lack acknowledged writes (from the start,
 	// a reset, a rebase or a new buffer until the primary's CmdInSync).
 	incomplete bool
+	// reported: the highest epoch at which the replica reported its copy
+	// complete for a failover (Report); commands of that epoch or older
+	// that would make it incomplete are refused.
+	reported uint64
 
 	// Build-Index: the point of the primary's log the region holds
 	// everything before (known: set by CmdApplyFrom, moved by flushes),
@@ -172,6 +176,9 @@ func (r *Replica) Handle(c *Command) error {
 	}
 	if c.Epoch < r.epoch {
 		return fmt.Errorf("%w: %s at epoch %d, region %d is at %d", ErrStaleEpoch, c.Kind, c.Epoch, c.Region, r.epoch)
+	}
+	if (c.Kind == CmdReset || c.Kind == CmdRebase) && c.Epoch <= r.reported {
+		return fmt.Errorf("%w: %s at epoch %d: the copy was reported complete at epoch %d", ErrReported, c.Kind, c.Epoch, r.reported)
 	}
 	r.epoch = c.Epoch
 	if c.Kind == CmdInSync {
