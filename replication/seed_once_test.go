@@ -1,14 +1,18 @@
 package replication
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/internal/testseed"
+	"go.uber.org/zap/zaptest"
 )
 
 // seedOnceClients is how many clients write once each before the seed:
@@ -31,8 +35,13 @@ const seedOnceClients = 3000
 // A Build-Index backup that was the region's primary once must also lose
 // its own old outcomes with its old keys: the primary never applied them.
 func TestSeededBackupPromotedRetryNotApplied(t *testing.T) {
-	for _, mode := range []Mode{SendIndex, BuildIndex} {
-		t.Run(mode.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mode    Mode
+		preseed bool // Send-Index: pre-seeded halfway through the writes, brought up to date at the attach
+	}{{"send-index", SendIndex, false}, {"send-index-preseeded", SendIndex, true}, {"build-index", BuildIndex, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			mode := tc.mode
 			rng := rand.New(rand.NewPCG(testseed.Seed(t), 41))
 			g := newReplGroup(t, 1000, []Mode{mode}, nil)
 			put := func(r *engine.Region, k []byte, v string, id engine.RequestID) bool {
@@ -49,7 +58,19 @@ func TestSeededBackupPromotedRetryNotApplied(t *testing.T) {
 			client := func(i int) (key []byte, id engine.RequestID) {
 				return fmt.Appendf(nil, "c%05d", i), engine.RequestID{Client: 100 + uint64(i), Seq: 1, Ack: 1}
 			}
+			var rep *Replica
+			var pre *Preseeded
 			for i := range seedOnceClients { // 3 L0 freezes: early is behind the recovery point
+				if tc.preseed && i == seedOnceClients/2 {
+					if err := g.pr.WaitIdle(); err != nil {
+						t.Fatal(err)
+					}
+					_, rep = g.newBackup("new")
+					var err error
+					if pre, err = PreSeed(context.Background(), g.pr, &LocalLink{Replica: rep}, 3, 30*time.Second, zaptest.NewLogger(t)); err != nil {
+						t.Fatal(err)
+					}
+				}
 				k, id := client(i)
 				put(g.pr, k, fmt.Sprintf("v%d", i), id)
 			}
@@ -67,14 +88,18 @@ func TestSeededBackupPromotedRetryNotApplied(t *testing.T) {
 			if err := g.pr.WaitIdle(); err != nil {
 				t.Fatal(err)
 			}
-			g.shipper.Close()
-			g.mirror.Close()
-
-			var rep *Replica
 			stale := engine.RequestID{Client: 9, Seq: 1, Ack: 1}
-			if mode == SendIndex {
+			switch {
+			case tc.preseed:
+				sent := g.attachPreseeded(rep, pre)
+				t.Logf("the attach after the pre-seed sent %v", sent.n)
+			case mode == SendIndex:
+				g.shipper.Close()
+				g.mirror.Close()
 				_, rep = g.newBackup("new")
-			} else {
+			default:
+				g.shipper.Close()
+				g.mirror.Close()
 				nv, err := engine.Open(g.opts("new"))
 				if err != nil {
 					t.Fatal(err)
@@ -92,16 +117,18 @@ func TestSeededBackupPromotedRetryNotApplied(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var joined kindCounter
-			g.linkFail = map[int]func(*Command) error{1: joined.fail}
-			g.follow(g.pr, 4, []*Replica{g.reps[0], rep}, nil)
-			if d := g.shipper.Dropped(); len(d) != 0 {
-				t.Fatalf("dropped: %v", d)
+			if !tc.preseed {
+				var joined kindCounter
+				g.linkFail = map[int]func(*Command) error{1: joined.fail}
+				g.follow(g.pr, 4, []*Replica{g.reps[0], rep}, nil)
+				if d := g.shipper.Dropped(); len(d) != 0 {
+					t.Fatalf("dropped: %v", d)
+				}
+				if joined.get(CmdReset) != 1 {
+					t.Fatalf("the joining backup was not seeded whole: %v", joined.n)
+				}
+				t.Logf("seed commands: %v", joined.n)
 			}
-			if joined.get(CmdReset) != 1 {
-				t.Fatalf("the joining backup was not seeded whole: %v", joined.n)
-			}
-			t.Logf("seed commands: %v", joined.n)
 			g.failPrimary()
 			np, err := rep.Promote(5)
 			if err != nil {
@@ -136,5 +163,74 @@ func TestSeededBackupPromotedRetryNotApplied(t *testing.T) {
 				t.Fatal("client 1's next write was taken for a duplicate")
 			}
 		})
+	}
+}
+
+// TestBuildIndexRequestsOnlyInSeed: a Build-Index backup merges a
+// completion-table chunk only between its stream's RESET and APPLY_FROM,
+// like PAIRS: after the stream agreed its point, or from another stream,
+// it is refused and the table is unchanged.
+func TestBuildIndexRequestsOnlyInSeed(t *testing.T) {
+	v, err := engine.Open(replOpts(vfs.NewMem(), 1000)("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	br, err := v.CreateRegion(engine.RegionDesc{ID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := NewReplica(v, br, BuildIndex, 3, make([]byte, 2*mirrorSeg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A chunk from a real table: client 9's seq 1.
+	src, err := v.CreateRegion(engine.RegionDesc{ID: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.PutOnce([]byte("k"), []byte("v"), engine.RequestID{Client: 9, Seq: 1, Ack: 1}); err != nil {
+		t.Fatal(err)
+	}
+	chunks, err := src.RequestTableChunks(1 << 10)
+	if err != nil || len(chunks) != 1 {
+		t.Fatalf("chunks %d, %v", len(chunks), err)
+	}
+	handle := func(c *Command) error {
+		c.Region = 7
+		_, err := rep.Reply(c)
+		return err
+	}
+	from := Applied{Position: Position{Log: 1, Index: 1, Segment: 3, Seq: 3, Off: engine.SegmentHeaderSize}}.Encode()
+	for _, step := range []struct {
+		c       *Command
+		refused bool
+	}{
+		{&Command{Kind: CmdCheck, Epoch: 3}, false},
+		{&Command{Kind: CmdApplyFrom, Epoch: 3, Data: from}, false},
+		{&Command{Kind: CmdRequests, Epoch: 3, Data: chunks[0]}, true}, // the point is agreed: no seed
+		{&Command{Kind: CmdCheck, Epoch: 4}, false},
+		{&Command{Kind: CmdReset, Epoch: 4}, false},
+		{&Command{Kind: CmdRequests, Epoch: 5, Data: chunks[0]}, true}, // not the seed's stream
+	} {
+		err := handle(step.c)
+		if step.refused && !errors.Is(err, ErrOutOfOrder) {
+			t.Fatalf("%s at epoch %d: %v, want ErrOutOfOrder", step.c.Kind, step.c.Epoch, err)
+		}
+		if !step.refused && err != nil {
+			t.Fatalf("%s at epoch %d: %v", step.c.Kind, step.c.Epoch, err)
+		}
+	}
+	if n := br.RequestTableLen(); n != 0 {
+		t.Fatalf("%d outcomes merged from refused commands", n)
+	}
+	// Within a seed (its own stream, before APPLY_FROM) it is merged.
+	for _, c := range []*Command{{Kind: CmdCheck, Epoch: 6}, {Kind: CmdReset, Epoch: 6}, {Kind: CmdRequests, Epoch: 6, Data: chunks[0]}} {
+		if err := handle(c); err != nil {
+			t.Fatalf("%s: %v", c.Kind, err)
+		}
+	}
+	if applied, err := br.PutOnce([]byte("k"), []byte("again"), engine.RequestID{Client: 9, Seq: 1, Ack: 1}); err != nil || applied {
+		t.Fatalf("retry after the seed's table: applied %v, %v", applied, err)
 	}
 }
