@@ -30,9 +30,10 @@ func (r *Region) RequestTableChunks(limit int) ([][]byte, error) {
 // ResetRequestTable forgets every outcome the region's completion table
 // holds: a region being overwritten with another region's pairs takes
 // that region's table (MergeRequestTable) instead of its own. It changes
-// the table in memory only: a restart before the region's next L0 freeze
-// (which checkpoints the table) rebuilds the forgotten outcomes from the
-// log. A Send-Index backup region is ErrBackupRegion.
+// the table in memory only: until the region's next L0 compaction moves
+// the recovery point past a checkpoint of the new table, a restart
+// rebuilds the forgotten outcomes from the log. A Send-Index backup
+// region is ErrBackupRegion.
 func (r *Region) ResetRequestTable() error {
 	if r.backup {
 		return r.roleErr()

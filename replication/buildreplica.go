@@ -10,9 +10,9 @@ import (
 // The Build-Index backup: every stream starts with CmdCheck, which the
 // backup answers with the point of the primary's log it holds (Applied);
 // the primary then names the point the stream continues from
-// (CmdApplyFrom: the backup's own, after a seed with CmdReset,
-// CmdPairs and CmdRequests the tail's end, after a catch-up from an old primary's records
-// the promoted region's own point) and catches it up. Flushes apply
+// (CmdApplyFrom: the backup's own, after a seed with CmdReset, CmdPairs
+// and CmdRequests the tail's end, after a catch-up from an old primary's
+// records the promoted region's own point) and catches it up. Flushes apply
 // the records after the point, in log order; a flush that does not
 // continue from it (another stream's, another segment while the current
 // one is not sealed, bytes starting past the point) is refused with

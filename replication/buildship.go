@@ -11,8 +11,8 @@ import (
 // asks the backup what it applied (CmdCheck), then catches it up from that
 // point (planBuild) or, with no common point, seeds it whole: CmdReset,
 // the region's live pairs (CmdPairs), its completion table
-// (CmdRequests), CmdApplyFrom the tail's current end. The mirror then re-sends the tail, whose flushes continue from
-// there.
+// (CmdRequests), CmdApplyFrom the tail's current end. The mirror then
+// re-sends the tail, whose flushes continue from there.
 func (s *Shipper) startBuild(l Link, region, epoch uint64) error {
 	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
 	reply, err := l.Send(ctx, &Command{Kind: CmdCheck, Region: region, Epoch: epoch})
