@@ -10,9 +10,9 @@ import (
 // The Build-Index backup: every stream starts with CmdCheck, which the
 // backup answers with the point of the primary's log it holds (Applied);
 // the primary then names the point the stream continues from
-// (CmdApplyFrom: the backup's own, after a seed with CmdReset and
-// CmdPairs the tail's end, after a catch-up from an old primary's records
-// the promoted region's own point) and catches it up. Flushes apply
+// (CmdApplyFrom: the backup's own, after a seed with CmdReset, CmdPairs
+// and CmdRequests the tail's end, after a catch-up from an old primary's
+// records the promoted region's own point) and catches it up. Flushes apply
 // the records after the point, in log order; a flush that does not
 // continue from it (another stream's, another segment while the current
 // one is not sealed, bytes starting past the point) is refused with
@@ -35,12 +35,22 @@ func (r *Replica) handleBuild(c *Command) error {
 		r.incomplete = true // a seed: complete again at the stream's IN_SYNC
 		clearMarker(r.buf[:r.segSize])
 		clearMarker(r.buf[r.segSize : 2*r.segSize])
+		// The region takes the primary's pairs and completion table
+		// (CmdRequests): outcomes of its own are not the primary's.
+		if err := r.region.ResetRequestTable(); err != nil {
+			return err
+		}
 		return r.emptyRegion()
 	case CmdPairs:
 		if r.stream != c.Epoch || r.known {
 			return fmt.Errorf("%w: pairs outside a seed", ErrOutOfOrder)
 		}
 		return decodePairs(c.Data, r.region.Put)
+	case CmdRequests:
+		if r.stream != c.Epoch || r.known {
+			return fmt.Errorf("%w: completion table outside a seed", ErrOutOfOrder)
+		}
+		return r.region.MergeRequestTable(c.Data)
 	case CmdApplyFrom:
 		a, ok, err := DecodeApplied(c.Data)
 		if err == nil && !ok {

@@ -10,9 +10,9 @@ import (
 // startBuild starts a Build-Index backup's stream (the region still): it
 // asks the backup what it applied (CmdCheck), then catches it up from that
 // point (planBuild) or, with no common point, seeds it whole: CmdReset,
-// the region's live pairs (CmdPairs), CmdApplyFrom the tail's current
-// end. The mirror then re-sends the tail, whose flushes continue from
-// there.
+// the region's live pairs (CmdPairs), its completion table
+// (CmdRequests), CmdApplyFrom the tail's current end. The mirror then
+// re-sends the tail, whose flushes continue from there.
 func (s *Shipper) startBuild(l Link, region, epoch uint64) error {
 	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
 	reply, err := l.Send(ctx, &Command{Kind: CmdCheck, Region: region, Epoch: epoch})
@@ -85,8 +85,8 @@ func (s *Shipper) catchUpBuild(send sendFunc, plan buildPlan) error {
 }
 
 // seedBuild empties the backup's region, sends the region's live pairs
-// (a consistent scan) and names from, the tail's end, as the point the
-// backup applies on from.
+// (a consistent scan) and its completion table, and names from, the
+// tail's end, as the point the backup applies on from.
 func (s *Shipper) seedBuild(send sendFunc, from Position) error {
 	if from.Log == 0 {
 		return fmt.Errorf("replication: no log identity to seed a build-index backup with")
@@ -114,6 +114,17 @@ func (s *Shipper) seedBuild(send sendFunc, from Position) error {
 	}
 	if len(batch) > 0 {
 		if err := send(&Command{Kind: CmdPairs, Data: batch}); err != nil {
+			return err
+		}
+	}
+	// The completion table as of the pairs (no write in between): a
+	// retry of a write they hold is a duplicate on the backup too.
+	chunks, err := s.cfg.Region.RequestTableChunks(limit)
+	if err != nil {
+		return fmt.Errorf("seed: the completion table: %w", err)
+	}
+	for _, c := range chunks {
+		if err := send(&Command{Kind: CmdRequests, Data: c}); err != nil {
 			return err
 		}
 	}

@@ -76,6 +76,12 @@ const (
 	// or after a catch-up from an old primary's records the promoted
 	// region's own point). Flushes before it are refused.
 	CmdApplyFrom
+	// CmdRequests (Build-Index): Data is one chunk of the primary's
+	// completion table (engine.Region.RequestTableChunks), merged into
+	// the backup's region (engine.Region.MergeRequestTable): a seed
+	// sends the table after the pairs and before CmdApplyFrom, so that
+	// a retry of a write the pairs hold is a duplicate on the backup too.
+	CmdRequests
 )
 
 func (k CmdKind) String() string {
@@ -102,6 +108,8 @@ func (k CmdKind) String() string {
 		return "pairs"
 	case CmdApplyFrom:
 		return "apply-from"
+	case CmdRequests:
+		return "requests"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(k))
 }
@@ -206,7 +214,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 		End: int64(le.Uint64(b[48:])), Root: le.Uint64(b[56:]), Height: le.Uint32(b[64:]),
 		Pairs: int64(le.Uint64(b[72:])), KVBytes: int64(le.Uint64(b[80:])), Nodes: int64(le.Uint64(b[88:])),
 		RPSeg: le.Uint64(b[96:]), RPOff: int64(le.Uint64(b[104:]))}
-	if c.Kind < CmdFlush || c.Kind > CmdApplyFrom || b[5]&^3 != 0 || c.Half > 1 {
+	if c.Kind < CmdFlush || c.Kind > CmdRequests || b[5]&^3 != 0 || c.Half > 1 {
 		return nil, fmt.Errorf("%w: kind %d flags %#x half %d", ErrMalformed, b[4], b[5], c.Half)
 	}
 	n := int(le.Uint32(b[68:]))
@@ -223,7 +231,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 		}
 	}
 	if rest := b[cmdFixed+8*n:]; len(rest) > 0 {
-		if c.Kind != CmdIndexSegment && c.Kind != CmdCheck && c.Kind != CmdFlush && c.Kind != CmdRebase && c.Kind != CmdPairs && c.Kind != CmdApplyFrom {
+		if c.Kind != CmdIndexSegment && c.Kind != CmdCheck && c.Kind != CmdFlush && c.Kind != CmdRebase && c.Kind != CmdPairs && c.Kind != CmdApplyFrom && c.Kind != CmdRequests {
 			return nil, fmt.Errorf("%w: %s with %d data bytes", ErrMalformed, c.Kind, len(rest))
 		}
 		c.Data = rest

@@ -34,6 +34,8 @@ func goldenCommands() []*Command {
 		{Kind: CmdInSync, Region: 7, Epoch: 5},
 		{Kind: CmdPairs, Region: 7, Epoch: 5, Data: EncodePairs(EncodePairs(nil, []byte("k1"), []byte("v1")), []byte("k2"), nil)},
 		{Kind: CmdApplyFrom, Region: 7, Epoch: 5, Data: Applied{Position: Position{Log: 0xfeed, Index: 3, Segment: 13, Seq: 100, Off: 4096}, Sealed: true}.Encode()},
+		// One checkpoint chunk: version 1, one row (client 9, ack 1, seq 1).
+		{Kind: CmdRequests, Region: 7, Epoch: 5, Data: []byte{1, 1, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0}},
 	}
 }
 
@@ -73,7 +75,7 @@ func TestDecodeCommandRejects(t *testing.T) {
 	cases := map[string][]byte{
 		"short":            good[:cmdFixed-1],
 		"magic":            append([]byte{0}, good[1:]...),
-		"kind":             patch(good, 4, uint8(CmdApplyFrom)+1),
+		"kind":             patch(good, 4, uint8(CmdRequests)+1),
 		"flags":            patch(good, 5, 4),
 		"half":             patch(good, 6, 2),
 		"reserved":         patch(good, 12, 1),
