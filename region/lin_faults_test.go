@@ -186,7 +186,7 @@ func (in *injector) inject(k faultKind) (string, error) {
 		}
 		to := primaryOf(nm2, 1)
 		if to == second {
-			to += fmt.Sprintf(" (its new run, %v after its restart)", time.Since(back).Round(time.Millisecond))
+			to += fmt.Sprintf(" (its new run in the map %v after its restart)", time.Since(back).Round(time.Millisecond))
 		}
 		return note + " -> " + to, nil
 
