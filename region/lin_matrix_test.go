@@ -72,7 +72,7 @@ var knownUnsafe = []struct {
 	// holds the backup role) while the last backup's copy was incomplete
 	// (being re-seeded): restarted, the master gives it its region back
 	// and it promotes its copy without its buffer, losing the old
-	// primary's acknowledged tail (1 run in 8, 63 double failovers).
+	// primary's acknowledged tail (1 run in 10, 85 double failovers).
 	{Configs: "*", Faults: []faultKind{faultDoubleFailover}, Finding: "finding 9 (a named primary restarted before its promotion resumes without its buffer)"},
 }
 
