@@ -460,6 +460,12 @@ func TestNextNeverPromotesIncompleteCopy(t *testing.T) {
 					if s, _ := n.Server(r.Primary); s.Started != 2 {
 						t.Fatalf("the restarted primary keeps run %d: it could never resume", s.Started)
 					}
+					// The next decision, on the published map, leaves it
+					// its region: it serves again from its own disk.
+					v.Map = n
+					if n2 := Next(v); n2 != nil && (n2.Region(r.ID).Primary != r.Primary || n2.Region(r.ID).Epoch != r.Epoch) {
+						t.Fatalf("the restarted primary's new run published, then the region changed: %+v", n2.Region(r.ID))
+					}
 				}
 				return
 			}

@@ -284,7 +284,7 @@ func runLinearizable(t *testing.T, plan linPlan, cfg linConfig, faults []faultKi
 		info.AddAnnotations(notes)
 	}
 	logLinResult(t, res, h)
-	if len(res.violations) > 0 || len(res.liveness) > 0 {
+	if len(res.violations) > 0 || len(res.liveness) > 0 || os.Getenv("TEBIS_LIN_KEEP") == "1" {
 		res.artifacts = saveLinArtifacts(t, c, cfg, replay, result, info, res)
 		for _, v := range res.violations {
 			t.Errorf("%s: violation: %s", cfg.Name(), v)
@@ -292,7 +292,11 @@ func runLinearizable(t *testing.T, plan linPlan, cfg linConfig, faults []faultKi
 		for _, l := range res.liveness {
 			t.Errorf("%s: liveness: %s", cfg.Name(), l)
 		}
-		t.Errorf("%s: artifacts (history visualization, process logs) in %s", cfg.Name(), res.artifacts)
+		if len(res.violations) > 0 || len(res.liveness) > 0 {
+			t.Errorf("%s: artifacts (history visualization, process logs) in %s", cfg.Name(), res.artifacts)
+		} else {
+			t.Logf("%s: artifacts (process logs) in %s", cfg.Name(), res.artifacts)
+		}
 	}
 	return res
 }

@@ -18,7 +18,10 @@ import (
 // HoldBackground) until the caller resumes it. A replica whose copy is
 // not complete (Complete) is not promoted: ErrIncompleteCopy. A
 // Build-Index backup's region is already a primary's: only its buffered
-// records are applied.
+// records are applied, and its log is synced before Promote returns.
+// Either way every record the returned region holds is on its disk (it
+// may be the only copy once its first stream has reset the other
+// backups).
 func (r *Replica) Promote(epoch uint64) (*engine.Region, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -41,6 +44,13 @@ func (r *Replica) Promote(epoch uint64) (*engine.Region, error) {
 		}
 		if err := r.promoteBuild(halves); err != nil {
 			return nil, err
+		}
+		// Durable before the caller attaches anyone: the new stream
+		// discards the other backups' copies (fresh buffers, a seed), and
+		// an async region holds its applied records in memory until its
+		// log is flushed.
+		if err := r.region.Sync(); err != nil {
+			return nil, fmt.Errorf("replication: promoting region %d: syncing its log: %w", id, err)
 		}
 		r.epoch = epoch
 		return r.region, nil

@@ -64,7 +64,7 @@ func autoGC(o engine.Options) engine.Options {
 // newReplGroup starts a primary and one backup per mode. fail, if set,
 // injects faults into backup i's link.
 func newReplGroup(t *testing.T, l0 int, modes []Mode, fail map[int]func(*Command) error, primaryOpts ...func(engine.Options) engine.Options) *replGroup {
-	g := &replGroup{t: t, fs: vfs.NewMem(), modes: modes}
+	g := &replGroup{t: t, fs: vfs.NewCrashableMem(), modes: modes} // crash clones: promote_durable_test.go
 	g.opts = replOpts(g.fs, l0)
 	po := g.opts("p")
 	for _, f := range primaryOpts {
