@@ -139,12 +139,14 @@ func twoServersKilled(t *testing.T, kill func(c *managed) []string) {
 func logSigns(t *testing.T, all string) {
 	t.Helper()
 	for _, msg := range []string{"regions still waiting for their backups", "i/o timeout", "attach superseded",
-		"pre-seeded backup not brought up to date", "backup brought up to date after its pre-seed", "backup out of sync", "backup seeded"} {
+		"pre-seeded backup not brought up to date", "backup brought up to date after its pre-seed", "backup out of sync", "backup seeded",
+		"queued commands did not all reach"} {
 		t.Logf("%q: %d times in the servers' logs", msg, strings.Count(all, msg))
 	}
 	for _, line := range strings.Split(all, "\n") {
 		if strings.Contains(line, "out of sync") || strings.Contains(line, "not brought up to date") ||
-			strings.Contains(line, "still waiting") || strings.Contains(line, "i/o timeout") || strings.Contains(line, "superseded") {
+			strings.Contains(line, "still waiting") || strings.Contains(line, "i/o timeout") || strings.Contains(line, "superseded") ||
+			strings.Contains(line, "queued commands did not all reach") {
 			t.Log(line)
 		}
 	}
