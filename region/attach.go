@@ -20,12 +20,19 @@ import (
 // Attaching replication to hosted regions without holding up map
 // installs or other regions. An attach runs in three steps:
 //
-//  1. under mapMu: a serving region is quiesced and its old stream
-//     retired (its replicator refuses from then on); a job records what
-//     the attach is for (the map's region: primary, epoch, group);
-//  2. without mapMu: every backup of every region being attached is
-//     dialed at once, each attempt bounded by dialAttempt and retried
-//     until ReplicationConnect (a backup not listening yet fails fast);
+//  1. under mapMu: a serving region is quiesced and its old stream taken
+//     out of service (its replicator refuses from then on); a job
+//     records what the attach is for (the map's region: primary, epoch,
+//     group);
+//  2. without mapMu: the old stream is retired: the commands it still
+//     had queued (the end of a compaction, a log free) are handed to its
+//     backups, bounded by retireDrain, before it closes and before any
+//     dial (a new connection raises a backup's epoch: it would refuse
+//     them); a backup left without them would fail the new stream's
+//     check and be seeded whole. Then every backup of every region being
+//     attached is dialed at once, each attempt bounded by dialAttempt and
+//     retried until ReplicationConnect (a backup not listening yet fails
+//     fast);
 //  3. under mapMu again: if the published map still gives the region
 //     the same role, epoch and group, the stream starts on the dialed
 //     connections (check, catch-up, seed) and the quiesce ends;
@@ -42,6 +49,11 @@ import (
 // handshake included): a backup whose socket exists but whose server does
 // not answer yet is retried, not waited on.
 const dialAttempt = 2 * time.Second
+
+// retireDrain bounds how long a re-attach hands the old stream's queued
+// commands to its backups (the region's writes are held meanwhile); a
+// backup they did not all reach is seeded by the new stream.
+const retireDrain = 2 * time.Second
 
 // errSuperseded ends an attach whose map changed while it dialed.
 var errSuperseded = errors.New("region: attach superseded by a newer map")
@@ -60,6 +72,12 @@ type attachJob struct {
 	release func()
 	aborted bool
 	dialed  *dialedGroup
+	// old is the stream the region served with, retired in step 2 (nil:
+	// none); after is an earlier job's retire of the region that must end
+	// first, retired is closed when this job's has (nil: no retire).
+	old     *primaryRepl
+	after   <-chan struct{}
+	retired chan struct{}
 }
 
 // abort supersedes j: its dials are cancelled and a region it quiesced is
@@ -138,6 +156,7 @@ func (s *Server) attachRegions(st *routing, ids []uint64) (map[uint64]bool, erro
 	dialed := make(chan *attachJob, len(jobs))
 	for _, j := range jobs {
 		go func() {
+			s.retireOld(j)
 			j.dialed = s.dialGroup(j.ctx, j.m, j.r)
 			dialed <- j
 		}()
@@ -199,16 +218,21 @@ func (s *Server) prepareAttach(st *routing, id uint64) (*attachJob, error) {
 	r := st.m.Region(id)
 	er := st.hosted[id]
 	var release func()
+	var old *primaryRepl
 	if s.resumed[id] {
 		// A serving region (its group changed, or its attach is retried):
-		// make it still and end the old stream.
+		// make it still and take its old stream out of service (retired
+		// in step 2); its replicator refuses from here.
 		var err error
 		if release, err = er.Quiesce(); err != nil {
 			return nil, fmt.Errorf("region: quiesce region %d: %w", id, err)
 		}
-		s.retire(id) // its replicator refuses from here (Shipper.Close)
+		old = s.takeStream(id, er)
 	}
 	if len(r.Group()) == 0 {
+		if old != nil {
+			old.close() // no backup of the group is left to hand anything to
+		}
 		// The master left it without backups: it serves alone, its only
 		// copy (set explicitly: a retired stream leaves a refusing
 		// replicator). No backup holds the old primary's segments any
@@ -224,7 +248,8 @@ func (s *Server) prepareAttach(st *routing, id uint64) (*attachJob, error) {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(s.bgCtx, time.Duration(s.cfg.ReplicationConnect))
-	j := &attachJob{id: id, m: st.m, r: *r, er: er, ctx: ctx, cancel: cancel, release: release}
+	j := &attachJob{id: id, m: st.m, r: *r, er: er, ctx: ctx, cancel: cancel, release: release, old: old}
+	j.after, j.retired = s.retireSlot(id, old != nil)
 	if s.attachJobs == nil {
 		s.attachJobs = map[uint64]*attachJob{}
 	}

@@ -104,17 +104,65 @@ func (s *Server) reportJoins(r regionmap.Region, p *primaryRepl) {
 	}
 }
 
-// retire ends a serving region's replication stream before a re-attach
-// (the new stream's check and catch-up give the backups kept whatever the
-// old one had not). Called with mapMu held and the region quiesced.
-func (s *Server) retire(id uint64) {
+// takeStream takes a serving region's replication stream out of service
+// before a re-attach: it is no longer the region's (er) and its
+// replicator refuses from here; the caller retires or closes it. Called
+// with mapMu held and the region quiesced. nil: the region had none.
+func (s *Server) takeStream(id uint64, er *engine.Region) *primaryRepl {
 	s.replMu.Lock()
 	p := s.primaries[id]
 	delete(s.primaries, id)
 	s.replMu.Unlock()
-	if p != nil {
-		p.close()
+	if p != nil && p.shipper != nil {
+		er.ReplaceReplicator(p.shipper, replication.Refuse{Err: replication.ErrStreamClosed})
 	}
+	return p
+}
+
+// retireSlot orders the retires of region id's old streams with the
+// attaches after them: it returns the retire still running for the
+// region, if any (the caller's job waits for it before it retires its own
+// stream or dials), and, when the caller has a stream to retire (own), a
+// channel it closes once that one is closed. Called with mapMu held.
+func (s *Server) retireSlot(id uint64, own bool) (after <-chan struct{}, retired chan struct{}) {
+	s.replMu.Lock()
+	defer s.replMu.Unlock()
+	after = s.retiring[id]
+	if own {
+		retired = make(chan struct{})
+		if s.retiring == nil {
+			s.retiring = map[uint64]chan struct{}{}
+		}
+		s.retiring[id] = retired
+	}
+	return after, retired
+}
+
+// retireOld is the start of step 2 (attach.go) for j, without mapMu: once
+// an earlier retire of the region ended, the stream the region served
+// with hands the commands it still has queued to its backups (bounded by
+// retireDrain and j's context) and closes. The new stream's check and
+// catch-up give the backups whatever the old one had not; a backup that
+// missed a queued compaction would fail that check and be seeded whole.
+func (s *Server) retireOld(j *attachJob) {
+	if j.after != nil {
+		<-j.after
+	}
+	if j.old == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(j.ctx, retireDrain)
+	err := j.old.retire(ctx)
+	cancel()
+	if err != nil {
+		s.log.Warn("re-attach: the old stream's queued commands did not all reach its backups", zap.Uint64("region", j.id), zap.Error(err))
+	}
+	close(j.retired)
+	s.replMu.Lock()
+	if s.retiring[j.id] == j.retired {
+		delete(s.retiring, j.id)
+	}
+	s.replMu.Unlock()
 }
 
 // reportDropped tells the master that region r's stream dropped backup

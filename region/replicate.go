@@ -67,6 +67,23 @@ func (p *primaryRepl) close() {
 		return
 	}
 	p.shipper.Close()
+	p.closeConns()
+}
+
+// retire ends p before its region, still (quiesced), re-attaches: the
+// region's replicator refuses from the call on, the commands queued for
+// live backups are handed to them until ctx ends (replication.Shipper.
+// Retire), then p closes. It returns why the hand-over stopped early.
+func (p *primaryRepl) retire(ctx context.Context) error {
+	if p.shipper == nil {
+		return nil
+	}
+	err := p.shipper.Retire(ctx)
+	p.closeConns()
+	return err
+}
+
+func (p *primaryRepl) closeConns() {
 	p.mirror.Close()
 	for _, qp := range p.qps {
 		qp.Close()

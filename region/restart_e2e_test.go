@@ -139,12 +139,14 @@ func twoServersKilled(t *testing.T, kill func(c *managed) []string) {
 func logSigns(t *testing.T, all string) {
 	t.Helper()
 	for _, msg := range []string{"regions still waiting for their backups", "i/o timeout", "attach superseded",
-		"pre-seeded backup not brought up to date", "backup brought up to date after its pre-seed", "backup out of sync", "backup seeded"} {
+		"pre-seeded backup not brought up to date", "backup brought up to date after its pre-seed", "backup out of sync", "backup seeded",
+		"queued commands did not all reach"} {
 		t.Logf("%q: %d times in the servers' logs", msg, strings.Count(all, msg))
 	}
 	for _, line := range strings.Split(all, "\n") {
 		if strings.Contains(line, "out of sync") || strings.Contains(line, "not brought up to date") ||
-			strings.Contains(line, "still waiting") || strings.Contains(line, "i/o timeout") || strings.Contains(line, "superseded") {
+			strings.Contains(line, "still waiting") || strings.Contains(line, "i/o timeout") || strings.Contains(line, "superseded") ||
+			strings.Contains(line, "queued commands did not all reach") {
 			t.Log(line)
 		}
 	}
@@ -218,12 +220,14 @@ func TestE2EPromotedBackupsInSync(t *testing.T) {
 			bad = append(bad, line)
 		}
 	}
-	// Refused checks are repaired by a seed (safety holds either way), but
-	// should be rare. With every fix of issue 17 merged they were not (3
-	// in 3 failovers in two make test runs: a backup's recovery point
-	// behind its new primary's), so they are reported, not failed on,
-	// until that is fixed.
-	if len(bad) > 0 {
-		t.Logf("%d rebases or checks refused by backups in 3 failovers, first: %s", len(bad), bad[0])
+	// A refused rebase or check is repaired by a whole seed (safe, but the
+	// region's writes are held while it is copied): after an ordinary
+	// failover the surviving backup missed nothing, and a re-attach hands
+	// the retired stream's queued commands over first. (A kill between the
+	// old primary's copies of one compaction to the two backups leaves
+	// them genuinely diverged, and is refused: a window of the backups'
+	// install of one level, not seen in 18 runs.)
+	for _, line := range bad {
+		t.Errorf("a backup refused its rebase or check: %s", line)
 	}
 }

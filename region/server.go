@@ -47,7 +47,10 @@ type Server struct {
 	// attachJobs are the attaches in flight (attach.go), under mapMu;
 	// attachWG counts the attach passes dialing without mapMu.
 	attachJobs map[uint64]*attachJob
-	attachWG   sync.WaitGroup
+	// retiring holds, per region, the retire of its old stream still
+	// running in an attach (closed once the stream is); under replMu.
+	retiring map[uint64]chan struct{}
+	attachWG sync.WaitGroup
 	// Pre-seeds of joining backups (preseed.go): running, and done (until
 	// attached). Under replMu. bg tracks their goroutines; bgCtx ends
 	// them at Close.

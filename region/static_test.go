@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/tebis-go/tebis/region/regionmap"
@@ -24,6 +26,13 @@ func pairMap(dir string) *regionmap.Map {
 // at the test's end (closing it earlier is fine).
 func staticServers(t *testing.T, dir string, m *regionmap.Map, connect time.Duration) func(name string) *Server {
 	t.Helper()
+	return staticServersWith(t, dir, m, connect, nil, nil)
+}
+
+// staticServersWith is staticServers whose servers also log to core (nil:
+// only the test's log) and get their config through edit (nil: as is).
+func staticServersWith(t *testing.T, dir string, m *regionmap.Map, connect time.Duration, core zapcore.Core, edit func(*Config)) func(name string) *Server {
+	t.Helper()
 	mapFile := filepath.Join(dir, "map.yaml")
 	if err := regionmap.WriteFile(mapFile, m); err != nil {
 		t.Fatal(err)
@@ -34,7 +43,14 @@ func staticServers(t *testing.T, dir string, m *regionmap.Map, connect time.Dura
 		cfg.Name, cfg.DataDir, cfg.TCP, cfg.Shm, cfg.MapFile = name, filepath.Join(dir, name), "", filepath.Join(dir, name+".sock"), mapFile
 		cfg.SegmentSize, cfg.L0Pairs, cfg.SyncMode = 64<<10, 64, "async"
 		cfg.ReplicationConnect = Duration(connect)
-		s, err := Start(cfg, zaptest.NewLogger(t).Named(name))
+		if edit != nil {
+			edit(&cfg)
+		}
+		log := zaptest.NewLogger(t)
+		if core != nil {
+			log = zap.New(zapcore.NewTee(log.Core(), core))
+		}
+		s, err := Start(cfg, log.Named(name))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -224,7 +224,7 @@ func (g *replGroup) follow(np *engine.Region, epoch uint64, reps []*Replica, reb
 		g.logID++ // a new primaryship
 	}
 	sh, err := NewShipper(ShipperConfig{Region: np, Epoch: epoch, Mode: g.modes[0], SegSize: mirrorSeg, Mirror: m,
-		Links: links, Credits: 2, Rebase: rebase, Log: zaptest.NewLogger(t), Strict: g.strict, OnDrop: g.onDrop, Preseeded: g.preseeded,
+		Links: links, Credits: g.creditsOr2(), Rebase: rebase, Log: zaptest.NewLogger(t), Strict: g.strict, OnDrop: g.onDrop, Preseeded: g.preseeded,
 		LogID: g.logID, Handover: g.handover, MinCopies: g.minCopies, Joining: g.joining})
 	if err != nil {
 		t.Fatal(err)

@@ -12,10 +12,12 @@ import (
 
 // reattachKeepingBuffers re-attaches the group's primary to its backups at
 // epoch the way a region server does when the same primary comes back at a
-// new epoch (its group changed): the old stream is retired without a flush,
-// its connections closed, and a new mirror and shipper connect to the
+// new epoch (its group changed): the old stream is closed without a flush
+// (a no-op if the caller retired it first, as a region server does), its
+// connections closed, and a new mirror and shipper connect to the
 // backups' same buffers (the backup keeps them: they hold records the
-// primary acknowledged that no backup log holds yet).
+// primary acknowledged that no backup log holds yet). Links get
+// g.linkFail.
 func (g *replGroup) reattachKeepingBuffers(epoch uint64) {
 	t := g.t
 	t.Helper()
@@ -52,7 +54,7 @@ func (g *replGroup) reattachKeepingBuffers(epoch uint64) {
 		t.Cleanup(func() { qp.Close() })
 		b := Backup{Name: fmt.Sprintf("b%d", i), QP: qp, Buffer: qp.PeerRegions()[0]}
 		bs = append(bs, b)
-		links[b.Name] = &LocalLink{Replica: g.reps[i]}
+		links[b.Name] = &LocalLink{Replica: g.reps[i], Fail: g.linkFail[i]}
 	}
 	tail, err := g.pr.LogTail()
 	if err != nil {
@@ -64,7 +66,7 @@ func (g *replGroup) reattachKeepingBuffers(epoch uint64) {
 	}
 	t.Cleanup(func() { m.Close() })
 	sh, err := NewShipper(ShipperConfig{Region: g.pr, Epoch: epoch, Mode: g.modes[0], SegSize: mirrorSeg, Mirror: m,
-		Links: links, Credits: 2, Log: zaptest.NewLogger(t), LogID: g.logID})
+		Links: links, Credits: g.creditsOr2(), Log: zaptest.NewLogger(t), LogID: g.logID})
 	if err != nil {
 		t.Fatal(err)
 	}

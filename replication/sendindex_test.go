@@ -45,6 +45,15 @@ type replGroup struct {
 	// follow: the stream's MinCopies and joining backups (by name)
 	minCopies int
 	joining   []string
+	// follow and reattachKeepingBuffers: the stream's Credits (0: 2)
+	credits int
+}
+
+func (g *replGroup) creditsOr2() int {
+	if g.credits > 0 {
+		return g.credits
+	}
+	return 2
 }
 
 func replOpts(fs vfs.FS, l0 int) func(string) engine.Options {

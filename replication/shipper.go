@@ -656,6 +656,24 @@ func (s *Shipper) Flush(ctx context.Context) error {
 	return s.Idle(ctx)
 }
 
+// Retire ends the stream before its region re-attaches (a new epoch or
+// group; the region is still: no write, compaction or GC runs). The
+// region's replicator refuses from the call on; every command already
+// queued for a live backup (the end of a compaction, a log free, a flush)
+// is then handed to it, until ctx ends or the backup fails; then the
+// stream closes as Close does. Close alone discards queued commands: a
+// backup that missed the end of a compaction this way holds other levels
+// or another recovery point than the primary, so the next stream's check
+// refuses it and it is seeded whole. Retire returns ctx's error when it
+// stopped early (a backup left with commands not handed to it is found
+// by that check, and seeded).
+func (s *Shipper) Retire(ctx context.Context) error {
+	s.cfg.Region.ReplaceReplicator(s, Refuse{Err: ErrStreamClosed})
+	err := s.Idle(ctx)
+	s.Close()
+	return err
+}
+
 // NetBytes is what replication moved to the backups so far: log bytes
 // WRITten by the mirror plus command bytes.
 func (s *Shipper) NetBytes() uint64 {
