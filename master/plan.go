@@ -91,8 +91,11 @@ func (v *View) dead(name string) bool {
 //     never reports, or reported its copy incomplete), the region is left
 //     as it is: it waits for a report or for its primary (unavailable
 //     rather than without acknowledged writes);
-//   - dead backups and joining backups, and those their primary reported
-//     dropped at the current epoch, leave the group (epoch grows);
+//   - a primary's new run that keeps its regions (none of their backups
+//     could be promoted) takes them at a new epoch;
+//   - dead backups and joining backups, and those their live primary
+//     reported dropped at the current epoch, leave the group (epoch
+//     grows); a failed primary's drop reports do not count;
 //   - a joining backup reported done at the current epoch becomes a backup;
 //   - a group short of Replicas-1 gets live servers that hold the fewest
 //     regions (then by name) as joining backups (epoch grows), except
@@ -137,6 +140,18 @@ func Next(v View) *regionmap.Map {
 			m.Servers = append(m.Servers, srv)
 			changed = true
 		case i >= 0 && m.Servers[i] != srv:
+			if m.Servers[i].Started != srv.Started {
+				// A new run keeps the regions it is primary of (none of
+				// their backups could be promoted): a new epoch, so that
+				// its backups report afresh if it fails again (their
+				// reports of this failure describe copies its attach
+				// replaces).
+				for j := range m.Regions {
+					if m.Regions[j].Primary == name {
+						m.Regions[j].Epoch++
+					}
+				}
+			}
 			m.Servers[i] = srv
 			changed = true
 		}
@@ -174,10 +189,17 @@ func failingOver(v *View, m *regionmap.Map, name string) bool {
 func heal(v *View, r *regionmap.Region) bool {
 	changed := false
 	epoch := r.Epoch // the epoch backups report their log positions at
+	// A failed primary's drop reports do not count: a backup dropped by a
+	// primary that then died (or was paused past its session and resumed:
+	// a backup that promised its copy to a failover refuses it) still
+	// holds every write the primary acknowledged (a managed stream
+	// acknowledges none after a drop until the map leaves the backup out),
+	// and its own report says whether its copy is complete.
+	primaryDead := v.dead(r.Primary)
 	alive := func(names []string) []string {
 		var out []string
 		for _, n := range names {
-			if !v.dead(n) && !v.Dropped[Join{Region: r.ID, Epoch: r.Epoch, Server: n}] {
+			if !v.dead(n) && (primaryDead || !v.Dropped[Join{Region: r.ID, Epoch: r.Epoch, Server: n}]) {
 				out = append(out, n)
 			}
 		}

@@ -450,7 +450,14 @@ func TestNextNeverPromotesIncompleteCopy(t *testing.T) {
 			}
 			n := Next(v)
 			if c.want == "wait" {
-				if n != nil && (n.Region(r.ID).Primary != r.Primary || n.Region(r.ID).Epoch != r.Epoch) {
+				epoch := r.Epoch
+				if c.restarted {
+					// The new run takes its region back at a new epoch: the
+					// backups' reports of this failure are not taken for
+					// reports of the next.
+					epoch++
+				}
+				if n != nil && (n.Region(r.ID).Primary != r.Primary || n.Region(r.ID).Epoch != epoch) {
 					t.Fatalf("every live backup incomplete, the region changed: %+v", n.Region(r.ID))
 				}
 				if c.restarted {
@@ -463,7 +470,7 @@ func TestNextNeverPromotesIncompleteCopy(t *testing.T) {
 					// The next decision, on the published map, leaves it
 					// its region: it serves again from its own disk.
 					v.Map = n
-					if n2 := Next(v); n2 != nil && (n2.Region(r.ID).Primary != r.Primary || n2.Region(r.ID).Epoch != r.Epoch) {
+					if n2 := Next(v); n2 != nil && (n2.Region(r.ID).Primary != r.Primary || n2.Region(r.ID).Epoch != epoch) {
 						t.Fatalf("the restarted primary's new run published, then the region changed: %+v", n2.Region(r.ID))
 					}
 				}
@@ -478,4 +485,89 @@ func TestNextNeverPromotesIncompleteCopy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNextRestartedPrimaryFailsAgain: a restarted primary took its region
+// back (every live backup had reported an incomplete copy); its attach
+// then made a backup complete, and the new run died too. The backups'
+// reports of the first failure must not decide the second: the region is
+// at a new epoch, and the backup that reports a complete copy there is
+// promoted.
+func TestNextRestartedPrimaryFailsAgain(t *testing.T) {
+	m := threeWay(t)
+	r := m.Regions[0]
+	all := []string{"rs1", "rs2", "rs3", "rs4"}
+	v := View{Map: m, Live: live(all...), Seen: seen(all...), Since: t0, Now: t0.Add(time.Hour), Grace: time.Hour, LogWait: time.Second,
+		Gone: map[string]time.Time{r.Primary: t0}, Logs: map[Join]uint64{}, Incomplete: map[Join]bool{}}
+	for _, b := range r.Backups {
+		v.Logs[Join{r.ID, r.Epoch, b}] = 0
+		v.Incomplete[Join{r.ID, r.Epoch, b}] = true
+	}
+	again := v.Live[r.Primary]
+	again.Started = 2
+	v.Live[r.Primary] = again
+	n := Next(v)
+	if n == nil || n.Region(r.ID).Primary != r.Primary || n.Region(r.ID).Epoch == r.Epoch {
+		t.Fatalf("the restarted primary's new run did not take its region back at a new epoch: %+v", n)
+	}
+	v.Map = n
+	e := n.Region(r.ID).Epoch
+	// The new run dies; backup 0 reports a complete copy at the new epoch.
+	delete(v.Live, r.Primary)
+	v.Gone[r.Primary] = v.Now
+	v.Now = v.Now.Add(time.Hour)
+	v.Logs[Join{r.ID, e, r.Backups[0]}] = 3 << 32
+	v.Logs[Join{r.ID, e, r.Backups[1]}] = 0
+	v.Incomplete[Join{r.ID, e, r.Backups[1]}] = true
+	if n := Next(v); n == nil || n.Region(r.ID).Primary != r.Backups[0] {
+		t.Fatalf("the backup complete at the new epoch was not promoted: %+v", n)
+	}
+}
+
+// TestNextDropsOfFailedPrimaryIgnored: a primary dropped a backup from its
+// stream and died (or was paused past its session and resumed: the backup,
+// having promised its copy to the failover, refused it) before the map
+// left the backup out. The drop does not keep the backup from a promotion
+// (its copy holds every acknowledged write: a managed stream acknowledges
+// none after a drop), nor does it let the failed primary's new run take
+// the region back from it.
+func TestNextDropsOfFailedPrimaryIgnored(t *testing.T) {
+	t.Run("3-way", func(t *testing.T) {
+		m := threeWay(t)
+		r := m.Regions[0]
+		b0, b1 := r.Backups[0], r.Backups[1]
+		v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Seen: seen("rs1", "rs2", "rs3", "rs4"), Since: t0, Now: t0.Add(time.Hour), Grace: time.Hour,
+			LogWait: time.Second, Gone: map[string]time.Time{r.Primary: t0},
+			Logs:       map[Join]uint64{{r.ID, r.Epoch, b0}: 1 << 32, {r.ID, r.Epoch, b1}: 0},
+			Incomplete: map[Join]bool{{r.ID, r.Epoch, b1}: true},
+			Dropped:    map[Join]bool{{r.ID, r.Epoch, b0}: true}}
+		delete(v.Live, r.Primary)
+		if n := Next(v); n == nil || n.Region(r.ID).Primary != b0 {
+			t.Fatalf("the only backup with a complete copy (%s), dropped by the dead primary, was not promoted: %+v", b0, n)
+		}
+	})
+	t.Run("2-way, the primary restarted", func(t *testing.T) {
+		m, err := InitialMap([]regionmap.Server{srv("rs1"), srv("rs2")}, Layout{Regions: 1, Replicas: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := m.Regions[0]
+		b0 := r.Backups[0]
+		v := View{Map: m, Live: live("rs1", "rs2"), Seen: seen("rs1", "rs2"), Since: t0, Now: t0.Add(time.Hour), Grace: time.Hour,
+			LogWait: time.Second, Gone: map[string]time.Time{r.Primary: t0},
+			Logs: map[Join]uint64{{r.ID, r.Epoch, b0}: 1 << 32}, Dropped: map[Join]bool{{r.ID, r.Epoch, b0}: true}}
+		again := srv(r.Primary)
+		again.Started = 2
+		v.Live[r.Primary] = again
+		for range 3 {
+			n := Next(v)
+			if n == nil {
+				break
+			}
+			v.Map = n
+		}
+		if nr := v.Map.Region(r.ID); nr.Primary != b0 {
+			t.Fatalf("the complete backup %s was not promoted; the restarted primary kept the region: %+v", b0, *nr)
+		}
+	})
 }

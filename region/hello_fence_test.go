@@ -2,6 +2,7 @@ package region
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -41,18 +42,29 @@ func (q *closeQP) Close() error { q.closed = true; return nil }
 // backup would lose them), and its copy stays complete. A hello from
 // another primary fences: a fresh buffer, the copy incomplete. A hello the
 // backup's map cannot name (it lags) fences too.
-func TestHelloFromSamePrimaryKeepsBuffer(t *testing.T) {
-	const seg = 64 << 10
-	vol, err := engine.Open(engine.Options{FS: vfs.NewMem(), Dir: "b", SegmentSize: seg, SyncMode: engine.SyncModeAsync, GCInterval: -1})
+// helloBackup is an in-process backup of region 1 (segments of seg
+// bytes) whose acceptReplication the tests call directly.
+type helloBackup struct {
+	t   *testing.T
+	s   *Server
+	b   *backupRegion
+	rep *replication.Replica
+	buf *rdma.MR
+}
+
+const helloSeg = 64 << 10
+
+func newHelloBackup(t *testing.T) *helloBackup {
+	vol, err := engine.Open(engine.Options{FS: vfs.NewMem(), Dir: "b", SegmentSize: helloSeg, SyncMode: engine.SyncModeAsync, GCInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer vol.Close()
+	t.Cleanup(func() { vol.Close() })
 	br, err := vol.CreateBackupRegion(engine.RegionDesc{ID: 1, Epoch: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf, err := rdma.Register(2 * seg)
+	buf, err := rdma.Register(2 * helloSeg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,19 +74,41 @@ func TestHelloFromSamePrimaryKeepsBuffer(t *testing.T) {
 	}
 	b := &backupRegion{rep: rep, buf: buf}
 	s := &Server{log: zaptest.NewLogger(t), vol: vol, backups: map[uint64]*backupRegion{1: b}, replCQ: rdma.NewCQ()}
-	defer func() { b.buf.Deregister() }()
-	setMap := func(epoch uint64, primary string, started int64) {
-		s.state.Store(&routing{m: &regionmap.Map{Version: epoch, Replication: "send-index",
-			Servers: []regionmap.Server{{Name: "b", Started: 7}, {Name: primary, Started: started}},
-			Regions: []regionmap.Region{{ID: 1, Primary: primary, Backups: []string{"b"}, Epoch: epoch}}}})
+	t.Cleanup(func() { b.buf.Deregister() })
+	return &helloBackup{t: t, s: s, b: b, rep: rep, buf: buf}
+}
+
+// setMap installs a map with region 1 at epoch, primary (run started)
+// and this backup.
+func (h *helloBackup) setMap(epoch uint64, primary string, started int64) {
+	h.s.state.Store(&routing{m: &regionmap.Map{Version: epoch, Replication: "send-index",
+		Servers: []regionmap.Server{{Name: "b", Started: 7}, {Name: primary, Started: started}},
+		Regions: []regionmap.Region{{ID: 1, Primary: primary, Backups: []string{"b"}, Epoch: epoch}}}})
+}
+
+// hello offers a primary's replication hello at epoch; it returns the
+// accepted connection, or nil and the error when it was rejected.
+func (h *helloBackup) hello(epoch uint64) (*closeQP, error) {
+	req := &helloReq{hello: replication.Hello{Region: 1, Epoch: epoch, SegSize: helloSeg}.Encode()}
+	if err := h.s.acceptReplication(req); err != nil || req.rejected {
+		if err == nil {
+			err = errors.New("rejected")
+		}
+		return nil, err
 	}
+	return h.b.qps[len(h.b.qps)-1].(*closeQP), nil
+}
+
+func TestHelloFromSamePrimaryKeepsBuffer(t *testing.T) {
+	hb := newHelloBackup(t)
+	b, rep, buf, setMap := hb.b, hb.rep, hb.buf, hb.setMap
 	hello := func(epoch uint64) *closeQP {
 		t.Helper()
-		req := &helloReq{hello: replication.Hello{Region: 1, Epoch: epoch, SegSize: seg}.Encode()}
-		if err := s.acceptReplication(req); err != nil || req.rejected {
-			t.Fatalf("hello at epoch %d: %v (rejected %v)", epoch, err, req.rejected)
+		qp, err := hb.hello(epoch)
+		if err != nil {
+			t.Fatalf("hello at epoch %d: %v", epoch, err)
 		}
-		return b.qps[len(b.qps)-1].(*closeQP)
+		return qp
 	}
 	setMap(1, "p", 100)
 	first := hello(1)
@@ -107,5 +141,44 @@ func TestHelloFromSamePrimaryKeepsBuffer(t *testing.T) {
 	hello(4)
 	if b.buf == kept || rep.Complete() {
 		t.Fatalf("a hello the map cannot name: buffer kept %v, complete %v", b.buf == kept, rep.Complete())
+	}
+}
+
+// TestHelloAtReportedEpochRefused: a backup reported its copy complete for
+// a failover at epoch 2 (its primary's registration went); the master may
+// promote it on that report. A hello of epoch 2 (the old primary, only
+// paused, resuming its attach; or another server the master named at that
+// epoch) is refused: a fresh buffer would make the promised copy
+// incomplete. A hello of a newer epoch is taken.
+func TestHelloAtReportedEpochRefused(t *testing.T) {
+	hb := newHelloBackup(t)
+	hb.setMap(2, "p", 100)
+	if _, err := hb.hello(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := hb.rep.Handle(&replication.Command{Kind: replication.CmdInSync, Region: 1, Epoch: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, complete := hb.rep.Report(2); !complete {
+		t.Fatal("the attached backup reports an incomplete copy")
+	}
+	for _, primary := range []struct {
+		name    string
+		started int64
+	}{{"p", 100}, {"q", 300}} {
+		hb.setMap(2, primary.name, primary.started)
+		if _, err := hb.hello(2); !errors.Is(err, replication.ErrReported) {
+			t.Fatalf("hello of %s at the reported epoch: %v, want ErrReported", primary.name, err)
+		}
+		if hb.b.buf != hb.buf || !hb.rep.Complete() {
+			t.Fatalf("a refused hello of %s: buffer replaced %v, complete %v", primary.name, hb.b.buf != hb.buf, hb.rep.Complete())
+		}
+	}
+	hb.setMap(3, "q", 300)
+	if _, err := hb.hello(3); err != nil {
+		t.Fatalf("hello of the primary of the next epoch: %v", err)
+	}
+	if hb.b.buf == hb.buf || hb.rep.Complete() {
+		t.Fatalf("the new primary's hello: buffer kept %v, complete %v", hb.b.buf == hb.buf, hb.rep.Complete())
 	}
 }

@@ -9,15 +9,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 // reportLogs is a backup's part in choosing whom to promote: for every
-// region it backs up (not joining) whose primary's registration is gone
-// or belongs to a new run (the master fails such a primary over), it
-// reports once per region epoch how much of the primary's log its buffer
-// holds (replication.Replica.LogPosition) and whether its copy is complete
-// (replication.Replica.Complete: not while a seed or a new primary's
-// catch-up is unfinished); the master promotes only a backup that
+// region the map makes it a backup of (not joining) whose primary's
+// registration is gone or belongs to a new run (the master fails such a
+// primary over), it reports once per region epoch how much of the
+// primary's log its buffer holds and whether its copy is complete
+// (replication.Replica.Report); the master promotes only a backup that
 // reported its copy complete. Called by runLogReports only; it returns
 // whether a report failed (to be tried again).
 func (s *Server) reportLogs(live map[string]coord.ServerInfo) (failed bool) {
@@ -27,31 +27,17 @@ func (s *Server) reportLogs(live map[string]coord.ServerInfo) (failed bool) {
 		return false
 	}
 	m := st.m
-	var out []coord.Joined
 	s.replMu.Lock()
 	for key := range s.logsReported {
 		if r := m.Region(key[0]); r == nil || r.Epoch > key[1] {
 			delete(s.logsReported, key)
 		}
 	}
+	copies := map[uint64]logCopy{}
 	for id, b := range s.backups {
-		r := m.Region(id)
-		if r == nil || !slices.Contains(r.Backups, s.cfg.Name) || s.logsReported[[2]uint64{id, r.Epoch}] {
-			continue
-		}
-		mine, _ := m.Server(r.Primary)
-		if reg, ok := live[r.Primary]; ok && (mine.Started == 0 || reg.Started == mine.Started) {
-			continue // the primary is the map's
-		}
-		// Held: a WRITE of a primary in this process (loopback, tcp)
-		// does not copy into the buffer while it is read.
-		var pos uint64
-		var complete bool
-		if !b.buf.View(func([]byte) { pos, complete = b.rep.Report(r.Epoch) }) {
-			continue
-		}
-		out = append(out, coord.Joined{Region: id, Epoch: r.Epoch, Server: s.cfg.Name, Log: true, Pos: pos, Incomplete: !complete})
+		copies[id] = b
 	}
+	out, failed := logReports(m, s.cfg.Name, live, s.logsReported, copies)
 	s.replMu.Unlock()
 	for _, j := range out {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -129,4 +115,47 @@ func (s *Server) runLogReports(ctx context.Context, l *logReporter) {
 			retry.Reset(logReportRetry)
 		}
 	}
+}
+
+// logCopy is a backup's copy of a region as a log position report reads
+// it (replication.Replica.Report); ok is false when it cannot be read now.
+type logCopy interface {
+	report(epoch uint64) (pos uint64, complete, ok bool)
+}
+
+// report reads b's buffer held: a WRITE of a primary in this process
+// (loopback, tcp) does not copy into it meanwhile. Not while it is
+// revoked (a promotion or a new buffer under way).
+func (b *backupRegion) report(epoch uint64) (pos uint64, complete, ok bool) {
+	ok = b.buf.View(func([]byte) { pos, complete = b.rep.Report(epoch) })
+	return pos, complete, ok
+}
+
+// logReports decides the log position reports due from server name under
+// map m: one per region that lists it as a backup, whose primary is not
+// live with the map's run (live), and not reported at the region's epoch
+// yet. A backup role without a copy (its region failed to open) reports an
+// incomplete copy at position 0: the master must not wait for it. failed:
+// a copy could not be read (to be tried again).
+func logReports(m *regionmap.Map, name string, live map[string]coord.ServerInfo, reported map[[2]uint64]bool, copies map[uint64]logCopy) (out []coord.Joined, failed bool) {
+	for _, r := range m.Regions {
+		if !slices.Contains(r.Backups, name) || reported[[2]uint64{r.ID, r.Epoch}] {
+			continue
+		}
+		mine, _ := m.Server(r.Primary)
+		if reg, ok := live[r.Primary]; ok && (mine.Started == 0 || reg.Started == mine.Started) {
+			continue // the primary is the map's
+		}
+		var pos uint64
+		var complete bool
+		if c := copies[r.ID]; c != nil {
+			var ok bool
+			if pos, complete, ok = c.report(r.Epoch); !ok {
+				failed = true
+				continue
+			}
+		}
+		out = append(out, coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: name, Log: true, Pos: pos, Incomplete: !complete})
+	}
+	return out, failed
 }

@@ -178,6 +178,11 @@ func (s *Server) acceptReplication(req rdma.ConnRequest) error {
 		err = fmt.Errorf("region: replication request for region %d with %d-byte segments, this volume has %d", h.Region, h.SegSize, s.vol.SegmentSize())
 	case h.Epoch < b.rep.Epoch():
 		err = fmt.Errorf("%w: replication request for region %d at epoch %d, backup at %d", replication.ErrStaleEpoch, h.Region, h.Epoch, b.rep.Epoch())
+	case h.Epoch <= b.rep.Reported():
+		// Its primary is gone and the master may promote this copy on
+		// its report: a hello of that epoch (the old primary resuming)
+		// must not fence or replace its buffer.
+		err = fmt.Errorf("%w: replication request for region %d at epoch %d", replication.ErrReported, h.Region, h.Epoch)
 	}
 	if err != nil {
 		req.Reject()
@@ -295,7 +300,7 @@ func (s *Server) handleReplicate(h *ring.ServerRequest) ring.Reply {
 	}
 	var reply []byte
 	if err := labeledErr(label, func() (err error) { reply, err = b.rep.Reply(c); return err }); err != nil {
-		if errors.Is(err, replication.ErrStaleEpoch) {
+		if errors.Is(err, replication.ErrStaleEpoch) || errors.Is(err, replication.ErrReported) {
 			return errorReply(wire.StatusStaleEpoch, "%v", err)
 		}
 		if errors.Is(err, replication.ErrOutOfSync) {

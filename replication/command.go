@@ -126,8 +126,8 @@ var (
 	// commands while it or its connection was down).
 	ErrOutOfSync = errors.New("replication: backup out of sync with its primary")
 	// ErrReported: the backup reported its copy complete for a failover
-	// at the command's epoch (Replica.Report): it no longer lets that
-	// epoch's primary reseed or rebase it.
+	// at the command's epoch or a newer one (Replica.Report): it takes
+	// nothing more from that epoch's primary.
 	ErrReported = errors.New("replication: backup reported its copy for a failover")
 	// ErrIncompleteCopy: a promotion of a replica whose copy may lack
 	// acknowledged writes (Replica.Complete false).

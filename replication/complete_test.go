@@ -87,6 +87,8 @@ func TestReportedCopyRefusesReseedAtItsEpoch(t *testing.T) {
 	for _, c := range []*Command{
 		{Kind: CmdReset, Region: 7, Epoch: epoch},
 		{Kind: CmdRebase, Region: 7, Epoch: epoch, Data: EncodeRebase(nil)},
+		{Kind: CmdCheck, Region: 7, Epoch: epoch},
+		{Kind: CmdFlush, Region: 7, Epoch: epoch, Segment: 1, Seq: 1, End: 2 * mirrorSeg},
 	} {
 		if err := g.reps[0].Handle(c); !errors.Is(err, ErrReported) {
 			t.Fatalf("%s at the reported epoch %d: %v, want ErrReported", c.Kind, epoch, err)
@@ -108,4 +110,41 @@ func TestReportedCopyRefusesReseedAtItsEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkContent(t, "the reported backup promoted", np, model)
+}
+
+// TestFailedCommandMakesCopyIncomplete: a backup that fails a command of
+// its stream (here a malformed flush; likewise a refused check or a failed
+// install) may lack what its primary holds: its copy is incomplete, not
+// promotable, until a stream's IN_SYNC. A command of an older epoch is
+// refused without touching the copy.
+func TestFailedCommandMakesCopyIncomplete(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 23))
+	for i, mode := range []Mode{SendIndex, BuildIndex} {
+		g := newReplGroup(t, 64, []Mode{mode}, nil)
+		g.write(rng, 2, 200, 300)
+		g.settle()
+		rep := g.reps[0]
+		if !rep.Complete() {
+			t.Fatalf("backup %d incomplete after its attach settled", i)
+		}
+		epoch := rep.Epoch()
+		if err := rep.Handle(&Command{Kind: CmdFlush, Region: 7, Epoch: epoch - 1, Segment: 1, Seq: 1, End: 100}); !errors.Is(err, ErrStaleEpoch) {
+			t.Fatalf("backup %d: a flush of an older epoch: %v, want ErrStaleEpoch", i, err)
+		}
+		if !rep.Complete() {
+			t.Fatalf("backup %d: a stale command made the copy incomplete", i)
+		}
+		if err := rep.Handle(&Command{Kind: CmdFlush, Region: 7, Epoch: epoch, Segment: 1, Seq: 1, End: 2 * mirrorSeg}); err == nil {
+			t.Fatalf("backup %d took a flush past its segment's end", i)
+		}
+		if rep.Complete() {
+			t.Fatalf("backup %d: its copy is complete after a command of its stream failed", i)
+		}
+		if _, complete := rep.Report(epoch); complete {
+			t.Fatalf("backup %d reports a complete copy after a failed command", i)
+		}
+		if err := rep.Handle(&Command{Kind: CmdInSync, Region: 7, Epoch: epoch}); err != nil || !rep.Complete() {
+			t.Fatalf("backup %d: IN_SYNC after the failure: %v, complete %v", i, err, rep.Complete())
+		}
+	}
 }

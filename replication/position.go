@@ -15,6 +15,11 @@ import "github.com/tebis-go/tebis/engine"
 func (r *Replica) LogPosition() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.logPositionLocked()
+}
+
+// logPositionLocked is LogPosition with r.mu held.
+func (r *Replica) logPositionLocked() uint64 {
 	id := r.region.Desc().ID
 	var pos uint64
 	for h := range 2 {
@@ -32,17 +37,27 @@ func (r *Replica) LogPosition() uint64 {
 // Report is a backup's log position report for a failover at epoch (its
 // primary is gone): LogPosition and Complete, read together. A complete
 // report is a promise the master may act on (it promotes only a backup
-// that reported a complete copy): from here the replica refuses, at
-// epoch and older ones, every command that would make its copy incomplete
-// (CmdReset, CmdRebase: a paused primary resuming its attach); a primary
-// of a newer epoch may. The same buffer rules as LogPosition apply.
+// that reported a complete copy): from here the replica refuses every
+// command of epoch and older ones (ErrReported: a paused primary resuming
+// its attach must not reset or rebase the copy), and the server refuses
+// their hellos (Reported); a primary of a newer epoch may reset it. The
+// same buffer rules as LogPosition apply.
 func (r *Replica) Report(epoch uint64) (pos uint64, complete bool) {
-	pos = r.LogPosition()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	pos = r.logPositionLocked()
 	if !r.incomplete {
 		r.reported = max(r.reported, epoch)
 		return pos, true
 	}
 	return pos, false
+}
+
+// Reported is the highest epoch at which the replica reported its copy
+// complete (Report): a replication hello of that epoch or an older one
+// must be refused (its new buffer would make the copy incomplete).
+func (r *Replica) Reported() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reported
 }

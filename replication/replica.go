@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -74,7 +75,7 @@ type Replica struct {
 	incomplete bool
 	// reported: the highest epoch at which the replica reported its copy
 	// complete for a failover (Report); commands of that epoch or older
-	// that would make it incomplete are refused.
+	// are refused (ErrReported).
 	reported uint64
 
 	// Build-Index: the point of the primary's log the region holds
@@ -165,8 +166,10 @@ func backupLogs(r *engine.Region) []engine.LogSegment {
 }
 
 // Handle applies one command. A command of an older epoch is refused with
-// ErrStaleEpoch; a newer epoch is adopted (the primary learnt it first).
-// An error leaves the replica consistent (nothing half-installed), but the
+// ErrStaleEpoch, one of an epoch the replica reported its copy complete at
+// (Report) with ErrReported; a newer epoch is adopted (the primary learnt
+// it first). Any other error leaves the replica consistent (nothing
+// half-installed) but its copy incomplete until a stream's IN_SYNC; the
 // primary should drop a backup that failed a command.
 func (r *Replica) Handle(c *Command) error {
 	r.mu.Lock()
@@ -177,9 +180,24 @@ func (r *Replica) Handle(c *Command) error {
 	if c.Epoch < r.epoch {
 		return fmt.Errorf("%w: %s at epoch %d, region %d is at %d", ErrStaleEpoch, c.Kind, c.Epoch, c.Region, r.epoch)
 	}
-	if (c.Kind == CmdReset || c.Kind == CmdRebase) && c.Epoch <= r.reported {
+	if c.Epoch <= r.reported {
+		// Only the primary the report was about sends at that epoch.
 		return fmt.Errorf("%w: %s at epoch %d: the copy was reported complete at epoch %d", ErrReported, c.Kind, c.Epoch, r.reported)
 	}
+	if err := r.handle(c); err != nil {
+		if !errors.Is(err, ErrStaleEpoch) {
+			// A command the copy did not take (a check that differs, a
+			// flush or install that failed): it may lack what the
+			// primary holds until a stream's IN_SYNC says otherwise.
+			r.incomplete = true
+		}
+		return err
+	}
+	return nil
+}
+
+// handle applies c (region and epoch checked). Called with r.mu held.
+func (r *Replica) handle(c *Command) error {
 	r.epoch = c.Epoch
 	if c.Kind == CmdInSync {
 		r.incomplete = false

@@ -39,7 +39,7 @@ func masterCommand() *cli.Command {
 		Flags: append(zkFlags(),
 			&cli.StringFlag{Name: "name", Value: hostName(), Usage: "this master's name"},
 			&cli.DurationFlag{Name: "grace", Value: 10 * time.Second, Usage: "a new leader's wait for servers of the map it never saw live"},
-			&cli.DurationFlag{Name: "log-wait", Value: time.Second, Usage: "how long a failed primary's promotion waits for its backups' log positions"},
+			&cli.DurationFlag{Name: "log-wait", Value: time.Second, Usage: "how long a failed primary's promotion waits for every live backup's log position before choosing among the complete copies reported"},
 			&cli.DurationFlag{Name: "drop-hold", Value: 5 * time.Second, Usage: "how long a server dropped from a replication stream gets no new backup role (unless it registers again)"},
 		),
 		Action: func(c *cli.Context) error {

@@ -1,0 +1,60 @@
+package region
+
+import (
+	"testing"
+
+	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/region/regionmap"
+)
+
+// fakeCopy is a backup's copy as logReports reads it.
+type fakeCopy struct {
+	pos      uint64
+	complete bool
+	ok       bool
+}
+
+func (c fakeCopy) report(uint64) (uint64, bool, bool) { return c.pos, c.complete, c.ok }
+
+// TestLogReports: which log position reports a backup owes, and what they
+// say. A backup role whose region failed to open (no copy) reports an
+// incomplete copy: the master promotes only complete copies, and without
+// the report it would wait for this backup for ever (nor could the failed
+// primary's new run take its region back).
+func TestLogReports(t *testing.T) {
+	m := &regionmap.Map{Version: 5,
+		Servers: []regionmap.Server{{Name: "p", Started: 1}, {Name: "q", Started: 1}, {Name: "b", Started: 1}},
+		Regions: []regionmap.Region{
+			{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 3}, // p gone: due
+			{ID: 2, Primary: "q", Backups: []string{"b"}, Epoch: 4}, // q live, the map's run: not due
+			{ID: 3, Primary: "p", Backups: []string{"b"}, Epoch: 7}, // p gone, no copy: due, incomplete
+			{ID: 4, Primary: "p", Joining: []string{"b"}, Epoch: 2}, // joining: never
+			{ID: 5, Primary: "p", Backups: []string{"b"}, Epoch: 9}, // reported already
+			{ID: 6, Primary: "q", Backups: []string{"x"}, Epoch: 1}, // not ours
+		}}
+	live := map[string]coord.ServerInfo{"q": {Server: regionmap.Server{Name: "q"}, Started: 1}, "b": {Server: regionmap.Server{Name: "b"}, Started: 1}}
+	copies := map[uint64]logCopy{1: fakeCopy{pos: 3<<32 | 100, complete: true, ok: true}, 2: fakeCopy{ok: true, complete: true}, 5: fakeCopy{ok: true}}
+	reported := map[[2]uint64]bool{{5, 9}: true}
+	out, failed := logReports(m, "b", live, reported, copies)
+	want := []coord.Joined{
+		{Region: 1, Epoch: 3, Server: "b", Log: true, Pos: 3<<32 | 100},
+		{Region: 3, Epoch: 7, Server: "b", Log: true, Incomplete: true},
+	}
+	if failed || len(out) != len(want) {
+		t.Fatalf("reports %+v (failed %v), want %+v", out, failed, want)
+	}
+	for i := range want {
+		if out[i] != want[i] {
+			t.Fatalf("report %d: %+v, want %+v", i, out[i], want[i])
+		}
+	}
+	// q restarts (a new run): region 2 is due. A copy that cannot be read
+	// now (its buffer revoked) is tried again, not reported.
+	live["q"] = coord.ServerInfo{Server: regionmap.Server{Name: "q"}, Started: 2}
+	copies[2] = fakeCopy{ok: false}
+	reported[[2]uint64{1, 3}], reported[[2]uint64{3, 7}] = true, true
+	out, failed = logReports(m, "b", live, reported, copies)
+	if !failed || len(out) != 0 {
+		t.Fatalf("an unreadable copy: reports %+v, failed %v", out, failed)
+	}
+}
