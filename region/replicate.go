@@ -198,8 +198,10 @@ func (s *Server) acceptReplication(req rdma.ConnRequest) error {
 	case h.Epoch > b.epoch && len(b.qps) > 0 && known && samePrimary(b.primary, from):
 		// The same primary re-attaching at a new epoch (its group
 		// changed): the buffer holds records it acknowledged that no log
-		// holds yet; it is kept (the old connections closed) and the new
-		// stream re-sends the tail into it.
+		// holds yet; it is kept (the old connections closed), and so is
+		// the copy's completeness: the new stream re-sends the tail into
+		// it only after the backup applied its check's catch-up (a sealed
+		// segment the buffer held whose flush never came, among others).
 		for _, qp := range b.qps {
 			qp.Close()
 		}

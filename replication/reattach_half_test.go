@@ -19,6 +19,13 @@ import (
 // primary acknowledged that no backup log holds yet). Links get
 // g.linkFail.
 func (g *replGroup) reattachKeepingBuffers(epoch uint64) {
+	g.t.Helper()
+	g.reattach(epoch, true)
+}
+
+// reattach is reattachKeepingBuffers; unless must, a failed NewShipper is
+// logged and leaves the group with the new mirror and the closed stream.
+func (g *replGroup) reattach(epoch uint64, must bool) {
 	t := g.t
 	t.Helper()
 	g.shipper.Close()
@@ -67,11 +74,16 @@ func (g *replGroup) reattachKeepingBuffers(epoch uint64) {
 	t.Cleanup(func() { m.Close() })
 	sh, err := NewShipper(ShipperConfig{Region: g.pr, Epoch: epoch, Mode: g.modes[0], SegSize: mirrorSeg, Mirror: m,
 		Links: links, Credits: g.creditsOr2(), Log: zaptest.NewLogger(t), LogID: g.logID})
-	if err != nil {
+	g.mirror = m
+	switch {
+	case err != nil && must:
 		t.Fatal(err)
+	case err != nil:
+		t.Logf("re-attach at epoch %d: %v", epoch, err)
+		return
 	}
 	t.Cleanup(sh.Close)
-	g.mirror, g.shipper = m, sh
+	g.shipper = sh
 }
 
 // putsUntil puts key prefix+i with a 1000-byte value for i from *next on

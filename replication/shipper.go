@@ -216,9 +216,12 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 		go s.run(b)
 	}
 	// Before the region serves, every backup holds what was acknowledged
-	// before this stream: the tail (re-sent above: a re-attach's backups
-	// dropped their buffers) and the catch-up or seed queued by the check
-	// (a promoted primary's adopted tail lives only in its own log).
+	// before this stream: the catch-up or seed queued by the check (a
+	// promoted primary's adopted tail lives only in its own log; a sealed
+	// segment whose flush the previous stream did not deliver), then the
+	// tail (appended above, posted only by settle once the catch-up was
+	// applied: a new backup's buffer is empty, and a re-attached one's half
+	// may hold that undelivered segment).
 	if err := s.settle(); err != nil {
 		s.Close()
 		return nil, err
@@ -240,16 +243,25 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 	return s, nil
 }
 
-// settle waits until the mirrored tail and the queued commands reached
+// settle waits until the queued commands, then the mirrored tail, reached
 // every live backup (a late one is dropped); ErrNoBackups is no error.
+//
+// The order is a safety one. The mirror posts nothing before its first
+// Wait, so the tail's first WRITE follows every backup's catch-up: a
+// backup the same primary re-attaches keeps its buffer, and the half the
+// new tail starts in may hold a sealed segment whose flush the old stream
+// never delivered (the catch-up carries it, read from the primary's log).
+// Until the backup applied that catch-up, its buffer is the only copy of
+// those acknowledged writes it has, and its copy still counts as complete
+// (promotable); the tail may overwrite the half only after.
 func (s *Shipper) settle() error {
-	if err := s.cfg.Mirror.WaitTimeout(s.cfg.Mirror.Tail(), s.cfg.Timeout); err != nil && !errors.Is(err, ErrNoBackups) {
-		return fmt.Errorf("replication: mirroring the tail at attach: %w", err)
-	}
 	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
 	defer cancel()
 	if err := s.Idle(ctx); err != nil {
 		return fmt.Errorf("replication: catching the backups up at attach: %w", err)
+	}
+	if err := s.cfg.Mirror.WaitTimeout(s.cfg.Mirror.Tail(), s.cfg.Timeout); err != nil && !errors.Is(err, ErrNoBackups) {
+		return fmt.Errorf("replication: mirroring the tail at attach: %w", err)
 	}
 	return nil
 }
