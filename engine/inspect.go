@@ -128,7 +128,7 @@ type VolumeInfo struct {
 // RegionInfo summarizes one region's persisted state.
 type RegionInfo struct {
 	ID            uint64        `json:"id"`
-	Role          string        `json:"role"` // primary, or backup (a Send-Index backup region)
+	Role          string        `json:"role"` // primary, backup (a Send-Index backup region) or follower (a Build-Index backup's)
 	Epoch         uint64        `json:"epoch"`
 	Start         []byte        `json:"start"`
 	End           []byte        `json:"end"`
@@ -189,8 +189,11 @@ func (in *Inspector) regionInfo(id uint64) RegionInfo {
 	st := in.states[id]
 	ri := RegionInfo{ID: id, Role: "primary", Epoch: st.desc.Epoch, Start: st.desc.Start, End: st.desc.End,
 		RecoveryPoint: LogPosition{Index: st.rp >> in.g.shift, Offset: in.g.off(st.rp)}}
-	if st.backup {
+	switch {
+	case st.backup:
 		ri.Role = roleBackup
+	case st.follower:
+		ri.Role = roleFollower
 	}
 	for _, l := range st.logs {
 		ri.Log = append(ri.Log, LogSegInfo{Index: l.idx, Segment: l.seg, Seq: l.seq, End: l.end, Garbage: l.garbage})

@@ -13,7 +13,8 @@ import (
 //	r/<id>/rp                   L0 recovery point (log position)
 //	r/<id>/log/<idx>            value-log segment idx of the region
 //	r/<id>/lvl/<n>              level n's descriptor (absent: empty level)
-//	r/<id>/role                 "backup" for a Send-Index backup region (absent: primary)
+//	r/<id>/role                 "backup" for a Send-Index backup region, "follower" for a
+//	                            Build-Index backup's (absent: primary)
 //
 // <id>, <idx> and <n> are 8-byte big-endian so keys sort numerically.
 var (

@@ -17,6 +17,9 @@ type regionState struct {
 	logs    []*logSeg
 	levels  map[int]*levelDesc
 	backup  bool // a Send-Index backup region (role key "backup")
+	// follower: an ordinary region that is a Build-Index backup's copy
+	// (role key "follower", follower.go)
+	follower bool
 }
 
 // usedSegments lists every segment the state references.
@@ -98,10 +101,14 @@ func (v *Volume) loadStatesIn(lower, upper []byte) (map[uint64]*regionState, err
 			}
 			st.rp = binary.LittleEndian.Uint64(val)
 		case bytes.Equal(suffix, []byte("role")):
-			if string(val) != roleBackup {
+			switch string(val) {
+			case roleBackup:
+				st.backup = true
+			case roleFollower:
+				st.follower = true
+			default:
 				return nil, fmt.Errorf("%w: region %d role %q", ErrCorrupt, id, val)
 			}
-			st.backup = true
 		case bytes.HasPrefix(suffix, []byte("log/")) && len(suffix) == 12:
 			ls, err := decodeLogSeg(binary.BigEndian.Uint64(suffix[4:]), val)
 			if err != nil {

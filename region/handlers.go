@@ -52,6 +52,10 @@ func (s *Server) route(h *ring.ServerRequest, version uint64) (*engine.Region, *
 		r := errorReply(wire.StatusUnavailable, "region %d: no longer served by %s (handed over)", h.Region, s.cfg.Name)
 		return nil, nil, &r
 	}
+	if st.incomplete[h.Region] {
+		r := errorReply(wire.StatusUnavailable, "region %d: %s holds an incomplete copy (it backed the region up and restarted): waiting for a server with a complete one", h.Region, s.cfg.Name)
+		return nil, nil, &r
+	}
 	if mr == nil || er == nil {
 		return nil, nil, wrong
 	}

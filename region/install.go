@@ -119,16 +119,38 @@ func (s *Server) installRegion(m *regionmap.Map, r regionmap.Region, old, next *
 	default:
 		var err error
 		er, _, err = s.vol.OpenRegion(engine.RegionDesc{ID: r.ID, Epoch: r.Epoch})
-		if err == nil && er.IsBackup() {
-			// Named primary while it was down: its buffer is gone, its
-			// adopted log is what it has.
-			s.log.Warn("promoting a backup region without its buffer", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch))
-			er, err = s.vol.PromoteBackup(r.ID, r.Epoch, nil)
-			s.markPromoted(r.ID)
-			delete(s.resumed, r.ID)
-		}
 		if err != nil {
 			return fmt.Errorf("open: %w", err)
+		}
+		copied, err := s.vol.IsCopy(r.ID)
+		if err != nil {
+			return fmt.Errorf("open: %w", err)
+		}
+		if copied {
+			// Named primary while it was down, as a backup: the newest
+			// writes its primary acknowledged were in the replication
+			// buffer the restart lost. Managed, it is not served (the
+			// master promotes only complete copies; this one is not);
+			// a static map is the operator's word.
+			if s.cluster != nil {
+				s.log.Error("named primary of a region this server holds an incomplete copy of (it backed the region up and restarted: its replication buffer is gone): not serving it",
+					zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch))
+				if next.incomplete == nil {
+					next.incomplete = map[uint64]bool{}
+				}
+				next.incomplete[r.ID] = true
+				return nil
+			}
+			s.log.Warn("static map: promoting a copy without its replication buffer", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch))
+			if er.IsBackup() {
+				if er, err = s.vol.PromoteBackup(r.ID, r.Epoch, nil); err != nil {
+					return fmt.Errorf("open: %w", err)
+				}
+				s.markPromoted(r.ID)
+				delete(s.resumed, r.ID)
+			} else if err := s.vol.SetFollower(r.ID, false); err != nil {
+				return fmt.Errorf("open: %w", err)
+			}
 		}
 		s.startBuildLog(r.ID, nil) // a new primaryship
 	}

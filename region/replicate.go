@@ -122,6 +122,11 @@ func (s *Server) openBackup(m *regionmap.Map, r regionmap.Region) (*backupRegion
 	default:
 		er, err = s.vol.CreateRegion(desc)
 	}
+	if err == nil && mode == replication.BuildIndex {
+		// A copy of the primary's region from now on (engine.Volume.IsCopy):
+		// without its buffer it may lack acknowledged writes.
+		err = s.vol.SetFollower(r.ID, true)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("region: open backup region %d: %w", r.ID, err)
 	}

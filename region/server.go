@@ -76,6 +76,9 @@ type routing struct {
 	// withdrawn lists regions being handed over (deposed, depose.go)
 	// until the next map's routing is published: StatusUnavailable.
 	withdrawn map[uint64]bool
+	// incomplete lists regions the map names this server primary of
+	// whose copy here is incomplete (install.go): StatusUnavailable.
+	incomplete map[uint64]bool
 }
 
 // Start opens the volume, loads the map and starts listening.

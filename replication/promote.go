@@ -52,6 +52,10 @@ func (r *Replica) Promote(epoch uint64) (*engine.Region, error) {
 		if err := r.region.Sync(); err != nil {
 			return nil, fmt.Errorf("replication: promoting region %d: syncing its log: %w", id, err)
 		}
+		// Its own from here: a restart serves it as the primary's copy.
+		if err := r.vol.SetFollower(id, false); err != nil {
+			return nil, fmt.Errorf("replication: promoting region %d: %w", id, err)
+		}
 		r.epoch = epoch
 		return r.region, nil
 	}

@@ -15,7 +15,9 @@ import (
 // the promotion). The new primary's first attach then discards the other
 // backups' copies (fresh buffers, a seed), so from the promotion on it may
 // be the only copy: a crash of it right after (a crash clone of its disk,
-// unsynced data dropped) must keep every acknowledged write.
+// unsynced data dropped) must keep every acknowledged write, and the
+// region must be the server's own (no longer a follower's copy, which a
+// restart would not serve).
 func TestPromotionDurable(t *testing.T) {
 	seed := testseed.Seed(t)
 	for _, mode := range []Mode{BuildIndex, SendIndex} {
@@ -35,6 +37,12 @@ func promotionDurable(t *testing.T, rng *rand.Rand, mode Mode) {
 		t.Fatal(err)
 	}
 	g.failPrimary()
+	if mode == BuildIndex {
+		// As a region server's backup role marks it: a copy.
+		if err := g.bvs[0].SetFollower(7, true); err != nil {
+			t.Fatal(err)
+		}
+	}
 	np, err := g.reps[0].Promote(4)
 	if err != nil {
 		t.Fatal(err)
@@ -55,4 +63,8 @@ func promotionDurable(t *testing.T, rng *rand.Rand, mode Mode) {
 		t.Fatal("the promoted region is gone after a crash")
 	}
 	checkContent(t, "the promoted backup after a crash", cr, model)
+	// The promoted region is its own: a restart serves it as primary.
+	if copied, err := cv.IsCopy(7); err != nil || copied {
+		t.Fatalf("the promoted region is still a copy after a crash (%v, %v)", copied, err)
+	}
 }

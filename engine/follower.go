@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Followers. A Build-Index backup keeps an ordinary region (it indexes its
+// primary's records with its own writes), so nothing in the region itself
+// says that it is a copy of another server's region rather than the
+// server's own. The difference matters after a restart: a copy's newest
+// records were in its replication buffer, which the restart lost, so it may
+// lack writes its primary acknowledged and must not be served as a primary
+// without the group's say. The role key records it ("follower", beside
+// "backup" for a Send-Index backup region).
+
+const roleFollower = "follower"
+
+// SetFollower marks the ordinary region id as a follower's copy (on) or
+// as the server's own again (off), in one synced metadata commit. A
+// Send-Index backup region is refused (ErrBackupRegion: its role says so
+// already), an unknown region too (ErrBadOptions).
+func (v *Volume) SetFollower(id uint64, on bool) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	r, ok := v.regions[id]
+	if !ok {
+		return fmt.Errorf("%w: no region %d", ErrBadOptions, id)
+	}
+	if r.backup {
+		return r.roleErr()
+	}
+	b := v.meta.NewBatch()
+	if on {
+		b.Set(regionKey(id, "role"), []byte(roleFollower), nil)
+	} else {
+		b.Delete(regionKey(id, "role"), nil)
+	}
+	return v.commit(b)
+}
+
+// IsCopy reports whether region id holds a copy of another server's
+// region rather than its own: a Send-Index backup region, or an ordinary
+// region marked a follower (SetFollower). ErrBadOptions for an unknown
+// region.
+func (v *Volume) IsCopy(id uint64) (bool, error) {
+	v.mu.Lock()
+	r, ok := v.regions[id]
+	v.mu.Unlock()
+	if !ok {
+		return false, fmt.Errorf("%w: no region %d", ErrBadOptions, id)
+	}
+	if r.backup {
+		return true, nil
+	}
+	val, closer, err := v.meta.Get(regionKey(id, "role"))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("engine: read region %d role: %w", id, err)
+	}
+	defer closer.Close()
+	return string(val) == roleFollower, nil
+}

@@ -1,0 +1,136 @@
+package region
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/rdma"
+	"github.com/tebis-go/tebis/rdma/ring"
+	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/region/wire"
+)
+
+// restartedManaged is a managed server "b" (run 7) just restarted on vol:
+// no map installed yet, not listening (install attaches nothing).
+func restartedManaged(t *testing.T, vol *engine.Volume) *Server {
+	cfg := DefaultConfig()
+	cfg.Name = "b"
+	s := &Server{cfg: cfg, log: zaptest.NewLogger(t), vol: vol, backups: map[uint64]*backupRegion{}, primaries: map[uint64]*primaryRepl{},
+		resumed: map[uint64]bool{}, peers: map[string]*ring.Client{}, replCQ: rdma.NewCQ(), cluster: &clusterLink{logs: newLogReporter()}}
+	s.cluster.started.Store(7)
+	s.state.Store(&routing{m: &regionmap.Map{}, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}})
+	return s
+}
+
+// namedPrimaryMap names b (run 7) primary of regions 1 and 2, alone, at
+// epoch 5.
+func namedPrimaryMap(replication string) *regionmap.Map {
+	return &regionmap.Map{Version: 9, Replication: replication, Replicas: 2,
+		Servers: []regionmap.Server{{Name: "b", Started: 7}},
+		Regions: []regionmap.Region{
+			{ID: 1, Primary: "b", Epoch: 5, End: "m"},
+			{ID: 2, Primary: "b", Epoch: 5, Start: "m"}}}
+}
+
+// TestNamedPrimaryWithCopyNotServed: the master named this server primary
+// of region 1 while it was down, and its disk holds region 1 as a backup's
+// copy (the promotion was never installed). The copy lacks what its
+// replication buffer held (the primary's newest acknowledged writes), so a
+// managed server does not serve it: requests get UNAVAILABLE naming the
+// incomplete copy. Serving it (as the server did, promoting the backup
+// region without its buffer) lost those writes in the fault test's double
+// failovers. Region 2, its own, serves. Both replication modes: a
+// Send-Index backup region says so by its role, a Build-Index backup's
+// ordinary region by the follower mark its backup role set (openBackup).
+func TestNamedPrimaryWithCopyNotServed(t *testing.T) {
+	for _, mode := range []string{"send-index", "build-index"} {
+		t.Run(mode, func(t *testing.T) {
+			// The server backs region 1 up (its backup role opens the
+			// region as a copy) and is primary of region 2.
+			fs := vfs.NewMem()
+			opts := engine.Options{FS: fs, Dir: "b", SegmentSize: helloSeg, SyncMode: engine.SyncModeAsync, GCInterval: -1, HoldBackground: true}
+			vol, err := engine.Open(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := &regionmap.Map{Version: 8, Replication: mode, Replicas: 2,
+				Servers: []regionmap.Server{{Name: "b", Started: 7}, {Name: "p", Started: 3}},
+				Regions: []regionmap.Region{
+					{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 3, End: "m"},
+					{ID: 2, Primary: "b", Epoch: 3, Start: "m"}}}
+			s0 := restartedManaged(t, vol)
+			if err := s0.install(before); err != nil {
+				t.Fatal(err)
+			}
+			if err := s0.state.Load().hosted[2].Put([]byte("n1"), []byte("v")); err != nil {
+				t.Fatal(err)
+			}
+			// Restarted: the replication buffer is gone with the process.
+			for _, b := range s0.backups {
+				b.rep.Close()
+				b.buf.Deregister()
+			}
+			if err := vol.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if vol, err = engine.Open(opts); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { vol.Close() })
+			s := restartedManaged(t, vol)
+			if err := s.install(namedPrimaryMap(mode)); err != nil {
+				t.Fatal(err)
+			}
+			st := s.state.Load()
+			if st.hosted[1] != nil {
+				t.Fatal("region 1 served from a copy without its replication buffer")
+			}
+			if copied, err := vol.IsCopy(1); err != nil || !copied {
+				t.Fatalf("region 1 no longer marked a copy (%v, %v): a later restart would serve it", copied, err)
+			}
+			_, _, reply := s.route(&ring.ServerRequest{Header: ring.Header{Region: 1}}, 9)
+			if reply == nil || reply.Status != wire.StatusUnavailable || !strings.Contains(string(reply.Payload), "incomplete copy") {
+				t.Fatalf("request to region 1: %+v, want UNAVAILABLE naming the incomplete copy", reply)
+			}
+			if st.hosted[2] == nil {
+				t.Fatal("region 2, the server's own, not served")
+			}
+			if _, _, reply := s.route(&ring.ServerRequest{Header: ring.Header{Region: 2}}, 9); reply != nil {
+				t.Fatalf("request to region 2: %s", reply.Payload)
+			}
+		})
+	}
+}
+
+// TestStaticMapPromotesCopy: a static map is the operator's word: a copy
+// it names primary is served (promoted without its buffer), and is the
+// server's own from then on.
+func TestStaticMapPromotesCopy(t *testing.T) {
+	vol, err := engine.Open(engine.Options{FS: vfs.NewMem(), Dir: "b", SegmentSize: helloSeg, SyncMode: engine.SyncModeAsync, GCInterval: -1, HoldBackground: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vol.Close() })
+	if _, err := vol.CreateRegion(engine.RegionDesc{ID: 1, Epoch: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := vol.SetFollower(1, true); err != nil {
+		t.Fatal(err)
+	}
+	s := restartedManaged(t, vol)
+	s.cluster = nil
+	m := &regionmap.Map{Version: 9, Replication: "build-index", Servers: []regionmap.Server{{Name: "b"}}, Regions: []regionmap.Region{{ID: 1, Primary: "b", Epoch: 5}}}
+	if err := s.install(m); err != nil {
+		t.Fatal(err)
+	}
+	if s.state.Load().hosted[1] == nil {
+		t.Fatal("a static map's primary not served")
+	}
+	if copied, err := vol.IsCopy(1); err != nil || copied {
+		t.Fatalf("served region still marked a copy (%v, %v)", copied, err)
+	}
+}
