@@ -12,6 +12,7 @@ import (
 
 	"github.com/tebis-go/tebis/client"
 	"github.com/tebis-go/tebis/internal/proctest"
+	"github.com/tebis-go/tebis/region"
 	"github.com/tebis-go/tebis/region/regionmap"
 )
 
@@ -136,6 +137,54 @@ type engineCounters struct {
 	IndexSegmentsBuilt uint64
 	Compactions        uint64
 	GCFreed            uint64
+}
+
+// copiesComplete waits up to d until every backup of region 1 (the map's
+// group) says its copy is complete at the map's epoch: the group holds 3
+// (or 2) copies of every acknowledged write, not only in the map.
+func (c *linCluster) copiesComplete(t *testing.T, d time.Duration) bool {
+	t.Helper()
+	cl, err := client.Open(ctx(t), client.Config{Map: c.zs, Transport: c.cfg.Transport})
+	if err != nil {
+		return false
+	}
+	defer cl.Close()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		m := c.load(t)
+		r := m.Region(1)
+		all := len(r.Joining) == 0
+		for _, b := range r.Backups {
+			if !all {
+				break
+			}
+			all = copyComplete(cl, b, r.ID, r.Epoch)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// copyComplete asks server name whether its copy of region id is complete
+// at epoch.
+func copyComplete(cl *client.Client, name string, id, epoch uint64) bool {
+	cc, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	b, err := cl.ServerStats(cc, name)
+	if err != nil {
+		return false
+	}
+	var st region.ServerStats
+	if err := json.Unmarshal(b, &st); err != nil {
+		return false
+	}
+	for _, cp := range st.Copies {
+		if cp.Region == id {
+			return cp.Complete && cp.Epoch == epoch
+		}
+	}
+	return false
 }
 
 // counters asks server name for its engine counters through cl.

@@ -66,15 +66,7 @@ var knownUnsafe = []struct {
 	Configs string
 	Faults  []faultKind // nil: every fault
 	Finding string
-}{
-	// Safety: the promoted backup of a double failover killed before it
-	// installed its promotion (the map names it primary, its disk still
-	// holds the backup role) while the last backup's copy was incomplete
-	// (being re-seeded): restarted, the master gives it its region back
-	// and it promotes its copy without its buffer, losing the old
-	// primary's acknowledged tail (1 run in 10, 85 double failovers).
-	{Configs: "*", Faults: []faultKind{faultDoubleFailover}, Finding: "finding 9 (a named primary restarted before its promotion resumes without its buffer)"},
-}
+}{}
 
 // unsafeFaults returns the fault kinds known unsafe in c, with the findings.
 func unsafeFaults(c linConfig) map[faultKind]string {

@@ -15,6 +15,16 @@ type ServerStats struct {
 	Engine  engine.Stats `json:"engine"`
 	ReplNet uint64       `json:"replication_net_bytes"` // mirror WRITEs + commands, every backup counted
 	Dropped []string     `json:"dropped_backups,omitempty"`
+	Copies  []CopyStats  `json:"copies,omitempty"`
+}
+
+// CopyStats is a region this server backs up: the newest epoch its
+// replica accepted, and whether its copy is complete (it holds every write
+// its primary acknowledged: promotable; replication.Replica.Complete).
+type CopyStats struct {
+	Region   uint64 `json:"region"`
+	Epoch    uint64 `json:"epoch"`
+	Complete bool   `json:"complete"`
 }
 
 // Stats returns the server's counters.
@@ -22,6 +32,9 @@ func (s *Server) Stats() ServerStats {
 	st := ServerStats{Name: s.cfg.Name, Engine: s.vol.Stats()}
 	s.replMu.Lock()
 	defer s.replMu.Unlock()
+	for id, b := range s.backups {
+		st.Copies = append(st.Copies, CopyStats{Region: id, Epoch: b.rep.Epoch(), Complete: b.rep.Complete()})
+	}
 	for id, p := range s.primaries {
 		if p.shipper == nil {
 			continue
