@@ -157,7 +157,7 @@ func (s *Server) attachRegions(st *routing, ids []uint64) (map[uint64]bool, erro
 	for _, j := range jobs {
 		go func() {
 			s.retireOld(j)
-			j.dialed = s.dialGroup(j.ctx, j.m, j.r)
+			j.dialed = s.dialGroup(j.ctx, j.m, j.r, streamed(j.old, j.r.Epoch))
 			dialed <- j
 		}()
 	}
@@ -309,16 +309,41 @@ func (d *dialedGroup) close() {
 	}
 }
 
+// streamed lists the backups old (the stream an attach replaces) held at
+// epoch: in its stream (not pending), not dropped. A joining backup among
+// them was pre-seeded and attached at this epoch already (its join is
+// reported, the map may not show it yet); nil for another epoch.
+func streamed(old *primaryRepl, epoch uint64) map[string]bool {
+	if old == nil || old.shipper == nil || old.epoch != epoch {
+		return nil
+	}
+	return inStream(old.group, old.pending, old.shipper.Dropped())
+}
+
+// inStream lists the names of group neither pending nor dropped.
+func inStream(group, pending []string, dropped map[string]error) map[string]bool {
+	out := map[string]bool{}
+	for _, name := range group {
+		if _, gone := dropped[name]; !gone && !slices.Contains(pending, name) {
+			out[name] = true
+		}
+	}
+	return out
+}
+
 // dialGroup dials region r's backups (those not left pending for a
 // pre-seed) in parallel, each until ctx ends (a joining one for at most
-// 2 s: it holds nothing yet, not worth holding the region for). It takes
-// no Server lock but replMu briefly.
-func (s *Server) dialGroup(ctx context.Context, m *regionmap.Map, r regionmap.Region) *dialedGroup {
+// 2 s: it holds nothing yet, not worth holding the region for). A joining
+// backup the replaced stream held (inStream) is dialed like the others:
+// left pending, it would be pre-seeded again, and once the map lists it
+// as a backup nothing would attach it. It takes no Server lock but
+// replMu briefly.
+func (s *Server) dialGroup(ctx context.Context, m *regionmap.Map, r regionmap.Region, inStream map[string]bool) *dialedGroup {
 	d := &dialedGroup{pre: s.preseedsOf(m, r), cq: rdma.NewCQ()}
 	hello := replication.Hello{Region: r.ID, Epoch: r.Epoch, SegSize: s.vol.SegmentSize()}.Encode()
 	for _, name := range r.Group() {
 		joining := slices.Contains(r.Joining, name)
-		if joining && d.pre != nil && d.pre[name] == nil {
+		if joining && d.pre != nil && d.pre[name] == nil && !inStream[name] {
 			d.pending = append(d.pending, name) // pre-seeded while the region serves, then attached
 			continue
 		}

@@ -1,14 +1,19 @@
 package region
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/region/regionmap"
 )
 
@@ -235,5 +240,47 @@ func TestAttachRetriesBackupNotAnsweringYet(t *testing.T) {
 	}
 	if err := p.state.Load().hosted[1].Put([]byte("k"), []byte("v")); err != nil {
 		t.Fatalf("put: %v", err)
+	}
+}
+
+// TestJoiningBackupInStreamNotPendingAgain: region 1 has two joining
+// backups; j1 was pre-seeded and attached (its join reported), j2 is
+// pre-seeded next and the region attached again at the same epoch. j1 is
+// in that attach, not pending again: pending, it was pre-seeded a second
+// time, and once the map listed it as a backup (its first join report)
+// nothing attached it again: the map's backup was in no stream, its copy
+// incomplete, for good (seen by the fault test's completeness check).
+func TestJoiningBackupInStreamNotPendingAgain(t *testing.T) {
+	vol, err := engine.Open(engine.Options{FS: vfs.NewMem(), Dir: "b", SegmentSize: helloSeg, SyncMode: engine.SyncModeAsync, GCInterval: -1, HoldBackground: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vol.Close() })
+	s := restartedManaged(t, vol)
+	dir := t.TempDir()
+	m := &regionmap.Map{Version: 9, Replication: "send-index", Replicas: 3,
+		Servers: []regionmap.Server{{Name: "b", Started: 7}, {Name: "j1", Shm: filepath.Join(dir, "j1.sock")}, {Name: "j2", Shm: filepath.Join(dir, "j2.sock")}},
+		Regions: []regionmap.Region{{ID: 1, Primary: "b", Joining: []string{"j1", "j2"}, Epoch: 4}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no dial succeeds: only who is dialed matters
+	// The replaced stream held j1 (j2 pending), at the map's epoch.
+	held := inStream([]string{"j1", "j2"}, []string{"j2"}, nil)
+	d := s.dialGroup(ctx, m, *m.Region(1), held)
+	if slices.Contains(d.pending, "j1") {
+		t.Fatalf("j1, attached at this epoch already, left pending again (pending %v)", d.pending)
+	}
+	if !slices.Contains(d.pending, "j2") {
+		t.Fatalf("j2, not pre-seeded, not pending (pending %v)", d.pending)
+	}
+	// A stream of another epoch, or one that dropped j1, holds nothing.
+	if got := inStream([]string{"j1", "j2"}, []string{"j2"}, map[string]error{"j1": errors.New("late")}); got["j1"] {
+		t.Fatal("a dropped backup counted in the stream")
+	}
+	if streamed(&primaryRepl{epoch: 3, group: []string{"j1"}}, 4) != nil {
+		t.Fatal("a stream of another epoch (or with no shipper) counted")
+	}
+	d = s.dialGroup(ctx, m, *m.Region(1), nil)
+	if !slices.Contains(d.pending, "j1") || !slices.Contains(d.pending, "j2") {
+		t.Fatalf("with no stream, joining backups not pre-seeded yet are pending: %v", d.pending)
 	}
 }
