@@ -1,11 +1,6 @@
 package engine
 
-import (
-	"errors"
-	"fmt"
-
-	"github.com/cockroachdb/pebble/v2"
-)
+import "fmt"
 
 // Followers. A Build-Index backup keeps an ordinary region (it indexes its
 // primary's records with its own writes), so nothing in the region itself
@@ -21,10 +16,14 @@ const roleFollower = "follower"
 // SetFollower marks the ordinary region id as a follower's copy (on) or
 // as the server's own again (off), in one synced metadata commit. A
 // Send-Index backup region is refused (ErrBackupRegion: its role says so
-// already), an unknown region too (ErrBadOptions).
+// already), an unknown region too (ErrBadOptions), and any call after
+// Close (ErrClosed).
 func (v *Volume) SetFollower(id uint64, on bool) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if v.closed.Load() {
+		return ErrClosed
+	}
 	r, ok := v.regions[id]
 	if !ok {
 		return fmt.Errorf("%w: no region %d", ErrBadOptions, id)
@@ -32,36 +31,35 @@ func (v *Volume) SetFollower(id uint64, on bool) error {
 	if r.backup {
 		return r.roleErr()
 	}
+	if r.follower.Load() == on {
+		return nil
+	}
 	b := v.meta.NewBatch()
 	if on {
 		b.Set(regionKey(id, "role"), []byte(roleFollower), nil)
 	} else {
 		b.Delete(regionKey(id, "role"), nil)
 	}
-	return v.commit(b)
+	if err := v.commit(b); err != nil {
+		return err
+	}
+	r.follower.Store(on)
+	return nil
 }
 
 // IsCopy reports whether region id holds a copy of another server's
 // region rather than its own: a Send-Index backup region, or an ordinary
 // region marked a follower (SetFollower). ErrBadOptions for an unknown
-// region.
+// region, ErrClosed after Close.
 func (v *Volume) IsCopy(id uint64) (bool, error) {
 	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed.Load() {
+		return false, ErrClosed
+	}
 	r, ok := v.regions[id]
-	v.mu.Unlock()
 	if !ok {
 		return false, fmt.Errorf("%w: no region %d", ErrBadOptions, id)
 	}
-	if r.backup {
-		return true, nil
-	}
-	val, closer, err := v.meta.Get(regionKey(id, "role"))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("engine: read region %d role: %w", id, err)
-	}
-	defer closer.Close()
-	return string(val) == roleFollower, nil
+	return r.backup || r.follower.Load(), nil
 }

@@ -61,7 +61,6 @@ func TestFollowerMarkPersists(t *testing.T) {
 	}
 
 	v = mustOpen(t, smallOpts(fs))
-	defer v.Close()
 	r = mustRegion(t, v, 1)
 	if !isCopy(v, 1) {
 		t.Fatal("follower mark lost across a reopen")
@@ -80,5 +79,14 @@ func TestFollowerMarkPersists(t *testing.T) {
 	}
 	if isCopy(v, 2) {
 		t.Fatal("promoted backup region still a copy")
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.SetFollower(1, true); !errors.Is(err, ErrClosed) {
+		t.Fatalf("SetFollower after Close: %v, want ErrClosed", err)
+	}
+	if _, err := v.IsCopy(1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("IsCopy after Close: %v, want ErrClosed", err)
 	}
 }

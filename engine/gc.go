@@ -318,7 +318,7 @@ func (l *vlog) flushInfo(pos uint64) LogFlush {
 	f := LogFlush{Region: l.r.desc.ID, End: int64(pos & (uint64(l.g.segSize) - 1))}
 	for _, s := range l.segs {
 		if s.idx == idx {
-			f.Segment = s.seg
+			f.Segment, f.Seq = s.seg, s.recordSeq()
 		}
 	}
 	return f

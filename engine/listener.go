@@ -65,6 +65,7 @@ type LogSeal struct {
 type LogFlush struct {
 	Region  uint64
 	Segment uint64
+	Seq     uint64 // the segment's records' seed: with Segment, its identity
 	End     int64
 }
 

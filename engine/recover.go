@@ -24,6 +24,7 @@ func recoverRegion(v *Volume, st *regionState) (*Region, error) {
 // region's background work is not started.
 func rebuildRegion(v *Volume, st *regionState) (*Region, error) {
 	r := &Region{v: v, desc: st.desc}
+	r.follower.Store(st.follower)
 	r.newEmptyState()
 	l := &vlog{r: r, v: v, g: v.g, segs: st.logs, bySeg: map[uint64]*logSeg{},
 		syncKick: make(chan struct{}, 1), prepKick: make(chan struct{}, 1)}

@@ -35,8 +35,11 @@ type Region struct {
 	heldFor *replicatorBox
 	closed  bool
 	backup  bool // a Send-Index backup: no log tail, L0 or background work
-	held    int  // Quiesce calls not yet released: client writes wait
-	writers atomic.Int64
+	// follower: an ordinary region marked a Build-Index backup's copy
+	// (follower.go); written under Volume.mu
+	follower atomic.Bool
+	held     int // Quiesce calls not yet released: client writes wait
+	writers  atomic.Int64
 
 	freeMu  sync.Mutex
 	pending []pendingFree

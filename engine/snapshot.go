@@ -15,6 +15,7 @@ type Snapshot struct {
 	Logs   []LogSegment // the region's log, oldest first (End 0: the tail or a prepared segment)
 	Levels []LevelInfo
 	RP     LogPoint // the recovery point (where replay starts)
+	RPSeq  uint64   // the records' seed of the recovery point's segment
 	// Tail is the log tail's segment, records' seed and bytes written;
 	// TailImage holds its bytes up to the recovery point when the
 	// recovery point is in the tail (nil otherwise).
@@ -56,7 +57,7 @@ func (r *Region) Snapshot() (*Snapshot, error) {
 	for _, ls := range l.segs {
 		s.Logs = append(s.Logs, LogSegment{Segment: ls.seg, Seq: ls.recordSeq(), Primary: ls.primary, End: ls.end, Index: ls.idx})
 		if ls.idx == idx {
-			s.RP = LogPoint{Segment: ls.seg, Offset: off}
+			s.RP, s.RPSeq = LogPoint{Segment: ls.seg, Offset: off}, ls.recordSeq()
 		}
 	}
 	s.Tail = LogTail{Segment: l.tail.seg, Seq: l.tail.seq, Index: l.tail.idx, Offset: l.off}

@@ -99,6 +99,11 @@ func TestNamedPrimaryWithCopyNotServed(t *testing.T) {
 			if st.hosted[2] == nil {
 				t.Fatal("region 2, the server's own, not served")
 			}
+			// Deposing another region keeps the refusal (not WRONG_REGION
+			// at the same version, which makes a client give up).
+			if !st.without([]uint64{2}).incomplete[1] {
+				t.Fatal("a depose of region 2 forgot region 1's incomplete copy")
+			}
 			if _, _, reply := s.route(&ring.ServerRequest{Header: ring.Header{Region: 2}}, 9); reply != nil {
 				t.Fatalf("request to region 2: %s", reply.Payload)
 			}

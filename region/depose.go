@@ -51,7 +51,8 @@ func deposed(old *routing, m *regionmap.Map, name string, known bool) []uint64 {
 // the same map retries; WRONG_REGION at the same version would make it
 // give up).
 func (st *routing) without(ids []uint64) *routing {
-	next := &routing{m: st.m, hosted: maps.Clone(st.hosted), attaching: maps.Clone(st.attaching), withdrawn: maps.Clone(st.withdrawn)}
+	next := &routing{m: st.m, hosted: maps.Clone(st.hosted), attaching: maps.Clone(st.attaching), withdrawn: maps.Clone(st.withdrawn),
+		incomplete: maps.Clone(st.incomplete)}
 	if next.withdrawn == nil {
 		next.withdrawn = map[uint64]bool{}
 	}

@@ -2,6 +2,7 @@ package region
 
 import (
 	"encoding/json"
+	"maps"
 
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/rdma/ring"
@@ -31,10 +32,15 @@ type CopyStats struct {
 func (s *Server) Stats() ServerStats {
 	st := ServerStats{Name: s.cfg.Name, Engine: s.vol.Stats()}
 	s.replMu.Lock()
-	defer s.replMu.Unlock()
-	for id, b := range s.backups {
+	backups := maps.Clone(s.backups)
+	s.replMu.Unlock()
+	// A replica's lock may be held through a command's disk I/O: not
+	// under replMu, which every other region's commands take.
+	for id, b := range backups {
 		st.Copies = append(st.Copies, CopyStats{Region: id, Epoch: b.rep.Epoch(), Complete: b.rep.Complete()})
 	}
+	s.replMu.Lock()
+	defer s.replMu.Unlock()
 	for id, p := range s.primaries {
 		if p.shipper == nil {
 			continue

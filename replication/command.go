@@ -42,7 +42,8 @@ const (
 	CmdIndexSegment
 	// CmdCompactionDone: install level Dst (Root, Height, Pairs, KVBytes,
 	// Nodes, Segments); an L0 compaction moves the recovery point to
-	// RPSegment:RPOffset.
+	// RPSeg:RPOff, RPSeg named with its records' seed in Seq (the number
+	// alone is reused by the log; Seq is never 0 there).
 	CmdCompactionDone
 	// CmdLogFree: the primary freed its log segment Segment, allocated
 	// as Seq (the number alone is reused by the log; Seq is never 0).
@@ -220,6 +221,9 @@ func DecodeCommand(b []byte) (*Command, error) {
 	n := int(le.Uint32(b[68:]))
 	if c.Kind == CmdLogFree && (c.Segment == 0 || c.Seq == 0) {
 		return nil, fmt.Errorf("%w: log-free of segment %d seq %d", ErrMalformed, c.Segment, c.Seq)
+	}
+	if c.Kind == CmdCompactionDone && c.Src == 0 && (c.RPSeg == 0 || c.Seq == 0) {
+		return nil, fmt.Errorf("%w: L0 compaction-done with recovery point segment %d seq %d", ErrMalformed, c.RPSeg, c.Seq)
 	}
 	if n > maxCmdSeg || len(b)-cmdFixed < 8*n {
 		return nil, fmt.Errorf("%w: %d segments in %d bytes", ErrMalformed, n, len(b))

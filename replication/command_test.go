@@ -22,7 +22,7 @@ func goldenCommands() []*Command {
 		{Kind: CmdCompactionStart, Region: 7, Epoch: 3, Src: 2, Dst: 3, Move: true},
 		{Kind: CmdIndexSegment, Region: 7, Epoch: 3, Src: 0, Dst: 1, Segment: 40, Data: []byte("TBSG....nodes")},
 		{Kind: CmdCompactionDone, Region: 7, Epoch: 3, Src: 0, Dst: 1, Root: 40<<16 | 4096, Height: 2, Pairs: 1000,
-			KVBytes: 52000, Nodes: 30, RPSeg: 13, RPOff: 4096, Segments: []uint64{40, 41}},
+			KVBytes: 52000, Nodes: 30, RPSeg: 13, Seq: 100, RPOff: 4096, Segments: []uint64{40, 41}},
 		{Kind: CmdLogFree, Region: 7, Epoch: 3, Segment: 12, Seq: 99},
 		{Kind: CmdCheck, Region: 7, Epoch: 3, Data: EncodeState(State{
 			Logs:   []engine.LogSegment{{Segment: 12, Seq: 99, End: 65000}, {Segment: 13, Seq: 100}},

@@ -316,6 +316,11 @@ func (r *Replica) install(c *Command) error {
 		if !ok {
 			return fmt.Errorf("%w: recovery point in primary log segment %d, which this backup has not adopted", ErrUnmapped, c.RPSeg)
 		}
+		if seq := adoptedSeq(r.region, c.RPSeg); seq != c.Seq {
+			// Another segment under the same number (the log reuses
+			// freed numbers): this backup missed a free or a flush.
+			return fmt.Errorf("%w: recovery point in primary log segment %d seq %d, adopted here as seq %d", ErrOutOfSync, c.RPSeg, c.Seq, seq)
+		}
 		rp = &engine.LogPoint{Segment: local, Offset: c.RPOff}
 	}
 	var lvl *engine.InstalledLevel
@@ -391,4 +396,15 @@ func (r *Replica) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.abortLocked()
+}
+
+// adoptedSeq is the records' seed of the primary's log segment seg as
+// backup region b adopted it (0: not adopted).
+func adoptedSeq(b *engine.Region, seg uint64) uint64 {
+	for _, l := range b.LogSegments() {
+		if l.Primary == seg {
+			return l.Seq
+		}
+	}
+	return 0
 }

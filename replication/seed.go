@@ -129,7 +129,7 @@ func sendLevel(send sendFunc, snap *engine.Snapshot, src int, li engine.LevelInf
 	done := &Command{Kind: CmdCompactionDone, Src: uint8(src), Dst: dst, Root: li.Root, Height: uint32(li.Height), Pairs: li.Pairs,
 		KVBytes: li.KVBytes, Nodes: li.Nodes, Segments: li.Segments}
 	if src == 0 {
-		done.RPSeg, done.RPOff = snap.RP.Segment, snap.RP.Offset
+		done.RPSeg, done.Seq, done.RPOff = snap.RP.Segment, snap.RPSeq, snap.RP.Offset
 	}
 	return send(done)
 }

@@ -91,6 +91,7 @@ type Shipper struct {
 	tailSeg   uint64
 	tailSeq   uint64
 	rpSeg     uint64 // the last L0 flush point (the next L0 compaction's recovery point)
+	rpSeq     uint64
 	rpOff     int64
 	switching bool // LogSealed is between the mirror's switch and the sealed flush's enqueue
 	backups   []*sender
@@ -430,7 +431,7 @@ func (s *Shipper) LogSealed(e engine.LogSeal) {
 // once the mirror's WRITEs reached it, and remembers the recovery point.
 func (s *Shipper) LogFlushed(e engine.LogFlush) {
 	s.mu.Lock()
-	s.rpSeg, s.rpOff = e.Segment, e.End
+	s.rpSeg, s.rpSeq, s.rpOff = e.Segment, e.Seq, e.End
 	gen, cur := s.gen, e.Segment == s.tailSeg
 	s.mu.Unlock()
 	if !cur {
@@ -490,7 +491,7 @@ func (s *Shipper) CompactionDone(c engine.CompactionInfo, l engine.LevelInfo) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c.Src == 0 {
-		cmd.RPSeg, cmd.RPOff = s.rpSeg, s.rpOff
+		cmd.RPSeg, cmd.Seq, cmd.RPOff = s.rpSeg, s.rpSeq, s.rpOff
 	}
 	s.enqueueLocked(cmd)
 }
