@@ -170,3 +170,37 @@ func TestShipperMinCopies(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitAtEmptyTailHeld: a scan over a non-empty L0 waits until the
+// log up to its current position is replicated. Right after an attach
+// (or a segment switch) the tail holds no record: that position, the start
+// of the tail's record area, names nothing the stream has to deliver, and
+// the wait returns at once; it failed as a wait "past the log's tail" (the
+// mirror holds only the tail's marker), a server error to the client
+// (seen in the fault test's scans after failovers). A write after it is
+// waited for as usual.
+func TestWaitAtEmptyTailHeld(t *testing.T) {
+	g := newReplGroup(t, 64, []Mode{SendIndex}, nil)
+	tail, err := g.pr.LogTail()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tail.Offset != engine.SegmentHeaderSize {
+		t.Fatalf("setup: a new region's tail at %d, want its record area's start", tail.Offset)
+	}
+	shift := uint(0)
+	for int64(1)<<shift < mirrorSeg {
+		shift++
+	}
+	if err := g.shipper.WaitReplicated(tail.Index<<shift | uint64(tail.Offset)); err != nil {
+		t.Fatalf("waiting for the empty tail's position: %v", err)
+	}
+	if err := g.pr.Put([]byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	it := g.pr.Scan(nil, nil)
+	defer it.Close()
+	if err := it.Err(); err != nil {
+		t.Fatalf("a scan over the new write: %v", err)
+	}
+}

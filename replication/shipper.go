@@ -350,7 +350,12 @@ func (s *Shipper) AdmitWrite() error {
 // returns how many backups, joining ones not counted, hold it.
 func (s *Shipper) waitHeld(pos uint64) (int, error) {
 	idx, off := pos>>s.shift, int64(pos&(1<<s.shift-1))
-	if idx >= s.base {
+	// A position at the start of a segment's record area (an empty tail:
+	// a scan waits for the log's position) names no record of that
+	// segment: what precedes it is in earlier ones, which the mirror's
+	// switch or the attach waited for. The mirror may not have appended
+	// up to the header of a tail it holds nothing of.
+	if idx >= s.base && off > engine.SegmentHeaderSize {
 		p := Pos{gen: idx - s.base, end: off}
 		if !s.cfg.Mirror.Acked(p) { // else done already (a read of a settled write)
 			setLabel(labelLog)
