@@ -61,6 +61,11 @@ func TestRetireHandsQueuedCompactionToBackup(t *testing.T) {
 	if err := np.WaitIdle(); err != nil { // the region is still, as a re-attach's quiesce leaves it
 		t.Fatal(err)
 	}
+	// The compaction's start is queued; the backup's sender hands it to
+	// the link on its own goroutine (late under load).
+	for deadline := time.Now().Add(10 * time.Second); hold.Load() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	if hold.Load() {
 		t.Fatal("setup: no compaction started after the promotion")
 	}
