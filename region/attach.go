@@ -157,7 +157,7 @@ func (s *Server) attachRegions(st *routing, ids []uint64) (map[uint64]bool, erro
 	for _, j := range jobs {
 		go func() {
 			s.retireOld(j)
-			j.dialed = s.dialGroup(j.ctx, j.m, j.r, streamed(j.old, j.r.Epoch))
+			j.dialed = s.dialGroup(j.ctx, j.m, j.r)
 			dialed <- j
 		}()
 	}
@@ -275,6 +275,7 @@ func (s *Server) finishAttach(j *attachJob) error {
 	j.end(nil)
 	s.replMu.Lock()
 	s.primaries[j.id] = p
+	s.recordSynced(j.r, p.synced)
 	s.replMu.Unlock()
 	j.er.Resume()
 	s.resumed[j.id] = true
@@ -309,22 +310,33 @@ func (d *dialedGroup) close() {
 	}
 }
 
-// streamed lists the backups old (the stream an attach replaces) held at
-// epoch: in its stream (not pending), not dropped. A joining backup among
-// them was pre-seeded and attached at this epoch already (its join is
-// reported, the map may not show it yet); nil for another epoch.
-func streamed(old *primaryRepl, epoch uint64) map[string]bool {
-	if old == nil || old.shipper == nil || old.epoch != epoch {
-		return nil
+// recordSynced remembers that the backups names hold complete copies of
+// region r at its epoch (an attach brought them in sync), until r's epoch
+// moves on. Called with replMu held.
+func (s *Server) recordSynced(r regionmap.Region, names []string) {
+	for k, epoch := range s.synced {
+		if k.region == r.ID && epoch != r.Epoch {
+			delete(s.synced, k)
+		}
 	}
-	return inStream(old.group, old.pending, old.shipper.Dropped())
+	if s.synced == nil {
+		s.synced = map[preKey]uint64{}
+	}
+	for _, name := range names {
+		s.synced[preKey{r.ID, name}] = r.Epoch
+	}
 }
 
-// inStream lists the names of group neither pending nor dropped.
-func inStream(group, pending []string, dropped map[string]error) map[string]bool {
+// syncedAt lists the backups of region r an attach brought in sync at
+// r's epoch (recordSynced). A joining one among them is a copy already:
+// its join is reported (the map may not show it yet), and its own replica
+// says its copy is complete.
+func (s *Server) syncedAt(r regionmap.Region) map[string]bool {
+	s.replMu.Lock()
+	defer s.replMu.Unlock()
 	out := map[string]bool{}
-	for _, name := range group {
-		if _, gone := dropped[name]; !gone && !slices.Contains(pending, name) {
+	for _, name := range r.Group() {
+		if s.synced[preKey{r.ID, name}] == r.Epoch {
 			out[name] = true
 		}
 	}
@@ -334,16 +346,19 @@ func inStream(group, pending []string, dropped map[string]error) map[string]bool
 // dialGroup dials region r's backups (those not left pending for a
 // pre-seed) in parallel, each until ctx ends (a joining one for at most
 // 2 s: it holds nothing yet, not worth holding the region for). A joining
-// backup the replaced stream held (inStream) is dialed like the others:
-// left pending, it would be pre-seeded again, and once the map lists it
-// as a backup nothing would attach it. It takes no Server lock but
-// replMu briefly.
-func (s *Server) dialGroup(ctx context.Context, m *regionmap.Map, r regionmap.Region, inStream map[string]bool) *dialedGroup {
+// backup an earlier attach at this epoch brought in sync (syncedAt) is a
+// copy: dialed and required like any backup. Left pending, it was
+// pre-seeded again, and once the map listed it as a backup nothing
+// attached it; left out when unreachable, its replica would still say
+// complete while the stream acknowledged writes it lacks. It takes no
+// Server lock but replMu briefly.
+func (s *Server) dialGroup(ctx context.Context, m *regionmap.Map, r regionmap.Region) *dialedGroup {
 	d := &dialedGroup{pre: s.preseedsOf(m, r), cq: rdma.NewCQ()}
+	synced := s.syncedAt(r)
 	hello := replication.Hello{Region: r.ID, Epoch: r.Epoch, SegSize: s.vol.SegmentSize()}.Encode()
 	for _, name := range r.Group() {
-		joining := slices.Contains(r.Joining, name)
-		if joining && d.pre != nil && d.pre[name] == nil && !inStream[name] {
+		joining := slices.Contains(r.Joining, name) && !synced[name]
+		if joining && d.pre != nil && d.pre[name] == nil {
 			d.pending = append(d.pending, name) // pre-seeded while the region serves, then attached
 			continue
 		}

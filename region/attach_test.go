@@ -243,14 +243,19 @@ func TestAttachRetriesBackupNotAnsweringYet(t *testing.T) {
 	}
 }
 
-// TestJoiningBackupInStreamNotPendingAgain: region 1 has two joining
-// backups; j1 was pre-seeded and attached (its join reported), j2 is
-// pre-seeded next and the region attached again at the same epoch. j1 is
-// in that attach, not pending again: pending, it was pre-seeded a second
-// time, and once the map listed it as a backup (its first join report)
-// nothing attached it again: the map's backup was in no stream, its copy
-// incomplete, for good (seen by the fault test's completeness check).
-func TestJoiningBackupInStreamNotPendingAgain(t *testing.T) {
+// TestJoiningBackupInSyncNotPendingAgain: region 1 has two joining
+// backups; j1 was pre-seeded and an attach brought it in sync (its join
+// reported), then j2's pre-seed ends and the region is attached again at
+// the same epoch (the map has not moved j1 to the backups yet). j1 is in
+// that attach as a copy: not pending (pending, it was pre-seeded a second
+// time, and once the map listed it as a backup nothing attached it again:
+// the map's backup was in no stream, for good, seen by the fault test's
+// completeness check), and not joining (an unreachable joining backup is
+// left out of the stream, while j1's replica would still say its copy is
+// complete: a promotion of it would lose what the stream acknowledged
+// without it; an unreachable backup fails the attach instead). The record
+// outlives the stream (a failed attach retried) and ends with the epoch.
+func TestJoiningBackupInSyncNotPendingAgain(t *testing.T) {
 	vol, err := engine.Open(engine.Options{FS: vfs.NewMem(), Dir: "b", SegmentSize: helloSeg, SyncMode: engine.SyncModeAsync, GCInterval: -1, HoldBackground: true})
 	if err != nil {
 		t.Fatal(err)
@@ -261,26 +266,46 @@ func TestJoiningBackupInStreamNotPendingAgain(t *testing.T) {
 	m := &regionmap.Map{Version: 9, Replication: "send-index", Replicas: 3,
 		Servers: []regionmap.Server{{Name: "b", Started: 7}, {Name: "j1", Shm: filepath.Join(dir, "j1.sock")}, {Name: "j2", Shm: filepath.Join(dir, "j2.sock")}},
 		Regions: []regionmap.Region{{ID: 1, Primary: "b", Joining: []string{"j1", "j2"}, Epoch: 4}}}
+	r := *m.Region(1)
 	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // no dial succeeds: only who is dialed matters
-	// The replaced stream held j1 (j2 pending), at the map's epoch.
-	held := inStream([]string{"j1", "j2"}, []string{"j2"}, nil)
-	d := s.dialGroup(ctx, m, *m.Region(1), held)
-	if slices.Contains(d.pending, "j1") {
-		t.Fatalf("j1, attached at this epoch already, left pending again (pending %v)", d.pending)
+	cancel() // no dial succeeds: only who is dialed, and how, matters
+	role := func(d *dialedGroup, name string) string {
+		if slices.Contains(d.pending, name) {
+			return "pending"
+		}
+		for _, res := range d.results {
+			if res.name == name {
+				if res.joining {
+					return "joining"
+				}
+				return "backup"
+			}
+		}
+		return "absent"
 	}
-	if !slices.Contains(d.pending, "j2") {
-		t.Fatalf("j2, not pre-seeded, not pending (pending %v)", d.pending)
+	d := s.dialGroup(ctx, m, r)
+	if role(d, "j1") != "pending" || role(d, "j2") != "pending" {
+		t.Fatalf("no attach yet: j1 %s, j2 %s, want both pending (pre-seeded first)", role(d, "j1"), role(d, "j2"))
 	}
-	// A stream of another epoch, or one that dropped j1, holds nothing.
-	if got := inStream([]string{"j1", "j2"}, []string{"j2"}, map[string]error{"j1": errors.New("late")}); got["j1"] {
-		t.Fatal("a dropped backup counted in the stream")
+	// An attach at epoch 4 brought j1 in sync.
+	s.replMu.Lock()
+	s.recordSynced(r, []string{"j1"})
+	s.replMu.Unlock()
+	d = s.dialGroup(ctx, m, r)
+	if role(d, "j1") != "backup" {
+		t.Fatalf("j1, in sync at this epoch, dialed as %s, want a backup (required)", role(d, "j1"))
 	}
-	if streamed(&primaryRepl{epoch: 3, group: []string{"j1"}}, 4) != nil {
-		t.Fatal("a stream of another epoch (or with no shipper) counted")
+	if role(d, "j2") != "pending" {
+		t.Fatalf("j2, not pre-seeded, is %s, want pending", role(d, "j2"))
 	}
-	d = s.dialGroup(ctx, m, *m.Region(1), nil)
-	if !slices.Contains(d.pending, "j1") || !slices.Contains(d.pending, "j2") {
-		t.Fatalf("with no stream, joining backups not pre-seeded yet are pending: %v", d.pending)
+	// A new epoch (the group changed): the record is gone.
+	r5 := r
+	r5.Epoch = 5
+	s.replMu.Lock()
+	s.recordSynced(r5, nil)
+	s.replMu.Unlock()
+	m.Regions[0].Epoch = 5
+	if d = s.dialGroup(ctx, m, *m.Region(1)); role(d, "j1") != "pending" {
+		t.Fatalf("j1 at a new epoch: %s, want pending", role(d, "j1"))
 	}
 }

@@ -60,6 +60,9 @@ type primaryRepl struct {
 	// pre-seeded (preseed.go); with every backup pending the region
 	// serves alone: shipper and mirror are nil.
 	pending []string
+	// synced are the backups the stream's attach brought in sync (its
+	// IN_SYNC reached them): each holds a complete copy at epoch.
+	synced []string
 }
 
 func (p *primaryRepl) close() {
@@ -458,6 +461,12 @@ func (s *Server) attachDialed(m *regionmap.Map, r regionmap.Region, er *engine.R
 	if err != nil {
 		p.mirror.Close()
 		return nil, err
+	}
+	dropped := p.shipper.Dropped()
+	for name := range links {
+		if _, gone := dropped[name]; !gone {
+			p.synced = append(p.synced, name)
+		}
 	}
 	s.log.Info("replication attached", zap.Uint64("region", r.ID), zap.Int("backups", len(backups)), zap.Stringer("mode", s.replMode(m)))
 	return p, nil

@@ -57,6 +57,7 @@ type Server struct {
 	preseeding map[preKey]bool
 	preseeds   map[preKey]*replication.Preseeded
 	preFailed  map[preKey]uint64 // pre-seeds that failed, at the region's epoch: reported dropped
+	synced     map[preKey]uint64 // backups an attach brought in sync, at the region's epoch (attach.go)
 	bg         sync.WaitGroup
 	bgCtx      context.Context
 
