@@ -28,6 +28,7 @@ type Preseeded struct {
 	Logs   []engine.LogSegment
 	Levels []engine.LevelInfo
 	RP     engine.LogPoint
+	RPSeq  uint64 // the recovery point segment's records' seed: with RP.Segment, its identity
 }
 
 // sendFunc sends one seed command.
@@ -59,7 +60,7 @@ func PreSeed(ctx context.Context, r *engine.Region, l Link, epoch uint64, timeou
 
 // seedFrom sends a full seed of snap and returns what it shipped.
 func seedFrom(send sendFunc, snap *engine.Snapshot) (*Preseeded, error) {
-	pre := &Preseeded{Levels: snap.Levels, RP: snap.RP}
+	pre := &Preseeded{Levels: snap.Levels, RP: snap.RP, RPSeq: snap.RPSeq}
 	if err := send(&Command{Kind: CmdReset}); err != nil {
 		return nil, err
 	}
@@ -201,7 +202,7 @@ func (s *Shipper) seedDelta(l Link, region, epoch uint64, pre *Preseeded) error 
 		}
 		return engine.LevelInfo{Level: i}
 	}
-	rpMoved := snap.RP != pre.RP
+	rpMoved := snap.RP != pre.RP || snap.RPSeq != pre.RPSeq
 	resent := 0
 	for i := 1; i <= max(len(shipped), len(snap.Levels)); i++ {
 		want := level(snap.Levels, i)
