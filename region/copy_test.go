@@ -1,8 +1,10 @@
 package region
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap/zaptest"
@@ -12,6 +14,7 @@ import (
 	"github.com/tebis-go/tebis/rdma/ring"
 	"github.com/tebis-go/tebis/region/regionmap"
 	"github.com/tebis-go/tebis/region/wire"
+	"github.com/tebis-go/tebis/replication"
 )
 
 // restartedManaged is a managed server "b" (run 7) just restarted on vol:
@@ -137,5 +140,62 @@ func TestStaticMapPromotesCopy(t *testing.T) {
 	}
 	if copied, err := vol.IsCopy(1); err != nil || copied {
 		t.Fatalf("served region still marked a copy (%v, %v)", copied, err)
+	}
+}
+
+// TestDeposedBuildIndexPrimaryFollowsWithoutStall: this server was
+// region 1's Build-Index primary, its stream refused (its session
+// expired: deposed) with a frozen L0 held for replication and the next L0
+// full. The map makes it the region's backup: its region's own writes
+// (the new primary's seed deletes every key, then puts its pairs) must go
+// on. With no replicator the held L0 stayed held and the seed's first
+// write stalled, until the seed's 30 s command timeout dropped the backup
+// (seen in the fault test: a 2-way Build-Index group not whole 30 s after
+// a kill).
+func TestDeposedBuildIndexPrimaryFollowsWithoutStall(t *testing.T) {
+	const l0 = 64
+	vol, err := engine.Open(engine.Options{FS: vfs.NewMem(), Dir: "b", SegmentSize: helloSeg, L0Pairs: l0, SyncMode: engine.SyncModeAsync, GCInterval: -1, HoldBackground: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vol.Close() })
+	s := restartedManaged(t, vol)
+	primary := &regionmap.Map{Version: 8, Replication: "build-index", Replicas: 2,
+		Servers: []regionmap.Server{{Name: "b", Started: 7}, {Name: "p", Started: 3}},
+		Regions: []regionmap.Region{{ID: 1, Primary: "b", Epoch: 3}}}
+	if err := s.install(primary); err != nil {
+		t.Fatal(err)
+	}
+	er := s.state.Load().hosted[1]
+	if er == nil {
+		t.Fatal("setup: region 1 not served")
+	}
+	er.SetReplicator(replication.Refuse{}) // its stream closed: deposed
+	for i := range 2 * l0 {                // refused, appended: the first L0 is held, the second fills
+		if err := er.Put(fmt.Appendf(nil, "k%04d", i), []byte("v")); err == nil {
+			t.Fatalf("setup: put %d acknowledged by a refusing replicator", i)
+		}
+	}
+	backup := &regionmap.Map{Version: 9, Replication: "build-index", Replicas: 2,
+		Servers: []regionmap.Server{{Name: "b", Started: 7}, {Name: "p", Started: 3}},
+		Regions: []regionmap.Region{{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 4}}}
+	if err := s.install(backup); err != nil {
+		t.Fatal(err)
+	}
+	s.replMu.Lock()
+	b := s.backups[1]
+	s.replMu.Unlock()
+	if b == nil {
+		t.Fatal("region 1 not backed up")
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.rep.Region().Put([]byte("seeded"), []byte("v")) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the backup region's own write: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the backup region's own write stalled behind the L0 its primaryship's stream refused")
 	}
 }

@@ -146,8 +146,10 @@ func (s *Server) openBackup(m *regionmap.Map, r regionmap.Region) (*backupRegion
 	s.backups[r.ID] = b
 	if mode == replication.BuildIndex {
 		// It indexes its primary's records with its own writes, which
-		// wait for nothing (a handle deposed here refuses them).
-		er.SetReplicator(nil)
+		// wait for nothing, nor do its L0 compactions: one a stream of
+		// its primaryship here refused is released (a handle deposed
+		// here refuses them).
+		er.SetReplicator(replication.Follow{})
 	}
 	er.Resume() // a Build-Index backup compacts on its own
 	return b, nil
