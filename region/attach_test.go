@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-
-	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/region/regionmap"
 )
 
@@ -256,12 +253,7 @@ func TestAttachRetriesBackupNotAnsweringYet(t *testing.T) {
 // without it; an unreachable backup fails the attach instead). The record
 // outlives the stream (a failed attach retried) and ends with the epoch.
 func TestJoiningBackupInSyncNotPendingAgain(t *testing.T) {
-	vol, err := engine.Open(engine.Options{FS: vfs.NewMem(), Dir: "b", SegmentSize: helloSeg, SyncMode: engine.SyncModeAsync, GCInterval: -1, HoldBackground: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { vol.Close() })
-	s := restartedManaged(t, vol)
+	s := restartedManaged(t, serverVolume(t, 0))
 	dir := t.TempDir()
 	m := &regionmap.Map{Version: 9, Replication: "send-index", Replicas: 3,
 		Servers: []regionmap.Server{{Name: "b", Started: 7}, {Name: "j1", Shm: filepath.Join(dir, "j1.sock")}, {Name: "j2", Shm: filepath.Join(dir, "j2.sock")}},

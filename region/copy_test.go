@@ -29,6 +29,25 @@ func restartedManaged(t *testing.T, vol *engine.Volume) *Server {
 	return s
 }
 
+// serverVolumeOpts are the options of an in-memory volume in fs as a
+// server opens its own (background work held until a region is attached),
+// with helloSeg segments and an L0 of l0 pairs (0: the default).
+func serverVolumeOpts(fs vfs.FS, l0 int) engine.Options {
+	return engine.Options{FS: fs, Dir: "b", SegmentSize: helloSeg, L0Pairs: l0, SyncMode: engine.SyncModeAsync, GCInterval: -1, HoldBackground: true}
+}
+
+// serverVolume opens a new volume with serverVolumeOpts, closed at the
+// test's end.
+func serverVolume(t *testing.T, l0 int) *engine.Volume {
+	t.Helper()
+	vol, err := engine.Open(serverVolumeOpts(vfs.NewMem(), l0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vol.Close() })
+	return vol
+}
+
 // namedPrimaryMap names b (run 7) primary of regions 1 and 2, alone, at
 // epoch 5.
 func namedPrimaryMap(replication string) *regionmap.Map {
@@ -55,7 +74,7 @@ func TestNamedPrimaryWithCopyNotServed(t *testing.T) {
 			// The server backs region 1 up (its backup role opens the
 			// region as a copy) and is primary of region 2.
 			fs := vfs.NewMem()
-			opts := engine.Options{FS: fs, Dir: "b", SegmentSize: helloSeg, SyncMode: engine.SyncModeAsync, GCInterval: -1, HoldBackground: true}
+			opts := serverVolumeOpts(fs, 0)
 			vol, err := engine.Open(opts)
 			if err != nil {
 				t.Fatal(err)
@@ -118,11 +137,7 @@ func TestNamedPrimaryWithCopyNotServed(t *testing.T) {
 // it names primary is served (promoted without its buffer), and is the
 // server's own from then on.
 func TestStaticMapPromotesCopy(t *testing.T) {
-	vol, err := engine.Open(engine.Options{FS: vfs.NewMem(), Dir: "b", SegmentSize: helloSeg, SyncMode: engine.SyncModeAsync, GCInterval: -1, HoldBackground: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { vol.Close() })
+	vol := serverVolume(t, 0)
 	if _, err := vol.CreateRegion(engine.RegionDesc{ID: 1, Epoch: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -154,11 +169,7 @@ func TestStaticMapPromotesCopy(t *testing.T) {
 // a kill).
 func TestDeposedBuildIndexPrimaryFollowsWithoutStall(t *testing.T) {
 	const l0 = 64
-	vol, err := engine.Open(engine.Options{FS: vfs.NewMem(), Dir: "b", SegmentSize: helloSeg, L0Pairs: l0, SyncMode: engine.SyncModeAsync, GCInterval: -1, HoldBackground: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { vol.Close() })
+	vol := serverVolume(t, l0)
 	s := restartedManaged(t, vol)
 	primary := &regionmap.Map{Version: 8, Replication: "build-index", Replicas: 2,
 		Servers: []regionmap.Server{{Name: "b", Started: 7}, {Name: "p", Started: 3}},
