@@ -312,11 +312,11 @@ func (r *Replica) install(c *Command) error {
 	info := engine.CompactionInfo{Region: c.Region, Src: int(c.Src), Dst: int(c.Dst), Move: c.Move}
 	var rp *engine.LogPoint
 	if c.Src == 0 {
-		local, ok := r.region.LogMap()[c.RPSeg]
+		local, seq, ok := adopted(r.region, c.RPSeg)
 		if !ok {
 			return fmt.Errorf("%w: recovery point in primary log segment %d, which this backup has not adopted", ErrUnmapped, c.RPSeg)
 		}
-		if seq := adoptedSeq(r.region, c.RPSeg); seq != c.Seq {
+		if seq != c.Seq {
 			// Another segment under the same number (the log reuses
 			// freed numbers): this backup missed a free or a flush.
 			return fmt.Errorf("%w: recovery point in primary log segment %d seq %d, adopted here as seq %d", ErrOutOfSync, c.RPSeg, c.Seq, seq)
@@ -398,13 +398,14 @@ func (r *Replica) Close() {
 	r.abortLocked()
 }
 
-// adoptedSeq is the records' seed of the primary's log segment seg as
-// backup region b adopted it (0: not adopted).
-func adoptedSeq(b *engine.Region, seg uint64) uint64 {
+// adopted finds the primary's log segment seg in backup region b: its
+// local number and the records' seed it was adopted with (ok false: not
+// adopted). As in LogMap, the last copy of a number wins.
+func adopted(b *engine.Region, seg uint64) (local, seq uint64, ok bool) {
 	for _, l := range b.LogSegments() {
-		if l.Primary == seg {
-			return l.Seq
+		if l.Primary == seg && seg != 0 {
+			local, seq, ok = l.Segment, l.Seq, true
 		}
 	}
-	return 0
+	return local, seq, ok
 }
