@@ -1,0 +1,159 @@
+package torture
+
+import (
+	"errors"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// inNetns runs f on a thread inside namespace ns ("" for the caller's).
+// Sockets made in f stay in ns.
+func inNetns(t *testing.T, ns string, f func()) {
+	t.Helper()
+	if ns == "" {
+		f()
+		return
+	}
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		fd, err := unix.Open("/var/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer unix.Close(fd)
+		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			done <- err
+			return
+		}
+		f()
+		done <- nil
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("entering namespace %s: %v", ns, err)
+	}
+}
+
+// reach reports whether host from can open a TCP connection to a listener
+// of host to within 500 ms.
+func reach(t *testing.T, n *netnsNet, from, to string) bool {
+	t.Helper()
+	var l net.Listener
+	inNetns(t, n.hosts[to].ns, func() {
+		var err error
+		if l, err = net.Listen("tcp", n.hosts[to].addr+":0"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	defer l.Close()
+	go func() {
+		for range 2 {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("x"))
+			c.Close()
+		}
+	}()
+	ok := false
+	inNetns(t, n.hosts[from].ns, func() {
+		c, err := net.DialTimeout("tcp", l.Addr().String(), 500*time.Millisecond)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		b := make([]byte, 1)
+		_, err = c.Read(b)
+		ok = err == nil
+	})
+	return ok
+}
+
+// TestNetnsCutsAndHeals: hosts in their namespaces reach each other and
+// the client; a cut drops exactly the cut link, both ways; uncut and
+// healAll restore it; close removes every namespace and the bridge.
+func TestNetnsCutsAndHeals(t *testing.T) {
+	if !canNetns() {
+		t.Skip("needs root, ip and tc (network namespaces)")
+	}
+	n, err := newNetns(rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			_ = n.close()
+		}
+	})
+	for _, h := range []string{"a", "b", "c"} {
+		if _, err := n.add(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.HasPrefix(n.hosts["a"].addr, "198.18.") {
+		t.Fatalf("address %s outside 198.18.0.0/15", n.hosts["a"].addr)
+	}
+	pairs := [][2]string{{"a", "b"}, {"b", "a"}, {"a", "c"}, {"c", "b"}, {clientHost, "a"}, {"a", clientHost}}
+	want := func(cut ...link) {
+		t.Helper()
+		for _, p := range pairs {
+			l := link{min(p[0], p[1]), max(p[0], p[1])}
+			isCut := false
+			for _, c := range cut {
+				isCut = isCut || c == l
+			}
+			if got := reach(t, n, p[0], p[1]); got == isCut {
+				t.Fatalf("%s -> %s reachable %t with cuts %v", p[0], p[1], got, cut)
+			}
+		}
+	}
+	want()
+	if err := n.cut("a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.cut(clientHost, "a"); err != nil {
+		t.Fatal(err)
+	}
+	want(link{"a", "b"}, link{"a", clientHost})
+	if err := n.uncut("b", "a"); err != nil {
+		t.Fatal(err)
+	}
+	want(link{"a", clientHost})
+	if err := n.shape("c", false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(n.describe(), "tbf") && !strings.Contains(n.describe(), "netem") {
+		t.Fatalf("describe after shaping: %s", n.describe())
+	}
+	want(link{"a", clientHost}) // slow, not cut
+	if err := n.healAll(); err != nil {
+		t.Fatal(err)
+	}
+	want()
+	nsA, bridge := n.hosts["a"].ns, n.bridge
+	closed = true
+	if err := n.close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/var/run/netns/" + nsA); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("namespace %s left after close (%v)", nsA, err)
+	}
+	if _, err := net.InterfaceByName(bridge); err == nil {
+		t.Fatalf("bridge %s left after close", bridge)
+	}
+	if out, _ := exec.Command("ip", "rule").Output(); strings.Contains(string(out), n.prefix) {
+		t.Fatalf("rules left after close:\n%s", out)
+	}
+}
