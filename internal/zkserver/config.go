@@ -44,6 +44,21 @@ type peer struct {
 	servers []string
 }
 
+// loopback is where Start's servers, and ensemble members without a
+// Host, listen.
+const loopback = "127.0.0.1"
+
+// launch is everything spawn needs to start (or start again) one JVM.
+type launch struct {
+	dir        string
+	host       string // the client address; a peer's server.N line names it too
+	port       int    // the client port
+	wrap       []string
+	maxSession time.Duration
+	peer       *peer // nil for a standalone server
+	log        *zap.Logger
+}
+
 func (c Config) logger() *zap.Logger {
 	if c.Log == nil {
 		return zap.NewNop()
@@ -71,11 +86,12 @@ func (c Config) validate() error {
 	return nil
 }
 
-// writeConfig writes dir/zoo.cfg (and for a peer, data/myid) and returns
-// the zoo.cfg path. Keys ZooKeeper does not know (4lw.commands.whitelist,
-// admin.enableServer, forceSync) become zookeeper.* system properties.
-func writeConfig(dir string, port int, maxSession time.Duration, p *peer) (string, error) {
-	data := filepath.Join(dir, "data")
+// writeConfig writes l.dir/zoo.cfg (and for a peer, data/myid) and
+// returns the zoo.cfg path. Keys ZooKeeper does not know
+// (4lw.commands.whitelist, admin.enableServer, forceSync) become
+// zookeeper.* system properties.
+func writeConfig(l launch) (string, error) {
+	data := filepath.Join(l.dir, "data")
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		return "", fmt.Errorf("zkserver: %w", err)
 	}
@@ -84,23 +100,23 @@ func writeConfig(dir string, port int, maxSession time.Duration, p *peer) (strin
 		"initLimit=" + fmt.Sprint(initLimit),
 		"syncLimit=" + fmt.Sprint(syncLimit),
 		"dataDir=" + data,
-		"clientPortAddress=127.0.0.1",
-		"clientPort=" + fmt.Sprint(port),
+		"clientPortAddress=" + l.host,
+		"clientPort=" + fmt.Sprint(l.port),
 		"minSessionTimeout=" + ms(minSessionTimeout),
-		"maxSessionTimeout=" + ms(maxSession),
+		"maxSessionTimeout=" + ms(l.maxSession),
 		"4lw.commands.whitelist=*",
 		"admin.enableServer=false",
 		// No fsync per write: tests and demos need speed, and a killed
 		// JVM's writes survive in the page cache anyway.
 		"forceSync=no",
 	}
-	if p != nil {
+	if p := l.peer; p != nil {
 		lines = append(lines, p.servers...)
 		if err := os.WriteFile(filepath.Join(data, "myid"), []byte(fmt.Sprintln(p.id)), 0o644); err != nil {
 			return "", fmt.Errorf("zkserver: %w", err)
 		}
 	}
-	cfg := filepath.Join(dir, "zoo.cfg")
+	cfg := filepath.Join(l.dir, "zoo.cfg")
 	if err := os.WriteFile(cfg, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		return "", fmt.Errorf("zkserver: %w", err)
 	}
@@ -115,7 +131,7 @@ func ms(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }
 func freePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", loopback+":0")
 		if err != nil {
 			return nil, fmt.Errorf("zkserver: pick a free port: %w", err)
 		}

@@ -1,7 +1,10 @@
 // Package zkserver runs a real Apache ZooKeeper server (the Debian
-// `zookeeper` package, 3.8) as a child JVM on 127.0.0.1, for tests and the
-// local demo cluster: a standalone server (Start, ForTest) or a small
-// ensemble (StartEnsemble).
+// `zookeeper` package, 3.8) as a child JVM, for tests and the local demo
+// cluster: a standalone server on 127.0.0.1 (Start, ForTest) or a small
+// ensemble (StartEnsemble on 127.0.0.1; StartEnsembleOn with each member
+// on its own address and, optionally, under a command prefix such as
+// `ip netns exec`, for fault injection). A killed or stopped ensemble
+// member can be started again with its data (Ensemble.Restart).
 //
 // The JVM is started directly (java -cp ... QuorumPeerMain zoo.cfg, not
 // zkServer.sh) with a zoo.cfg written into a caller-given directory; its

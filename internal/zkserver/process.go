@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,6 +32,7 @@ const (
 // concurrent use.
 type Server struct {
 	dir       string
+	host      string
 	port      int
 	log       *zap.Logger
 	cmd       *exec.Cmd
@@ -42,21 +45,21 @@ type Server struct {
 	waitErr error         // cmd.Wait's result, set before done closes
 }
 
-// spawn writes the configuration and starts the JVM; it does not wait
-// for the server to be ready.
-func spawn(dir string, port int, maxSession time.Duration, p *peer, log *zap.Logger) (*Server, error) {
+// spawn writes the configuration and starts the JVM (under l.wrap, if
+// set); it does not wait for the server to be ready.
+func spawn(l launch) (*Server, error) {
 	java, classpath, err := command()
 	if err != nil {
 		return nil, err
 	}
-	if dir, err = filepath.Abs(dir); err != nil {
+	if l.dir, err = filepath.Abs(l.dir); err != nil {
 		return nil, fmt.Errorf("zkserver: %w", err)
 	}
-	cfgPath, err := writeConfig(dir, port, maxSession, p)
+	cfgPath, err := writeConfig(l)
 	if err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(dir, logName)
+	logPath := filepath.Join(l.dir, logName)
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("zkserver: %w", err)
@@ -66,25 +69,32 @@ func spawn(dir string, port int, maxSession time.Duration, p *peer, log *zap.Log
 	if err != nil {
 		return nil, fmt.Errorf("zkserver: %w", err)
 	}
-	fmt.Fprintf(logf, "=== zkserver: starting on 127.0.0.1:%d at %s\n", port, time.Now().Format(time.RFC3339Nano))
+	addr := net.JoinHostPort(l.host, strconv.Itoa(l.port))
+	under := ""
+	if len(l.wrap) > 0 {
+		under = fmt.Sprintf(" under %q", l.wrap)
+	}
+	fmt.Fprintf(logf, "=== zkserver: starting on %s%s at %s\n", addr, under, time.Now().Format(time.RFC3339Nano))
 
-	args := append(append([]string{}, jvmFlags...), "-cp", classpath, mainClass, cfgPath)
-	cmd := exec.Command(java, args...)
-	cmd.Dir = dir
+	argv := append(append([]string{}, l.wrap...), java)
+	argv = append(append(argv, jvmFlags...), "-cp", classpath, mainClass, cfgPath)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = l.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so Stop and Kill reach everything it runs;
 	// SIGKILL if this process dies, so no JVM outlives a crashed test.
+	// A wrap that execs (ip netns exec) keeps both, and the PID.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("zkserver: start java: %w", err)
+		return nil, fmt.Errorf("zkserver: start %s: %w", argv[0], err)
 	}
 	s := &Server{
-		dir: dir, port: port, log: log, cmd: cmd,
+		dir: l.dir, host: l.host, port: l.port, log: l.log, cmd: cmd,
 		logPath: logPath, logOffset: fi.Size(),
 		done: make(chan struct{}),
 	}
 	go s.reap()
-	log.Debug("zookeeper started", zap.Int("pid", cmd.Process.Pid), zap.String("addr", s.Addr()), zap.String("dir", dir))
+	l.log.Debug("zookeeper started", zap.Int("pid", cmd.Process.Pid), zap.String("addr", s.Addr()), zap.String("dir", l.dir))
 	return s, nil
 }
 
@@ -123,8 +133,9 @@ func (s *Server) signal(sig syscall.Signal) (bool, error) {
 // PID is the JVM's process ID (and process-group ID).
 func (s *Server) PID() int { return s.cmd.Process.Pid }
 
-// Addr is the client address, "127.0.0.1:port".
-func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
+// Addr is the client address, "host:port": 127.0.0.1 for Start's
+// servers, the member's Host for an ensemble's.
+func (s *Server) Addr() string { return net.JoinHostPort(s.host, strconv.Itoa(s.port)) }
 
 // Port is the client port.
 func (s *Server) Port() int { return s.port }

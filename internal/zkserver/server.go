@@ -39,7 +39,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			}
 			port = ports[0]
 		}
-		s, err := spawn(cfg.Dir, port, cfg.maxSession(), nil, cfg.logger())
+		s, err := spawn(launch{dir: cfg.Dir, host: loopback, port: port, maxSession: cfg.maxSession(), log: cfg.logger()})
 		if err != nil {
 			return nil, err
 		}
