@@ -36,7 +36,7 @@ func newApp() *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 		},
-		Commands: []*cli.Command{benchCommand(), demoCommand(), serverCommand(), masterCommand(), clusterCommand(), configCommand(), kvCommand(), inspectCommand()},
+		Commands: []*cli.Command{benchCommand(), demoCommand(), serverCommand(), masterCommand(), clusterCommand(), configCommand(), kvCommand(), inspectCommand(), tortureCommand()},
 	}
 }
 

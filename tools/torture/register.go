@@ -1,0 +1,233 @@
+package torture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/tebis-go/tebis/client"
+)
+
+// regKind is what a register operation does to its key.
+type regKind uint8
+
+const (
+	regGet regKind = iota
+	regPut
+	regDelete
+)
+
+// regInput is one operation on one register (key): a put of a value
+// unique to it, a delete, or a read. A multi-get is recorded as one read
+// per key, each with the multi-get's call and return times.
+type regInput struct {
+	Kind       regKind
+	Key, Value string
+	Via        string // "get" or "multi-get" for reads
+}
+
+// regOutput is what a read returned.
+type regOutput struct {
+	Value string
+	Found bool
+}
+
+// registerModel is a map of registers, checked key by key.
+var registerModel = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		for _, op := range history {
+			k := op.Input.(regInput).Key
+			byKey[k] = append(byKey[k], op)
+		}
+		var out [][]porcupine.Operation
+		for _, k := range slices.Sorted(maps.Keys(byKey)) {
+			out = append(out, byKey[k])
+		}
+		return out
+	},
+	Init: func() any { return regOutput{} },
+	Step: func(state, input, output any) (bool, any) {
+		switch in := input.(regInput); in.Kind {
+		case regPut:
+			return true, regOutput{Value: in.Value, Found: true}
+		case regDelete:
+			return true, regOutput{}
+		default:
+			return output.(regOutput) == state.(regOutput), state
+		}
+	},
+	Equal: func(a, b any) bool { return a.(regOutput) == b.(regOutput) },
+	Hash: func(state any) uint64 {
+		h := fnv.New64a()
+		s := state.(regOutput)
+		fmt.Fprintf(h, "%t/%s", s.Found, s.Value)
+		return h.Sum64()
+	},
+	DescribeOperation: func(input, output any) string {
+		in := input.(regInput)
+		switch in.Kind {
+		case regPut:
+			return fmt.Sprintf("put(%s, %s)", in.Key, in.Value)
+		case regDelete:
+			return fmt.Sprintf("delete(%s)", in.Key)
+		}
+		if out := output.(regOutput); out.Found {
+			return fmt.Sprintf("%s(%s) -> %s", in.Via, in.Key, out.Value)
+		}
+		return fmt.Sprintf("%s(%s) -> not found", in.Via, in.Key)
+	},
+}
+
+// registerKeys are the register workload's keys, over every region.
+func registerKeys(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("k%d.reg.%04d", i%10, i)
+	}
+	return out
+}
+
+// registerLoad is the register workload: clients doing puts, deletes,
+// gets and multi-gets on a few hundred keys, every operation recorded for
+// the per-key linearizability check.
+type registerLoad struct {
+	rec  *recorder
+	keys []string
+
+	mu      sync.Mutex
+	history []porcupine.Operation // returned reads and acknowledged writes
+	unknown []porcupine.Operation // writes that failed: they may take effect at any later time
+}
+
+// run runs one client until ctx ends. After a failure it only reads until
+// an operation succeeds: each failed write stays open to the end of the
+// history, and the check is exponential in how many overlap on a key.
+func (w *registerLoad) run(ctx context.Context, id int, cl *client.Client, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, uint64(1000+id)))
+	failing := false
+	for seq := 0; ctx.Err() == nil; seq++ {
+		p := rng.IntN(100)
+		if failing {
+			p = 40 + rng.IntN(60)
+		}
+		oc, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		var (
+			err   error
+			write *regInput
+			reads = map[string]regOutput{}
+			kind  string
+			call  = w.rec.now()
+		)
+		switch {
+		case p < 30:
+			kind = "put"
+			write = &regInput{Kind: regPut, Key: w.keys[rng.IntN(len(w.keys))], Value: fmt.Sprintf("c%d.%d", id, seq)}
+			err = cl.Put(oc, []byte(write.Key), []byte(write.Value))
+		case p < 40:
+			kind = "delete"
+			write = &regInput{Kind: regDelete, Key: w.keys[rng.IntN(len(w.keys))]}
+			err = cl.Delete(oc, []byte(write.Key))
+		case p < 70:
+			kind = "get"
+			k := w.keys[rng.IntN(len(w.keys))]
+			var v []byte
+			v, err = cl.Get(oc, []byte(k))
+			switch {
+			case err == nil:
+				reads[k] = regOutput{Value: string(v), Found: true}
+			case errors.Is(err, client.ErrNotFound):
+				err, reads[k] = nil, regOutput{}
+			}
+		default:
+			kind = "multi-get"
+			var ks [][]byte
+			for _, i := range rng.Perm(len(w.keys))[:2+rng.IntN(4)] {
+				ks = append(ks, []byte(w.keys[i]))
+			}
+			var vals [][]byte
+			if vals, err = cl.MultiGet(oc, ks); err == nil {
+				for i, k := range ks {
+					reads[string(k)] = regOutput{Value: string(vals[i]), Found: vals[i] != nil}
+				}
+			}
+		}
+		cancel()
+		w.rec.add(kind, call, err)
+		w.record(id, kind, write, reads, call.Nanoseconds(), w.rec.now().Nanoseconds(), err)
+		failing = err != nil
+		if failing {
+			sleep(ctx, 20*time.Millisecond)
+		} else {
+			sleep(ctx, time.Duration(rng.IntN(4000))*time.Microsecond)
+		}
+	}
+}
+
+func (w *registerLoad) record(id int, kind string, write *regInput, reads map[string]regOutput, call, ret int64, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		if write != nil {
+			w.unknown = append(w.unknown, porcupine.Operation{ClientId: id, Input: *write, Call: call, Return: ret})
+		}
+		return
+	}
+	if write != nil {
+		w.history = append(w.history, porcupine.Operation{ClientId: id, Input: *write, Output: regOutput{}, Call: call, Return: ret})
+		return
+	}
+	for k, out := range reads {
+		w.history = append(w.history, porcupine.Operation{ClientId: id, Input: regInput{Kind: regGet, Key: k, Via: kind}, Output: out, Call: call, Return: ret})
+	}
+}
+
+// registerResult is the register check's outcome.
+type registerResult struct {
+	checked int      // operations checked (indeterminate writes included)
+	bad     []string // keys whose history is not linearizable
+	unknown bool     // the check timed out: neither proved nor refuted
+}
+
+// check checks every key's history; indeterminate writes may take effect
+// at any time after their call (their return is past the history's end).
+// On a violation it writes the porcupine visualization into dir.
+func (w *registerLoad) check(dir string, timeout time.Duration) (registerResult, error) {
+	w.mu.Lock()
+	h := slices.Clone(w.history)
+	for _, op := range w.unknown {
+		op.Return = math.MaxInt64 / 2
+		h = append(h, op)
+	}
+	w.mu.Unlock()
+	res := registerResult{checked: len(h)}
+	verdict, info := porcupine.CheckOperationsVerbose(registerModel, h, timeout)
+	switch verdict {
+	case porcupine.Unknown:
+		res.unknown = true
+	case porcupine.Illegal:
+		for _, part := range registerModel.Partition(h) {
+			if !porcupine.CheckOperations(registerModel, part) {
+				res.bad = append(res.bad, part[0].Input.(regInput).Key)
+			}
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return res, fmt.Errorf("torture: %w", err)
+		}
+		if err := porcupine.VisualizePath(registerModel, info, filepath.Join(dir, "register-linearizability.html")); err != nil {
+			return res, fmt.Errorf("torture: porcupine visualization: %w", err)
+		}
+	}
+	return res, nil
+}
