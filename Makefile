@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin/tebis
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: build test bench bench-replication bench-failover run deps vet fuzz torture
+.PHONY: build test bench bench-replication bench-failover run deps vet fuzz torture torture-matrix
 
 # ZooKeeper (tests and the demo run a real one, see internal/zkserver) comes
 # from the Debian zookeeper package; apt-get update only if the install fails.
@@ -34,30 +34,43 @@ test: deps vet
 	$(GO) test ./rdma/ring -run '^$$' -fuzz FuzzDecodeHeader -fuzztime 200000x
 	$(GO) test ./replication -run '^$$' -fuzz FuzzDecodeCommand -fuzztime 50000x
 
-# The linearizability fault test (region.TestE2ELinearizable; `make test` runs
-# a seeded sample of 2 configurations) for as long as asked: configurations of
-# the matrix (TORTURE_CONFIGS: all, or names/patterns such as async-*-tcp-2)
-# one after another, TORTURE_RUN of checked history each, until
-# TORTURE_DURATION has passed. TORTURE_SEED replays a run; a violation's
-# history visualization and process logs go under TORTURE_ARTIFACTS.
-# TORTURE_UNSAFE=1 (the default) also injects the faults known unsafe
-# (knownUnsafe, left out of `make test`). See docs/reliability.md.
+# Jepsen-style runs of `tebis torture` (a seeded schedule of kills, pauses,
+# partitions, slow and lossy links against a cluster in network namespaces,
+# with checked register and set workloads; `make test` runs one covering
+# every nemesis once): seeds TORTURE_SEED, TORTURE_SEED+1, ... of
+# TORTURE_RUN of faults each, until TORTURE_DURATION has passed, summed up
+# at the end. Each run's report, plot and (on a violation) artifacts go to
+# TORTURE_ARTIFACTS/seed-N; TORTURE_ARGS adds flags (`bin/tebis torture
+# --help`). See docs/reliability.md.
 TORTURE_DURATION ?= 30m
-TORTURE_RUN ?= 60s
-TORTURE_CONFIGS ?= all
-TORTURE_SEED ?=
+TORTURE_RUN ?= 5m
+TORTURE_SEED ?= 0
 TORTURE_ARTIFACTS ?= .run/torture
+TORTURE_ARGS ?=
+torture: build
+	mkdir -p $(TORTURE_ARTIFACTS)
+	{ $(BIN) --log-level warn torture --dir $(TORTURE_ARTIFACTS) --total $(TORTURE_DURATION) --duration $(TORTURE_RUN) \
+		--seed $(TORTURE_SEED) $(TORTURE_ARGS) 2>&1; echo $$? > $(TORTURE_ARTIFACTS)/rc; } | tee $(TORTURE_ARTIFACTS)/torture.log; \
+	exit $$(cat $(TORTURE_ARTIFACTS)/rc)
+
+# The linearizability fault matrix (region.TestE2ELinearizable; `make test`
+# runs a seeded sample of 2 configurations) for as long as asked:
+# configurations of the matrix (TORTURE_CONFIGS: all, or names/patterns such
+# as async-*-tcp-2) one after another, TORTURE_RUN of checked history each,
+# until TORTURE_DURATION has passed. TORTURE_SEED replays a run; a
+# violation's history visualization and process logs go under
+# TORTURE_ARTIFACTS.
+TORTURE_CONFIGS ?= all
 TORTURE_L0 ?= 4096
-TORTURE_UNSAFE ?= 1
 TORTURE_FAULTS ?=
 TORTURE_TIMEOUT ?= 24h
-torture: deps
+torture-matrix: deps
 	mkdir -p $(TORTURE_ARTIFACTS)
 	TEBIS_LIN_TOTAL=$(TORTURE_DURATION) TEBIS_LIN_DURATION=$(TORTURE_RUN) TEBIS_LIN_CONFIGS='$(TORTURE_CONFIGS)' \
-	TEBIS_SEED=$(TORTURE_SEED) TEBIS_LIN_ARTIFACTS=$(abspath $(TORTURE_ARTIFACTS)) TEBIS_LIN_L0=$(TORTURE_L0) TEBIS_LIN_UNSAFE=$(TORTURE_UNSAFE) TEBIS_LIN_FAULTS=$(TORTURE_FAULTS) \
-		$(GO) test ./region -run '^TestE2ELinearizable$$' -count=1 -v -timeout $(TORTURE_TIMEOUT) > $(TORTURE_ARTIFACTS)/torture.log 2>&1; \
-	rc=$$?; grep -E 'seed|cluster ready|fault [0-9]|porcupine|operations checked|violation|liveness|artifacts|summary|^ +[a-z]+-[a-z]+-|--- |^ok|^FAIL' $(TORTURE_ARTIFACTS)/torture.log; \
-	echo "full output: $(TORTURE_ARTIFACTS)/torture.log"; exit $$rc
+	TEBIS_SEED=$(TORTURE_SEED) TEBIS_LIN_ARTIFACTS=$(abspath $(TORTURE_ARTIFACTS)) TEBIS_LIN_L0=$(TORTURE_L0) TEBIS_LIN_UNSAFE=1 TEBIS_LIN_FAULTS=$(TORTURE_FAULTS) \
+		$(GO) test ./region -run '^TestE2ELinearizable$$' -count=1 -v -timeout $(TORTURE_TIMEOUT) > $(TORTURE_ARTIFACTS)/matrix.log 2>&1; \
+	rc=$$?; grep -E 'seed|cluster ready|fault [0-9]|porcupine|operations checked|violation|liveness|artifacts|summary|^ +[a-z]+-[a-z]+-|--- |^ok|^FAIL' $(TORTURE_ARTIFACTS)/matrix.log; \
+	echo "full output: $(TORTURE_ARTIFACTS)/matrix.log"; exit $$rc
 
 # Longer fuzzing of the on-disk format and wire decoders (not part of `make test`;
 # `make test` runs the fuzz targets' seed corpora).

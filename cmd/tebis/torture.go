@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -41,6 +42,7 @@ func tortureCommand() *cli.Command {
 			&cli.IntFlag{Name: "writers", Value: 8, Usage: "set writers"},
 			&cli.IntFlag{Name: "set-rate", Value: 2000, Usage: "set inserts per second"},
 			&cli.StringFlag{Name: "network", Value: "auto", Usage: "auto (namespaces when root), netns or loopback"},
+			&cli.DurationFlag{Name: "total", Usage: "run seeds --seed, --seed+1, ... (each in --dir/seed-N) until this much time has passed, and sum them up"},
 		},
 		Action: func(c *cli.Context) error {
 			bin, err := os.Executable()
@@ -53,21 +55,50 @@ func tortureCommand() *cli.Command {
 					nemeses = append(nemeses, strings.TrimSpace(k))
 				}
 			}
-			res, err := torture.Run(c.Context, torture.Options{
+			o := torture.Options{
 				Binary: bin, Dir: c.String("dir"), Seed: c.Uint64("seed"), Duration: c.Duration("duration"), Cover: c.Bool("cover"),
 				ZooKeepers: c.Int("zookeepers"), Servers: c.Int("servers"), Replicas: c.Int("replicas"), MinCopies: c.Int("min-copies"),
 				Replication: c.String("replication"), SyncMode: c.String("sync-mode"), L0Pairs: c.Int("l0-pairs"),
 				Session: c.Duration("session"), Nemeses: nemeses, Keys: c.Int("keys"), Clients: c.Int("clients"),
 				Writers: c.Int("writers"), SetRate: c.Int("set-rate"), Network: c.String("network"), Progress: os.Stderr,
-			})
-			if err != nil {
+			}
+			total := c.Duration("total")
+			if total <= 0 {
+				res, err := torture.Run(c.Context, o)
+				if err != nil {
+					return err
+				}
+				if err := res.WriteTable(os.Stdout); err != nil {
+					return err
+				}
+				fmt.Printf("report %s, timeline %s\n", res.Report, res.Timeline)
+				if !res.Valid() {
+					return errViolations
+				}
+				return nil
+			}
+			if o.Seed == 0 {
+				o.Seed = uint64(time.Now().UnixNano())
+			}
+			var sum torture.Totals
+			root := o.Dir
+			for end := time.Now().Add(total); time.Now().Before(end) && c.Context.Err() == nil; o.Seed++ {
+				o.Dir = filepath.Join(root, fmt.Sprintf("seed-%d", o.Seed))
+				res, err := torture.Run(c.Context, o)
+				if err != nil {
+					return fmt.Errorf("seed %d: %w", o.Seed, err)
+				}
+				sum.Add(res)
+				verdict := "VALID"
+				if !res.Valid() {
+					verdict = "INVALID: artifacts in " + res.Artifacts
+				}
+				fmt.Fprintf(os.Stderr, "run %d, seed %d: %s\n", sum.Runs(), o.Seed, verdict)
+			}
+			if err := sum.WriteTable(os.Stdout); err != nil {
 				return err
 			}
-			if err := res.WriteTable(os.Stdout); err != nil {
-				return err
-			}
-			fmt.Printf("report %s, timeline %s\n", res.Report, res.Timeline)
-			if !res.Valid() {
+			if !sum.Valid() {
 				return errViolations
 			}
 			return nil

@@ -3,6 +3,7 @@ package torture
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -182,8 +183,9 @@ func (c *cluster) copyComplete(ctx context.Context, name string, id, epoch uint6
 }
 
 // whole reports whether the cluster is whole: every process running,
-// every region's group full with no joining backup, and every backup's
-// copy complete at the map's epoch. It returns why not.
+// every region's group full with no joining backup, every backup's copy
+// complete at the map's epoch, and every region serving a read. It
+// returns why not.
 func (c *cluster) whole(ctx context.Context) (bool, string) {
 	for _, name := range c.names {
 		if !c.servers[name].running() {
@@ -202,6 +204,12 @@ func (c *cluster) whole(ctx context.Context) (bool, string) {
 			if !c.copyComplete(ctx, b, r.ID, r.Epoch) {
 				return false, fmt.Sprintf("region %d: backup %s's copy not complete at epoch %d", r.ID, b, r.Epoch)
 			}
+		}
+		gc, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := c.stats.Get(gc, append([]byte(r.Start), 'k'))
+		cancel()
+		if err != nil && !errors.Is(err, client.ErrNotFound) {
+			return false, fmt.Sprintf("region %d: a read failed: %v", r.ID, err)
 		}
 	}
 	return true, ""

@@ -205,6 +205,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		sum.Faults[s.Kind]++
 		healed := rec.now()
+		// A session of a killed or cut-off process outlives the fault by
+		// up to a session timeout: the master acts on it only then.
+		sleep(ctx, o.Session+time.Second)
 		werr := c.waitWhole(ctx, wholeWait)
 		end := rec.now()
 		spans = append(spans, faultSpan{Kind: s.Kind, Start: at, End: end, Note: note})

@@ -31,8 +31,8 @@ const (
 var (
 	okColor     = color.NRGBA{R: 31, G: 90, B: 180, A: 150}
 	failedColor = color.NRGBA{R: 210, G: 30, B: 30, A: 220}
-	// faultPalette colours the fault kinds in sorted order, cycling;
-	// it avoids the blue and red of the operations.
+	// faultPalette colours the fault kinds in sorted order, cycling
+	// past 18 kinds; it avoids the blue and red of the operations.
 	faultPalette = []color.NRGBA{
 		{R: 255, G: 160, B: 0},   // orange
 		{R: 60, G: 170, B: 60},   // green
@@ -42,6 +42,16 @@ var (
 		{R: 230, G: 100, B: 180}, // pink
 		{R: 140, G: 90, B: 40},   // brown
 		{R: 120, G: 120, B: 120}, // grey
+		{R: 120, G: 200, B: 255}, // sky
+		{R: 0, G: 100, B: 60},    // dark green
+		{R: 255, G: 110, B: 80},  // salmon
+		{R: 90, G: 60, B: 140},   // indigo
+		{R: 170, G: 230, B: 80},  // lime
+		{R: 200, G: 140, B: 110}, // tan
+		{R: 40, G: 40, B: 40},    // near black
+		{R: 255, G: 220, B: 120}, // sand
+		{R: 170, G: 0, B: 90},    // plum
+		{R: 100, G: 140, B: 140}, // slate
 	}
 )
 
