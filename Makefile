@@ -50,7 +50,7 @@ TORTURE_ARGS ?=
 torture: build
 	mkdir -p $(TORTURE_ARTIFACTS)
 	{ $(BIN) --log-level warn torture --dir $(TORTURE_ARTIFACTS) --total $(TORTURE_DURATION) --duration $(TORTURE_RUN) \
-		--seed $(TORTURE_SEED) $(TORTURE_ARGS) 2>&1; echo $$? > $(TORTURE_ARTIFACTS)/rc; } | tee $(TORTURE_ARTIFACTS)/torture.log; \
+		--seed $(TORTURE_SEED) $(TORTURE_ARGS) 2>&1; echo $$? > $(TORTURE_ARTIFACTS)/rc; } | tee -i $(TORTURE_ARTIFACTS)/torture.log; \
 	exit $$(cat $(TORTURE_ARTIFACTS)/rc)
 
 # The linearizability fault matrix (region.TestE2ELinearizable; `make test`

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tebis-go/tebis/tools/torture"
@@ -45,6 +47,14 @@ func tortureCommand() *cli.Command {
 			&cli.DurationFlag{Name: "total", Usage: "run seeds --seed, --seed+1, ... (each in --dir/seed-N) until this much time has passed, and sum them up"},
 		},
 		Action: func(c *cli.Context) error {
+			// A closed terminal or pipe (the tee of make torture, ^C) must
+			// not kill the tool before it stops the cluster and removes
+			// its namespaces: SIGHUP ends the run as SIGINT does, and
+			// writes to a closed pipe fail instead of killing.
+			signal.Ignore(syscall.SIGPIPE)
+			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGHUP)
+			defer stop()
+			c.Context = ctx
 			bin, err := os.Executable()
 			if err != nil {
 				return err

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -52,8 +52,8 @@ type cluster struct {
 
 // startCluster starts everything and initialises the cluster; on error
 // what was started is stopped.
-func startCluster(ctx context.Context, o Options, n network) (c *cluster, err error) {
-	c = &cluster{o: o, net: n, servers: map[string]*proc{}, addrs: map[string]string{}}
+func startCluster(ctx context.Context, o Options, n network) (_ *cluster, err error) {
+	c := &cluster{o: o, net: n, servers: map[string]*proc{}, addrs: map[string]string{}}
 	defer func() {
 		if err != nil {
 			c.close()
@@ -187,10 +187,13 @@ func (c *cluster) copyComplete(ctx context.Context, name string, id, epoch uint6
 // complete at the map's epoch, and every region serving a read. It
 // returns why not.
 func (c *cluster) whole(ctx context.Context) (bool, string) {
-	for _, name := range c.names {
-		if !c.servers[name].running() {
-			return false, name + " not running"
+	for _, p := range append(c.serverProcs(), c.masters...) {
+		if !p.running() || p.isPaused() {
+			return false, p.name + " not running"
 		}
+	}
+	if ok, why := c.zk.serving(ctx); !ok {
+		return false, "zookeeper: " + why
 	}
 	m, err := c.load(ctx)
 	if err != nil {
@@ -227,6 +230,37 @@ func (c *cluster) waitWhole(ctx context.Context, d time.Duration) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("cluster not whole after %v: %s", d, why)
+}
+
+// serverProcs lists the region servers' processes.
+func (c *cluster) serverProcs() []*proc {
+	var out []*proc
+	for _, name := range c.names {
+		out = append(out, c.servers[name])
+	}
+	return out
+}
+
+// heal puts the cluster back together: every cut and shaping removed,
+// every paused process continued, every exited one started again.
+func (c *cluster) heal(ctx context.Context) error {
+	err := c.net.healAll()
+	for _, p := range append(c.serverProcs(), c.masters...) {
+		switch {
+		case p.isPaused():
+			if e := p.signal(syscall.SIGCONT); e != nil && err == nil {
+				err = e
+			}
+		case !p.running():
+			if e := p.start(); e != nil && err == nil {
+				err = e
+			}
+		}
+	}
+	if e := c.zk.restartExited(ctx); e != nil && err == nil {
+		err = e
+	}
+	return err
 }
 
 // leader names the leading master ("" if unknown).
@@ -272,7 +306,7 @@ func (c *cluster) close() {
 		c.zs.Close()
 	}
 	var wg sync.WaitGroup
-	for _, p := range append(slices.Collect(maps.Values(c.servers)), c.masters...) {
+	for _, p := range append(c.serverProcs(), c.masters...) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -68,6 +68,12 @@ func (n *nemesis) inject(ctx context.Context, s step) (at time.Duration, note st
 		return nil
 	}
 	defer func() {
+		if err != nil && !errors.Is(err, errHeal) && n.hit >= 0 {
+			// Disrupted, then failed: put everything back.
+			if e := c.heal(ctx); e != nil {
+				err = fmt.Errorf("%w: %w (after: %w)", errHeal, e, err)
+			}
+		}
 		if n.hit < 0 {
 			n.hit = n.since()
 		}
@@ -162,35 +168,42 @@ func (n *nemesis) inject(ctx context.Context, s step) (at time.Duration, note st
 		n.mark()
 		for _, l := range links {
 			if err := c.net.cut(l.a, l.b); err != nil {
-				return 0, "", heal(err, c.net.healAll())
+				return 0, "", err
 			}
 		}
 		sleep(ctx, s.Hold)
 		return 0, fmt.Sprintf("region %d: cut %v for %v", r.ID, links, s.Hold.Round(time.Millisecond)), heal(c.net.healAll())
 
 	case flapLink:
-		l := link{primary, backup}
+		// The primary's link to a backup, or to ZooKeeper (every server
+		// of the ensemble: one alone the client routes around).
+		links := []link{{primary, backup}}
 		if backup == "" || rng.IntN(2) == 0 {
-			l = link{primary, zkHosts[zi]}
+			links = nil
+			for _, z := range zkHosts {
+				links = append(links, link{primary, z})
+			}
 		}
 		n.mark()
 		flips := 0
 		for end := time.Now().Add(s.Hold); time.Now().Before(end) && ctx.Err() == nil && flips < 1000; flips++ {
-			if err := c.net.cut(l.a, l.b); err != nil {
-				return 0, "", heal(err, c.net.healAll())
+			for _, l := range links {
+				if err := c.net.cut(l.a, l.b); err != nil {
+					return 0, "", err
+				}
 			}
 			sleep(ctx, time.Duration(100+rng.IntN(900))*time.Millisecond)
-			if err := c.net.uncut(l.a, l.b); err != nil {
-				return 0, "", heal(err, c.net.healAll())
+			if err := c.net.healAll(); err != nil {
+				return 0, "", err
 			}
 			sleep(ctx, time.Duration(100+rng.IntN(900))*time.Millisecond)
 		}
-		return 0, fmt.Sprintf("region %d: %v flapped %d times in %v", r.ID, l, flips, s.Hold.Round(time.Millisecond)), heal(c.net.healAll())
+		return 0, fmt.Sprintf("region %d: %v flapped %d times in %v", r.ID, links, flips, s.Hold.Round(time.Millisecond)), heal(c.net.healAll())
 
 	case slowLink, lossyLink:
 		n.mark()
 		if err := c.net.shape(primary, s.Kind == lossyLink); err != nil {
-			return 0, "", heal(err, c.net.healAll())
+			return 0, "", err
 		}
 		sleep(ctx, s.Hold)
 		return 0, fmt.Sprintf("region %d: %s's link shaped %v", r.ID, primary, s.Hold.Round(time.Millisecond)), heal(c.net.healAll())

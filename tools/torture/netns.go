@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,11 +21,16 @@ import (
 // the /24.
 //
 // Faults: a cut is an "ip rule ... blackhole" for the peer's address on
-// each side (silent drops, as a partition); shaping is netem where the
-// kernel has sch_netem, else tbf (a slow link whose queue overflows).
+// each side: an established connection goes silent both ways (what it
+// sends is dropped), a new one fails at once (EINVAL), as toward an
+// unreachable host. (A silent drop of new connections too needs a tc
+// drop action, which kernels without act_gact lack.) Shaping is netem
+// where the kernel has sch_netem, else tbf (a slow link whose queue
+// overflows).
 //
 // Names carry the creating process's PID (tt<pid>...): close removes this
-// run's, and newNetns first removes those of runs whose process is gone.
+// run's, and newNetns first removes those of runs whose process is gone,
+// and the root namespace's cuts toward a 198.18 subnet no bridge holds.
 type netnsNet struct {
 	id     string // the PID, in every name
 	prefix string // 198.18.N.
@@ -34,8 +40,7 @@ type netnsNet struct {
 	hosts  map[string]*nsHost
 	cuts   map[link]bool
 	shaped map[string]bool
-	netem  bool // sch_netem found (checked at the first shape)
-	probed bool
+	netem  bool // sch_netem found
 }
 
 type nsHost struct {
@@ -95,6 +100,11 @@ func newNetns(rng *rand.Rand) (*netnsNet, error) {
 		}
 	}
 	n.hosts[clientHost] = &nsHost{host: host{name: clientHost, addr: n.prefix + "1"}}
+	// Which shaping this kernel has: netem on the bridge, removed at once.
+	n.netem = ipCmd("tc", append([]string{"qdisc", "add", "dev", n.bridge, "root"}, shapeArgs(true, false)...)...) == nil
+	if n.netem {
+		_ = ipCmd("tc", "qdisc", "del", "dev", n.bridge, "root")
+	}
 	return n, nil
 }
 
@@ -134,20 +144,41 @@ func sweepStale() {
 	}
 	ifs, _ := net.Interfaces()
 	for _, i := range ifs {
-		if strings.HasPrefix(i.Name, "ttb") && !alive(i.Name, "ttb") {
-			_ = ipCmd("ip", "link", "del", i.Name)
+		for _, p := range []string{"ttb", "ttv"} {
+			if strings.HasPrefix(i.Name, p) && !alive(strings.SplitN(i.Name, ".", 2)[0], p) {
+				_ = ipCmd("ip", "link", "del", i.Name)
+			}
+		}
+	}
+	// Cuts of the client (rules of the root namespace) toward a subnet no
+	// live run's bridge holds.
+	used := usedSubnets()
+	out, err := exec.Command("ip", "rule", "show", "priority", strconv.Itoa(cutPriority)).Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		i := slices.Index(f, "to")
+		if i < 0 || i+1 >= len(f) || !slices.Contains(f, "blackhole") {
+			continue
+		}
+		ip := net.ParseIP(strings.TrimSuffix(f[i+1], "/32")).To4()
+		if ip != nil && ip[0] == 198 && ip[1] == 18 && !used[int(ip[2])] {
+			_ = ipCmd("ip", "rule", "del", "priority", strconv.Itoa(cutPriority), "to", f[i+1], "blackhole")
 		}
 	}
 }
 
+// cutPriority is the priority of the cuts' rules.
+const cutPriority = 100
+
 func (n *netnsNet) describe() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	shaping := "tbf (no sch_netem in this kernel)"
-	if !n.probed {
-		shaping = "not used yet"
-	} else if n.netem {
-		shaping = "netem"
+	shaping := "tbf, a slow link and a short queue (no sch_netem in this kernel)"
+	if n.netem {
+		shaping = "netem delay and loss"
 	}
 	return fmt.Sprintf("netns (one namespace per process on %s0/24; cuts: ip rule blackhole; shaping: %s)", n.prefix, shaping)
 }
@@ -197,7 +228,7 @@ func (n *netnsNet) add(name string) (host, error) {
 
 // rule adds (or deletes) on h's side the blackhole for traffic to addr.
 func (n *netnsNet) rule(h *nsHost, op, addr string) error {
-	args := []string{"rule", op, "priority", "100", "to", addr + "/32", "blackhole"}
+	args := []string{"rule", op, "priority", strconv.Itoa(cutPriority), "to", addr + "/32", "blackhole"}
 	if h.ns != "" {
 		args = append([]string{"-n", h.ns}, args...)
 	}
@@ -275,13 +306,6 @@ func (n *netnsNet) shape(name string, lossy bool) error {
 	}
 	if n.shaped[name] {
 		return nil
-	}
-	if !n.probed {
-		n.probed = true
-		n.netem = ipCmd("tc", append([]string{"qdisc", "add", "dev", h.veth, "root"}, shapeArgs(true, false)...)...) == nil
-		if n.netem {
-			_ = ipCmd("tc", "qdisc", "del", "dev", h.veth, "root")
-		}
 	}
 	q := shapeArgs(n.netem, lossy)
 	if err := ipCmd("tc", append([]string{"qdisc", "add", "dev", h.veth, "root"}, q...)...); err != nil {

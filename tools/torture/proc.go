@@ -105,6 +105,13 @@ func (p *proc) running() bool {
 	return !p.exited
 }
 
+// isPaused reports whether the process is SIGSTOPped.
+func (p *proc) isPaused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.exited && p.paused
+}
+
 // pid is the current run's PID, 0 if none.
 func (p *proc) pid() int {
 	p.mu.Lock()

@@ -117,6 +117,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
+	// A run replayed into the same directory replaces the earlier one.
+	for _, d := range []string{"zookeeper", "volumes", "logs", "artifacts", "summary.txt", "timeline.png"} {
+		if err := os.RemoveAll(filepath.Join(o.Dir, d)); err != nil {
+			return nil, fmt.Errorf("torture: %w", err)
+		}
+	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("torture: %w", err)
 	}
@@ -126,7 +132,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	switch o.Network {
 	case "netns", "auto":
 		if canNetns() {
-			nn, err := newNetns(rng)
+			// The subnet's pick depends on the machine: a stream of its own.
+			nn, err := newNetns(rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2)))
 			if err != nil {
 				return nil, err
 			}
@@ -183,7 +190,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	for i := range o.Writers {
 		wg.Add(1)
-		go func() { defer wg.Done(); set.run(wctx, i, o.Writers, setCl) }()
+		go func() { defer wg.Done(); set.run(wctx, i, o.Writers, setCl, o.Seed) }()
 	}
 
 	// The fault phase.
@@ -194,10 +201,20 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	sleep(ctx, 3*time.Second) // a quiet start for the timeline
 	for i := 0; ctx.Err() == nil && (rec.now() < o.Duration || len(sched.first) > 0); i++ {
 		s := sched.next()
+		// Every fault starts with the cluster whole: within its budget.
+		if err := c.waitWhole(ctx, wholeWait); err != nil {
+			if ctx.Err() == nil {
+				sum.Violations["liveness"]++
+				progress("LIVENESS: before fault %d: %v", i+1, err)
+			}
+			break
+		}
 		sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
 		at, note, err := nem.inject(ctx, s)
 		if errors.Is(err, errHeal) {
-			return nil, fmt.Errorf("torture: fault %d %s: %w", i+1, s, err)
+			sum.Violations["heal failed"]++
+			progress("HEAL FAILED: fault %d %s: %v", i+1, s, err)
+			break
 		}
 		if err != nil {
 			progress("fault %d %s: not injected: %v", i+1, s.Kind, err)
@@ -212,7 +229,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		end := rec.now()
 		spans = append(spans, faultSpan{Kind: s.Kind, Start: at, End: end, Note: note})
 		progress("fault %d %s: %s; healed at %.1fs, whole %.1fs later", i+1, s.Kind, note, healed.Seconds(), (end - healed).Seconds())
-		if werr != nil {
+		if werr != nil && ctx.Err() == nil {
 			sum.Violations["liveness"]++
 			progress("LIVENESS: after fault %d %s: %v", i+1, s.Kind, werr)
 			break
@@ -222,10 +239,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	stopLoad()
 	wg.Wait()
 	sum.Duration = rec.now()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("torture: interrupted: %w", err)
+	}
 
 	// The checks.
-	if err := c.net.healAll(); err != nil {
-		return nil, err
+	if err := c.heal(ctx); err != nil && sum.Violations["heal failed"] == 0 {
+		sum.Violations["heal failed"]++
+		progress("HEAL FAILED: at the end: %v", err)
 	}
 	if err := c.waitWhole(ctx, wholeWait); err != nil && sum.Violations["liveness"] == 0 {
 		sum.Violations["liveness"]++
@@ -234,7 +255,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	artifacts := filepath.Join(o.Dir, "artifacts")
 	sres, err := set.check(ctx, setCl, time.Minute)
 	if err != nil {
-		return nil, err
+		sum.Violations["final scan failed"]++
+		progress("FINAL SCAN FAILED: %v", err)
 	}
 	sum.Checked["set"] = sres.inserted
 	sum.Checked["deletes"] = sres.deleted

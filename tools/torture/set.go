@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -27,8 +28,8 @@ const (
 )
 
 // setLoad is the set workload (Jepsen's set, with deletes): writers insert
-// unique keys, and delete every deleteEvery-th acknowledged one right
-// after its insert. After the run a full scan must find every
+// unique keys and, after every deleteEvery-th insert, delete the element
+// just inserted or an older one of theirs. After the run a full scan must find every
 // acknowledged insert not deleted (else lost), no key never inserted and
 // no value never written (else unexpected), and no acknowledged delete's
 // key (else resurrected).
@@ -61,7 +62,9 @@ func (s *setLoad) set(key string, st setState) {
 
 // run runs writer w (of writers) until ctx ends, at rate/writers inserts a
 // second.
-func (s *setLoad) run(ctx context.Context, w, writers int, cl *client.Client) {
+func (s *setLoad) run(ctx context.Context, w, writers int, cl *client.Client, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, uint64(3000+w)))
+	var acked []string // this writer's acknowledged elements not deleted
 	every := time.Duration(float64(time.Second) * float64(writers) / float64(max(s.rate, 1)))
 	next := time.Now()
 	for seq := 0; ctx.Err() == nil; seq++ {
@@ -83,18 +86,29 @@ func (s *setLoad) run(ctx context.Context, w, writers int, cl *client.Client) {
 			continue
 		}
 		s.set(key, setInserted)
+		acked = append(acked, key)
 		if seq%s.deleteEvery != 0 {
 			continue
 		}
+		// Half the deletes hit the element just inserted (its put and
+		// tombstone in one L0), half an older one: its put long compacted
+		// into a deeper level, the tombstone over it.
+		victim := key
+		if rng.IntN(2) == 0 {
+			i := rng.IntN(len(acked))
+			victim = acked[i]
+			acked[i] = acked[len(acked)-1]
+			acked = acked[:len(acked)-1]
+		}
 		call = s.rec.now()
 		oc, cancel = context.WithTimeout(context.Background(), 3*time.Second)
-		err = cl.Delete(oc, []byte(key))
+		err = cl.Delete(oc, []byte(victim))
 		cancel()
 		s.rec.add("delete", call, err)
 		if err != nil {
-			s.set(key, setDeleteUnknown)
+			s.set(victim, setDeleteUnknown)
 		} else {
-			s.set(key, setDeleted)
+			s.set(victim, setDeleted)
 		}
 	}
 }
@@ -123,8 +137,14 @@ func (s *setLoad) check(ctx context.Context, cl *client.Client, d time.Duration)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return compareSet(s.elems, found), nil
+}
+
+// compareSet compares what the writers know of the elements with what a
+// final scan found.
+func compareSet(elems map[string]setState, found map[string][]byte) setResult {
 	res := setResult{scanned: len(found)}
-	for k, st := range s.elems {
+	for k, st := range elems {
 		v, present := found[k]
 		switch st {
 		case setInserted:
@@ -143,14 +163,14 @@ func (s *setLoad) check(ctx context.Context, cl *client.Client, d time.Duration)
 		}
 	}
 	for k := range found {
-		if _, ok := s.elems[k]; !ok {
+		if _, ok := elems[k]; !ok {
 			res.unexpected = append(res.unexpected, k+" (never written)")
 		}
 	}
 	for _, l := range [][]string{res.lost, res.unexpected, res.resurrected} {
 		sort.Strings(l)
 	}
-	return res, nil
+	return res
 }
 
 // scanSet reads every set element of the cluster.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/tebis-go/tebis/internal/zkserver"
 )
@@ -57,6 +58,34 @@ func (z *zkEnsemble) kill(i int) error { return z.e.Server(i).Kill() }
 
 // restart starts server i again, with its data.
 func (z *zkEnsemble) restart(ctx context.Context, i int) error { return z.e.Restart(ctx, i) }
+
+// restartExited starts again every server that has exited.
+func (z *zkEnsemble) restartExited(ctx context.Context) error {
+	for i := range z.names {
+		select {
+		case <-z.e.Server(i).Done():
+			if err := z.e.Restart(ctx, i); err != nil {
+				return err
+			}
+		default:
+		}
+	}
+	return nil
+}
+
+// serving reports whether every server is a leader or follower
+// (standalone for one), and why not.
+func (z *zkEnsemble) serving(ctx context.Context) (bool, string) {
+	for i, name := range z.names {
+		mc, cancel := context.WithTimeout(ctx, time.Second)
+		mode, err := z.e.Server(i).Mode(mc)
+		cancel()
+		if err != nil || (mode != "leader" && mode != "follower" && mode != "standalone") {
+			return false, fmt.Sprintf("%s: mode %q (%v)", name, mode, err)
+		}
+	}
+	return true, ""
+}
 
 // stop stops every server.
 func (z *zkEnsemble) stop() error { return z.e.Stop() }
