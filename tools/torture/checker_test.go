@@ -90,3 +90,22 @@ func TestStartClusterFailureStopsWhatStarted(t *testing.T) {
 		t.Fatalf("start with its context over: cluster %v, error %v", c, err)
 	}
 }
+
+// TestUnavailabilityPerRegion: a fault on one region's group is measured
+// on that region's operations: the other regions' successes do not hide
+// its outage; a cluster-wide fault counts every operation.
+func TestUnavailabilityPerRegion(t *testing.T) {
+	s := time.Second
+	var ops []opSample
+	for i := range 10 { // region 2 serves every second
+		ops = append(ops, opSample{At: time.Duration(i) * s, OK: true, Region: 2})
+	}
+	// region 1 succeeds at 0 s and 7 s only
+	ops = append(ops, opSample{At: 0, OK: true, Region: 1}, opSample{At: 7 * s, OK: true, Region: 1},
+		opSample{At: 3 * s, OK: false, Region: 1})
+	got := unavailabilityByKind(ops, []faultSpan{{Kind: killPrimary, Start: 2 * s, End: 4 * s, Region: 1},
+		{Kind: killMaster, Start: 2 * s, End: 4 * s}})
+	if got[killPrimary] != 7*s || got[killMaster] != s {
+		t.Fatalf("unavailability %v, want kill-primary 7s (region 1's gap), kill-master 1s (every operation)", got)
+	}
+}

@@ -29,13 +29,13 @@ func newRecorder(start time.Time) *recorder {
 // now is the time since the run's start.
 func (r *recorder) now() time.Duration { return time.Since(r.start) }
 
-// add records one operation called at call; err nil (or ErrNotFound, for
-// reads) is a success.
-func (r *recorder) add(kind string, call time.Duration, err error) {
+// add records one operation on key ("" for several keys) called at call;
+// err nil (or ErrNotFound, for reads) is a success.
+func (r *recorder) add(kind, key string, call time.Duration, err error) {
 	ret := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.samples = append(r.samples, opSample{At: call, Latency: ret - call, OK: err == nil, Kind: kind})
+	r.samples = append(r.samples, opSample{At: call, Latency: ret - call, OK: err == nil, Kind: kind, Region: regionOf(key)})
 	if err == nil {
 		r.ops[kind]++
 		return
@@ -45,6 +45,20 @@ func (r *recorder) add(kind string, call time.Duration, err error) {
 	if c == "other" && len(r.firsts) < 5 {
 		r.firsts = append(r.firsts, kind+": "+err.Error())
 	}
+}
+
+// regionOf is the region (1-based, in key order) of key; 0 for "".
+func regionOf(key string) int {
+	if key == "" {
+		return 0
+	}
+	n := 1
+	for _, s := range splits {
+		if key >= s {
+			n++
+		}
+	}
+	return n
 }
 
 // errClass names the kind of a failed operation's error.

@@ -13,9 +13,10 @@ import (
 
 // nemesis injects the scheduled faults into a cluster and heals them.
 type nemesis struct {
-	c     *cluster
-	start time.Time // the run's time origin
-	hit   time.Duration
+	c      *cluster
+	start  time.Time // the run's time origin
+	hit    time.Duration
+	region int // the region (1-based, in key order) the last fault hit; 0: the whole cluster
 }
 
 // since is the time since the run's start.
@@ -51,7 +52,14 @@ func (n *nemesis) inject(ctx context.Context, s step) (at time.Duration, note st
 	if err != nil {
 		return 0, "", fmt.Errorf("torture: map before a fault: %w", err)
 	}
-	r := m.Regions[s.Region%len(m.Regions)]
+	ri := s.Region % len(m.Regions)
+	r := m.Regions[ri]
+	n.region = 0
+	switch s.Kind {
+	case killMaster, pauseMaster, killZK, cutZKMinority:
+	default:
+		n.region = ri + 1
+	}
 	primary := r.Primary
 	backup := ""
 	if len(r.Backups) > 0 {

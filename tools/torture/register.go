@@ -128,20 +128,24 @@ func (w *registerLoad) run(ctx context.Context, id int, cl *client.Client, seed 
 			write *regInput
 			reads = map[string]regOutput{}
 			kind  string
+			key   string // the key of a single-key operation
 			call  = w.rec.now()
 		)
 		switch {
 		case p < 30:
 			kind = "put"
 			write = &regInput{Kind: regPut, Key: w.keys[rng.IntN(len(w.keys))], Value: fmt.Sprintf("c%d.%d", id, seq)}
+			key = write.Key
 			err = cl.Put(oc, []byte(write.Key), []byte(write.Value))
 		case p < 40:
 			kind = "delete"
 			write = &regInput{Kind: regDelete, Key: w.keys[rng.IntN(len(w.keys))]}
+			key = write.Key
 			err = cl.Delete(oc, []byte(write.Key))
 		case p < 70:
 			kind = "get"
 			k := w.keys[rng.IntN(len(w.keys))]
+			key = k
 			var v []byte
 			v, err = cl.Get(oc, []byte(k))
 			switch {
@@ -164,7 +168,7 @@ func (w *registerLoad) run(ctx context.Context, id int, cl *client.Client, seed 
 			}
 		}
 		cancel()
-		w.rec.add(kind, call, err)
+		w.rec.add(kind, key, call, err)
 		w.record(id, kind, write, reads, call.Nanoseconds(), w.rec.now().Nanoseconds(), err)
 		failing = err != nil
 		if failing {

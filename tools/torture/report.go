@@ -16,6 +16,7 @@ type opSample struct {
 	Latency time.Duration // return - call
 	OK      bool          // it succeeded (a value, not found, or an acknowledged write)
 	Kind    string        // "put", "get", "delete", "multi-get", "scan", "insert"
+	Region  int           // the region (1-based, in key order) of its key; 0: several or unknown
 }
 
 // faultSpan is one injected fault: from its first disruptive action to the
@@ -24,6 +25,7 @@ type faultSpan struct {
 	Kind       string // nemesis kind, e.g. "kill-primary", "partition-primary-zk"
 	Start, End time.Duration
 	Note       string
+	Region     int // the region (1-based, in key order) whose group it hit; 0: the whole cluster
 }
 
 // summary is what a run found.
@@ -120,15 +122,28 @@ func longestUnavailable(ops []opSample, start, end time.Duration) time.Duration 
 
 // unavailabilityByKind returns, for every fault kind in faults, the longest
 // unavailability (longestUnavailable over the fault's [Start, End]) among
-// that kind's faults. Every kind present has an entry, possibly 0; it is
-// nil for no faults.
+// that kind's faults. A fault that hit one region's group is measured on
+// that region's operations only (the other regions' successes would hide
+// its outage); one that hit the whole cluster, on every operation. Every
+// kind present has an entry, possibly 0; it is nil for no faults.
 func unavailabilityByKind(ops []opSample, faults []faultSpan) map[string]time.Duration {
 	if len(faults) == 0 {
 		return nil
 	}
-	h := newSuccessHistory(ops)
+	byRegion := map[int][]opSample{}
+	for _, op := range ops {
+		if op.Region != 0 {
+			byRegion[op.Region] = append(byRegion[op.Region], op)
+		}
+	}
+	hists := map[int]successHistory{0: newSuccessHistory(ops)}
 	out := make(map[string]time.Duration)
 	for _, f := range faults {
+		h, ok := hists[f.Region]
+		if !ok {
+			h = newSuccessHistory(byRegion[f.Region])
+			hists[f.Region] = h
+		}
 		u := h.longest(f.Start, f.End)
 		if cur, ok := out[f.Kind]; !ok || u > cur {
 			out[f.Kind] = u

@@ -227,7 +227,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		sleep(ctx, o.Session+time.Second)
 		werr := c.waitWhole(ctx, wholeWait)
 		end := rec.now()
-		spans = append(spans, faultSpan{Kind: s.Kind, Start: at, End: end, Note: note})
+		spans = append(spans, faultSpan{Kind: s.Kind, Start: at, End: end, Note: note, Region: nem.region})
 		progress("fault %d %s: %s; healed at %.1fs, whole %.1fs later", i+1, s.Kind, note, healed.Seconds(), (end - healed).Seconds())
 		if werr != nil && ctx.Err() == nil {
 			sum.Violations["liveness"]++

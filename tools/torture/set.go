@@ -80,7 +80,7 @@ func (s *setLoad) run(ctx context.Context, w, writers int, cl *client.Client, se
 		oc, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		err := cl.Put(oc, []byte(key), setValue(key))
 		cancel()
-		s.rec.add("insert", call, err)
+		s.rec.add("insert", key, call, err)
 		if err != nil {
 			s.set(key, setInsertUnknown)
 			continue
@@ -104,7 +104,7 @@ func (s *setLoad) run(ctx context.Context, w, writers int, cl *client.Client, se
 		oc, cancel = context.WithTimeout(context.Background(), 3*time.Second)
 		err = cl.Delete(oc, []byte(victim))
 		cancel()
-		s.rec.add("delete", call, err)
+		s.rec.add("delete", victim, call, err)
 		if err != nil {
 			s.set(victim, setDeleteUnknown)
 		} else {
