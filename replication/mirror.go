@@ -336,6 +336,36 @@ func (m *Mirror) Acked(pos Pos) bool {
 	return live > 0 && pos.gen <= m.gen
 }
 
+// writeProgress is one live backup's WRITEs as the hang watchdog sees
+// them (hung.go).
+type writeProgress struct {
+	outstanding bool // WRITEs posted to it that have not all completed
+	ack         Pos  // how far its completions reached
+}
+
+// progress collects the completions queued so far and reports, per live
+// backup, whether WRITEs posted to it are outstanding and how far its
+// completions reached (nil once the mirror is closed).
+func (m *Mirror) progress() map[string]writeProgress {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.pollLocked()
+	out := make(map[string]writeProgress, len(m.backups))
+	for _, b := range m.backups {
+		if b.dropped {
+			continue
+		}
+		out[b.Name] = writeProgress{
+			outstanding: m.posted > 0 && (b.ackGen < m.gen || b.acked < m.posted),
+			ack:         Pos{gen: b.ackGen, end: b.acked},
+		}
+	}
+	return out
+}
+
 // Census counts the live backups, and those of them whose names are not
 // in skip, and reports whether any backup was dropped (one look under the
 // mirror's lock: the per-write checks of a Shipper).

@@ -35,6 +35,18 @@ type ShipperConfig struct {
 	// Timeout bounds one command (default 30 s); a backup that does not
 	// answer in time is dropped.
 	Timeout time.Duration
+	// HungAfter, if positive and below Timeout, drops a backup whose
+	// outstanding commands or mirror WRITEs complete nothing for that
+	// long (ErrBackupHung; hung.go): measured on completions, per
+	// channel, never on idleness. The drop is a failed command's: the
+	// backup is marked dead, dropped from the mirror and reported through
+	// OnDrop. Zero: only Timeout bounds a backup that stopped answering.
+	HungAfter time.Duration
+	// hungTicks, if set, drives the hang watchdog instead of a ticker of
+	// HungAfter/4, and hungSampled is told after each of its samples
+	// (tests: injected time).
+	hungTicks   <-chan time.Time
+	hungSampled chan<- struct{}
 	// Rebase, for a region promoted from a backup (PromotedPairs), is sent
 	// to every Send-Index backup not in Preseeded before the check: their
 	// log maps still name the old primary's segments (a pre-seeded one's
@@ -105,11 +117,17 @@ type Shipper struct {
 // sender is one backup's ordered command queue.
 type sender struct {
 	name       string
-	link       Link
+	link       Link // a watchedLink: every send of the stream goes through it
 	queue      []*Command
 	indexQueue int    // index segments queued or in flight
 	sealedDone uint64 // sealed flushes the backup completed
 	dead       bool
+	why        error // why it is dead (killLocked)
+	// The hang watchdog's view (hung.go): a Send in flight, how many
+	// returned, and how to end the one in flight.
+	busy   bool
+	sends  uint64
+	cancel context.CancelFunc
 }
 
 // NewShipper attaches replication to cfg.Region: it seeds the mirror with
@@ -148,12 +166,20 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 		}
 	}
 	cfg.Mirror.OnDrop(s.mirrorDropped)
+	if cfg.HungAfter > 0 && cfg.HungAfter < cfg.Timeout {
+		// From the first command on: a backup hung during the attach
+		// (its check, seed, catch-up, the tail) is dropped as in service.
+		s.wg.Add(1)
+		go s.watchHung(cfg.hungTicks, cfg.HungAfter/4)
+	}
 	var check *Command
 	if cfg.Mode == SendIndex {
 		check = &Command{Kind: CmdCheck, Region: cfg.Region.Desc().ID, Epoch: cfg.Epoch, Data: EncodeState(PrimaryState(cfg.Region))}
 	}
-	for name, l := range cfg.Links {
-		b := &sender{name: name, link: l}
+	for name, link := range cfg.Links {
+		b := &sender{name: name}
+		l := &watchedLink{s: s, b: b, l: link}
+		b.link = l
 		s.mu.Lock() // a mirror drop may look at the backups meanwhile
 		s.backups = append(s.backups, b)
 		s.mu.Unlock()
@@ -188,10 +214,10 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 				}
 			}
 			if err != nil {
-				s.mu.Lock()
-				b.dead = true
-				s.mu.Unlock()
 				err = fmt.Errorf("replication: backup %s: %w", name, err)
+				s.mu.Lock()
+				s.killLocked(b, err)
+				s.mu.Unlock()
 				cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", check.Region), zap.String("backup", name), zap.Error(err))
 				cfg.Mirror.Drop(name, err)
 				continue
@@ -204,10 +230,10 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 			// Checked, then caught up or seeded, before anything else,
 			// while the region is still.
 			if err := s.startBuild(l, id, cfg.Epoch); err != nil {
-				s.mu.Lock()
-				b.dead = true
-				s.mu.Unlock()
 				err = fmt.Errorf("replication: backup %s: %w", name, err)
+				s.mu.Lock()
+				s.killLocked(b, err)
+				s.mu.Unlock()
 				cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", id), zap.String("backup", name), zap.Error(err))
 				cfg.Mirror.Drop(name, err)
 				continue
@@ -295,9 +321,8 @@ func (s *Shipper) mirrorDropped(name string, err error) {
 	defer s.mu.Unlock()
 	for _, b := range s.backups {
 		if b.name == name && !b.dead {
-			b.dead, b.queue = true, nil
+			s.killLocked(b, err) // a command in flight ends too
 			s.cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", s.cfg.Region.Desc().ID), zap.String("backup", name), zap.Error(err))
-			s.cond.Broadcast()
 		}
 	}
 }
@@ -579,7 +604,7 @@ func (s *Shipper) run(b *sender) {
 		_, err := b.link.Send(ctx, c)
 		cancel()
 		s.mu.Lock()
-		if b.dead { // dropped by the mirror meanwhile: the queue is gone
+		if b.dead { // dropped meanwhile (the mirror, the hang watchdog): the queue is gone
 			s.mu.Unlock()
 			return
 		}
@@ -594,8 +619,8 @@ func (s *Shipper) run(b *sender) {
 			s.sent += uint64(c.Size())
 		}
 		if err != nil && !s.closed {
-			b.dead, b.queue = true, nil
 			err = fmt.Errorf("replication: backup %s: %s: %w", b.name, c.Kind, err)
+			s.killLocked(b, err)
 			s.cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", c.Region), zap.String("backup", b.name), zap.Error(err))
 		}
 		dead := b.dead
