@@ -34,6 +34,8 @@ type Config struct {
 	// ZKRoot is the cluster's znode.
 	ZKRoot string `yaml:"zk_root"`
 	// ZKSessionTimeout: a server silent for longer is declared failed.
+	// It also sets how long a primary waits for a hung backup
+	// (HungBackupAfter), standalone servers included.
 	ZKSessionTimeout Duration `yaml:"zk_session_timeout"`
 
 	SyncMode     string   `yaml:"sync_mode"` // sync (durable before the reply) or async
@@ -88,6 +90,20 @@ func DefaultConfig() Config {
 		ReplicationConnect: Duration(30 * time.Second),
 		ReplicationCredits: 4,
 	}
+}
+
+// HungBackupAfter is how long a primary's stream waits for a backup whose
+// outstanding commands or log WRITEs complete nothing before it drops the
+// backup as hung (replication.ShipperConfig.HungAfter): twice
+// ZKSessionTimeout, 4 s by default. A stopped backup costs its region's
+// writes no more than about twice what its ZooKeeper session would: its
+// session expires after one timeout and the master redoes the group, and
+// one more is the slack a live but slow backup gets (a command is disk
+// I/O on a loaded machine, which a session's heartbeat is not). Zero (a
+// zero or negative timeout) or 30 s and more: no hang detection, the 30 s
+// command timeout alone.
+func (c *Config) HungBackupAfter() time.Duration {
+	return max(2*time.Duration(c.ZKSessionTimeout), 0)
 }
 
 // LoadConfig reads a YAML configuration over the defaults. Unknown keys

@@ -459,7 +459,7 @@ func (s *Server) attachDialed(m *regionmap.Map, r regionmap.Region, er *engine.R
 	p.shipper, err = replication.NewShipper(replication.ShipperConfig{Region: er, Epoch: r.Epoch, Mode: s.replMode(m), LogID: logID, Handover: handover,
 		SegSize: s.vol.SegmentSize(), Mirror: p.mirror, Links: links, Credits: s.cfg.ReplicationCredits, Log: s.log.Named("replication"),
 		Rebase: s.takeRebase(r.ID, er), OnDrop: onDrop, Strict: s.cluster != nil, Preseeded: pre,
-		MinCopies: m.Copies(), Joining: r.Joining})
+		MinCopies: m.Copies(), Joining: r.Joining, HungAfter: s.cfg.HungBackupAfter()})
 	if err != nil {
 		p.mirror.Close()
 		return nil, err
