@@ -26,7 +26,7 @@ func serverFlags() []cli.Flag {
 		&cli.StringFlag{Name: "map-file", Usage: "standalone region map (YAML); empty: one region over all keys"},
 		&cli.StringFlag{Name: "zookeeper", Usage: "ZooKeeper ensemble host:port[,host:port] of a managed cluster (instead of --map-file)"},
 		&cli.StringFlag{Name: "zk-root", Value: d.ZKRoot, Usage: "the cluster's znode"},
-		&cli.DurationFlag{Name: "zk-session-timeout", Value: time.Duration(d.ZKSessionTimeout), Usage: "ZooKeeper session timeout: a server silent longer is failed over"},
+		&cli.DurationFlag{Name: "zk-session-timeout", Value: time.Duration(d.ZKSessionTimeout), Usage: "ZooKeeper session timeout: a server silent longer is failed over; twice it, a primary drops a hung backup (also standalone; 0: after the 30 s command timeout only)"},
 		&cli.StringFlag{Name: "sync-mode", Value: d.SyncMode, Usage: "sync (durable before the reply) or async"},
 		&cli.StringFlag{Name: "segment-size", Value: d.SegmentSize.String(), Usage: "segment size, with unit"},
 		&cli.IntFlag{Name: "l0-pairs", Value: d.L0Pairs, Usage: "L0 capacity in pairs"},
