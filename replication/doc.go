@@ -7,6 +7,10 @@
 //     into each backup's registered buffer by one-sided WRITE, acknowledged
 //     on completion, batched, with dead backups dropped (safe for
 //     concurrent use; Append and Switch in log order);
+//   - the primary's Shipper: the mirror plus each backup's ordered
+//     commands, a backup whose outstanding commands or WRITEs complete
+//     nothing for ShipperConfig.HungAfter dropped as a failed one is
+//     (hung.go);
 //   - the Build-Index backup's Applier: records read from the mirrored
 //     image (checksums seeded with the primary segment's sequence) and
 //     applied in log order to the backup's own region, from a point of

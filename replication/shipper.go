@@ -89,8 +89,9 @@ type ShipperConfig struct {
 // and for Send-Index the compactions' segments, levels and log frees as
 // commands to every backup, in order) and its engine.Replicator (writes
 // wait until every live backup holds their record). A backup whose command
-// or WRITE fails is dropped and logged; writes fail with ErrNoBackups once
-// none is left. Attach it before writes start.
+// or WRITE fails, or that hangs (nothing it had outstanding completes for
+// HungAfter: hung.go), is dropped and logged; writes fail with
+// ErrNoBackups once none is left. Attach it before writes start.
 type Shipper struct {
 	engine.NopListener
 	cfg   ShipperConfig
