@@ -90,16 +90,20 @@ func startCluster(ctx context.Context, o Options, n network) (_ *cluster, err er
 			return nil, err
 		}
 		addr := net.JoinHostPort(h.addr, strconv.Itoa(serverPort))
+		shm := "" // processes in namespaces of their own talk tcp
 		if h.wrap == nil {
+			// All in one namespace: shm, as users run servers that share
+			// a machine (tcp stays on for the readiness check).
+			shm = filepath.Join(o.Dir, "volumes", name+".sock")
 			if addr, err = freeAddr(); err != nil {
 				return nil, err
 			}
 		}
 		p := c.newProc(name, h, "--log-level", "info", "server", "--name", name,
-			"--data-dir", filepath.Join(o.Dir, "volumes", name), "--shm", "", "--tcp", addr,
+			"--data-dir", filepath.Join(o.Dir, "volumes", name), "--shm", shm, "--tcp", addr,
 			"--zookeeper", zkc, "--zk-session-timeout", session, "--replication-connect", "3s",
 			"--sync-mode", o.SyncMode, "--segment-size", "2MiB", "--l0-pairs", strconv.Itoa(o.L0Pairs),
-			"--growth-factor", "4", "--replication-transport", "tcp")
+			"--growth-factor", "4", "--replication-transport", c.transport())
 		c.servers[name], c.addrs[name] = p, addr
 		c.names = append(c.names, name)
 		if err := p.start(); err != nil {
@@ -145,9 +149,18 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// newClient opens a client of the cluster (tcp, the map from ZooKeeper).
+// transport is the clients' and replication's transport: tcp across
+// namespaces, shm when every process shares one.
+func (c *cluster) transport() string {
+	if c.net.partitions() {
+		return "tcp"
+	}
+	return "shm"
+}
+
+// newClient opens a client of the cluster (the map from ZooKeeper).
 func (c *cluster) newClient(ctx context.Context) (*client.Client, error) {
-	cl, err := client.Open(ctx, client.Config{Map: c.zs, Transport: "tcp"})
+	cl, err := client.Open(ctx, client.Config{Map: c.zs, Transport: c.transport()})
 	if err != nil {
 		return nil, fmt.Errorf("torture: client: %w", err)
 	}
