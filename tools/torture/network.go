@@ -52,7 +52,9 @@ type network interface {
 // 127.0.0.1 and nothing can be cut or shaped.
 type loopback struct{}
 
-func (loopback) describe() string { return "loopback (every process on 127.0.0.1, shm between them: partitions and shaping skipped)" }
+func (loopback) describe() string {
+	return "loopback (every process on 127.0.0.1, shm between them: partitions and shaping skipped)"
+}
 func (loopback) add(name string) (host, error) {
 	return host{name: name, addr: "127.0.0.1"}, nil
 }
