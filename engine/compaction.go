@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"runtime/pprof"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -47,16 +49,41 @@ func (r *Region) compactLoop() {
 			default:
 			}
 			did, err := r.compactOnce()
+			if err != nil && r.v.spaceShort(err) {
+				// No room for the new level: nothing was installed (the
+				// build's segments are free again). Writes that would wait
+				// for it fail meanwhile; it is tried again later, or as
+				// soon as ProbeSpace finds room.
+				r.mu.RLock()
+				first := r.spaceErr == nil
+				r.mu.RUnlock()
+				if first {
+					r.v.log.Warn("compaction waits for space", zap.Uint64("region", r.desc.ID), zap.Error(err))
+				}
+				r.setSpaceErr(err)
+				select {
+				case <-r.closing:
+					return
+				case <-r.v.spaceReturned():
+				case <-time.After(spaceRetry):
+				}
+				continue
+			}
 			if err != nil {
 				r.v.log.Error("compaction failed", zap.Uint64("region", r.desc.ID), zap.Error(err))
 				r.mu.Lock()
 				if r.bgErr == nil {
-					r.bgErr = fmt.Errorf("engine: region %d compaction: %w", r.desc.ID, err)
+					if errors.Is(err, ErrVolumeFailed) || errors.Is(err, ErrMetadataFailed) {
+						r.bgErr = fmt.Errorf("engine: region %d compaction: %w", r.desc.ID, err)
+					} else {
+						r.bgErr = fmt.Errorf("%w: region %d compaction: %w", ErrVolumeFailed, r.desc.ID, err)
+					}
 				}
 				r.memCond.Broadcast()
 				r.mu.Unlock()
 				return
 			}
+			r.setSpaceErr(nil)
 			if !did {
 				break
 			}

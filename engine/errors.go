@@ -19,8 +19,18 @@ var (
 	// maximum value size (see Volume.MaxValueSize).
 	ErrValueTooLarge = errors.New("engine: value too large")
 	// ErrNoSpace is returned when the volume has no free segment (its
-	// capacity is reached) or the file system reports that it is full.
+	// capacity is reached) or the file system reports that it is full,
+	// or growing the segment file would leave less than
+	// Options.SpaceReserve free. Alone (not with ErrVolumeFailed) it is
+	// transient: nothing was stored, nothing is poisoned, and the same
+	// write succeeds once space returns (Volume.Health, ProbeSpace).
 	ErrNoSpace = errors.New("engine: no space left on volume")
+	// ErrVolumeFailed wraps a write or sync of the volume that failed in a
+	// way only a reopen recovers from (an I/O error, or ENOSPC from an
+	// fdatasync or a write the engine cannot redo): the region's log, or
+	// the whole volume after a failed fdatasync, refuses what depends on it
+	// from then on. The device's error is wrapped too.
+	ErrVolumeFailed = errors.New("engine: volume failed (reopen it)")
 	// ErrRegionExists is returned by CreateRegion for a used region id.
 	ErrRegionExists = errors.New("engine: region exists")
 	// ErrOutOfRange is returned for a key outside the region's key range.

@@ -139,12 +139,15 @@ func (r *Region) Compact() error {
 		return ErrClosed
 	}
 	if r.mem.len() > 0 {
-		for r.imm != nil && r.bgErr == nil && !r.closed && !r.l0HeldLocked() {
+		for r.imm != nil && r.bgErr == nil && r.spaceErr == nil && !r.closed && !r.l0HeldLocked() {
 			r.signal()
 			r.memCond.Wait()
 		}
 		if r.imm == nil && r.bgErr == nil && !r.closed && r.mem.len() > 0 {
-			r.freezeLocked()
+			if err := r.freezeLocked(); err != nil {
+				r.mu.Unlock()
+				return err
+			}
 		}
 	}
 	r.mu.Unlock()
@@ -152,7 +155,8 @@ func (r *Region) Compact() error {
 }
 
 // WaitIdle waits until no compaction is running or needed. An L0 held
-// back for replication (l0HeldLocked) counts as no compaction needed.
+// back for replication (l0HeldLocked) counts as no compaction needed. A
+// needed compaction that found no space returns its error (ErrNoSpace).
 func (r *Region) WaitIdle() error {
 	if r.backup {
 		if r.isClosed() {
@@ -170,6 +174,8 @@ func (r *Region) WaitIdle() error {
 			return ErrClosed
 		case r.idleLocked():
 			return nil
+		case r.spaceErr != nil:
+			return r.spaceErr // a needed compaction waits for space
 		}
 		r.signal()
 		r.memCond.Wait() // broadcast at the end of every compaction attempt

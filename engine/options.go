@@ -50,6 +50,8 @@ const (
 	// MaxValueSize is the largest value accepted on a volume with the
 	// default segment size; smaller segments lower it (Volume.MaxValueSize).
 	MaxValueSize = 1 << 20
+	// DefaultSpaceReserve is Options.SpaceReserve's default: 16 MiB.
+	DefaultSpaceReserve = 16 << 20
 )
 
 // Options configure a volume and the regions it hosts. The zero value of
@@ -68,6 +70,14 @@ type Options struct {
 	// MaxSegments caps the volume at this many segments (a device's size);
 	// 0 means unlimited (the file system's own limit applies).
 	MaxSegments int64
+	// SpaceReserve is how much free space the file system must keep after
+	// the segment file grows: growing that would leave less fails with
+	// ErrNoSpace (transient) instead, so that the metadata store, whose
+	// failed writes are fatal to the volume (ErrMetadataFailed), still
+	// has room to commit while the segment file cannot grow. Checked when
+	// the file system reports its free space (vfs.FS.GetDiskUsage).
+	// Default DefaultSpaceReserve; negative: no reserve.
+	SpaceReserve int64
 	// L0Pairs is the capacity of L0 in key-value pairs. Default 96K.
 	L0Pairs int
 	// L0Bytes, if positive, also caps L0 by the bytes of keys and values.
@@ -155,6 +165,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.RequestRetention < 0 {
 		return o, fmt.Errorf("%w: request retention %v is negative", ErrBadOptions, o.RequestRetention)
+	}
+	if o.SpaceReserve == 0 {
+		o.SpaceReserve = DefaultSpaceReserve
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

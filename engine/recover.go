@@ -75,7 +75,9 @@ func rebuildRegion(v *Volume, st *regionState) (*Region, error) {
 		l.kickPrepare()
 	}
 	if r.memFull() {
-		r.freezeLocked()
+		// No room for the checkpoint leaves L0 unfrozen: the first write
+		// tries again.
+		_ = r.freezeLocked()
 	}
 	return r, nil
 }

@@ -17,7 +17,7 @@ type Region struct {
 	listener hooks
 	repl     atomic.Pointer[replicatorBox]
 
-	mu         sync.RWMutex // mem, imm, immEnd, cur, bgErr, compacting, heldFor
+	mu         sync.RWMutex // mem, imm, immEnd, cur, bgErr, spaceErr, compacting, heldFor
 	memCond    *sync.Cond   // broadcast when L0 has room, a compaction attempt ends, bgErr is set or the region closes
 	mem        *memtable
 	imm        *memtable // frozen L0 being compacted into L1
@@ -28,6 +28,9 @@ type Region struct {
 	cur        *version
 	rp         uint64 // persisted L0 recovery point
 	bgErr      error
+	// spaceErr: the last compaction found no space (transient, unlike
+	// bgErr): a write that would wait for it fails with it instead.
+	spaceErr error
 	compacting bool
 	// heldFor is the replicator that refused the frozen L0 (its records
 	// are not replicated): the L0 compaction waits for another one
@@ -350,11 +353,18 @@ func (r *Region) waitRoomLocked(relocation bool) error {
 			break
 		}
 		if r.imm == nil {
-			r.freezeLocked()
+			if err := r.freezeLocked(); err != nil {
+				return err
+			}
 			break
 		}
 		if relocation && r.l0HeldLocked() {
 			break
+		}
+		if r.spaceErr != nil {
+			// The frozen L0 cannot be compacted for want of space: refuse
+			// rather than stall until space returns.
+			return r.spaceErr
 		}
 		if start.IsZero() {
 			start = time.Now()
@@ -374,11 +384,19 @@ func (r *Region) waitRoomLocked(relocation bool) error {
 // from there, at a restart or a promotion, reads them first and so knows
 // the outcomes of the writes compacted away. If that append fails the
 // region fails (bgErr): advancing the recovery point without the table
-// would let retries apply twice.
-func (r *Region) freezeLocked() {
+// would let retries apply twice. If it fails for want of space (a new
+// log segment), L0 is not frozen and the error is returned: the write that
+// needed room fails, and the next one tries again (checkpoint records
+// appended before the failure are ordinary table records to a replay).
+func (r *Region) freezeLocked() error {
+	mem := r.mem
 	r.imm, r.immEnd = r.mem, r.log.pos()
 	r.mem = newMemtable()
 	end, err := r.checkpointLocked()
+	if err != nil && r.spaceShortLocked(err) {
+		r.mem, r.imm, r.immEnd = mem, nil, 0
+		return err
+	}
 	r.immCkEnd = max(end, r.immEnd)
 	if err != nil {
 		r.immCkEnd = 0 // compactL0 refuses to move the recovery point
@@ -388,6 +406,7 @@ func (r *Region) freezeLocked() {
 		r.memCond.Broadcast()
 	}
 	r.signal()
+	return nil
 }
 
 func (r *Region) signal() {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -138,7 +139,11 @@ func (l *vlog) flushLocked() error {
 // fail poisons the log. Called with mu held.
 func (l *vlog) fail(err error) error {
 	if l.failed == nil {
-		l.failed = fmt.Errorf("engine: region %d log: %w", l.r.desc.ID, err)
+		if errors.Is(err, ErrVolumeFailed) || errors.Is(err, ErrMetadataFailed) {
+			l.failed = fmt.Errorf("engine: region %d log: %w", l.r.desc.ID, err)
+		} else {
+			l.failed = fmt.Errorf("%w: region %d log: %w", ErrVolumeFailed, l.r.desc.ID, err)
+		}
 	}
 	l.wakeLocked()
 	return l.failed

@@ -37,9 +37,15 @@ type Volume struct {
 	closed     atomic.Bool
 	metaFailed atomic.Pointer[error]
 	syncFailed atomic.Pointer[error]
+	// noSpace is the last allocation that failed for want of space, until
+	// ProbeSpace finds room again (Health).
+	noSpace   atomic.Pointer[error]
+	spaceMu   sync.Mutex
+	spaceBack chan struct{} // closed (and replaced) when ProbeSpace clears noSpace; under spaceMu
 
 	growMu   sync.Mutex
 	extent   int64  // bytes of the segment file allocated so far
+	chunk    int64  // how far the file grows at a time (growChunk; tests shrink it)
 	seqLease uint64 // persisted bound on segment sequences; under growMu
 
 	zeroOnce sync.Once
@@ -56,6 +62,7 @@ const growChunk = 32 << 20
 func (v *Volume) allocSegment() (segRef, error) {
 	s, err := v.alloc.alloc()
 	if err != nil {
+		v.setNoSpace(err)
 		return s, err
 	}
 	end := v.g.fileOff(s.seg + 1)
@@ -74,14 +81,38 @@ func (v *Volume) allocSegment() (segRef, error) {
 		v.seqLease = lease
 	}
 	if end > v.extent {
-		n := max(end-v.extent, growChunk)
-		if err := growFile(v.file, v.extent, n); err != nil {
+		if err := v.growLocked(max(end-v.extent, v.chunk)); err != nil {
 			v.alloc.release(s.seg)
-			return segRef{}, fmt.Errorf("engine: grow segment file: %w", ioErr(err))
+			v.setNoSpace(err)
+			return segRef{}, err
 		}
-		v.extent += n
 	}
 	return s, nil
+}
+
+// growLocked extends the segment file by n bytes, unless that would leave
+// the file system with less than the space reserve free. Called with
+// growMu held.
+func (v *Volume) growLocked(n int64) error {
+	if res := v.opts.SpaceReserve; res > 0 {
+		// A file system that cannot tell (an in-memory one) is not checked.
+		if du, err := v.fs.GetDiskUsage(v.opts.Dir); err == nil && du.AvailBytes < uint64(n)+uint64(res) {
+			return fmt.Errorf("%w: growing the segment file by %d bytes would leave less than the %d reserved for metadata (%d bytes free)",
+				ErrNoSpace, n, res, du.AvailBytes)
+		}
+	}
+	if err := growFile(v.file, v.extent, n); err != nil {
+		return fmt.Errorf("engine: grow segment file: %w", ioErr(err))
+	}
+	v.extent += n
+	return nil
+}
+
+// setNoSpace records an allocation that failed for want of space.
+func (v *Volume) setNoSpace(err error) {
+	if errors.Is(err, ErrNoSpace) {
+		v.noSpace.Store(&err)
+	}
 }
 
 const dataFileName = "segments"
@@ -95,7 +126,7 @@ func Open(opts Options) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &Volume{opts: opts, fs: opts.FS, log: opts.Logger, regions: map[uint64]*Region{}}
+	v := &Volume{opts: opts, fs: opts.FS, log: opts.Logger, regions: map[uint64]*Region{}, chunk: growChunk, spaceBack: make(chan struct{})}
 	if err := v.fs.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("engine: create %s: %w", opts.Dir, err)
 	}
@@ -353,7 +384,9 @@ func (v *Volume) writeAt(b []byte, off int64, cat IOCategory) error {
 	n, err := v.file.WriteAt(b, off)
 	v.ctr.written[cat].Add(uint64(n))
 	if err != nil {
-		return fmt.Errorf("engine: write at %d: %w", off, ioErr(err))
+		err = fmt.Errorf("engine: write at %d: %w", off, ioErr(err))
+		v.setNoSpace(err)
+		return err
 	}
 	if cat == IOCompaction && v.opts.CompactionBypassCache {
 		dropCache(v.file, off, int64(n), true)
@@ -388,7 +421,7 @@ func (v *Volume) syncData() error {
 	}
 	v.ctr.syncs.Add(1)
 	if err := v.file.SyncData(); err != nil {
-		err = fmt.Errorf("engine: sync: %w", ioErr(err))
+		err = fmt.Errorf("%w: sync: %w", ErrVolumeFailed, ioErr(err))
 		v.syncFailed.CompareAndSwap(nil, &err)
 		return *v.syncFailed.Load()
 	}
