@@ -17,20 +17,20 @@ type Region struct {
 	listener hooks
 	repl     atomic.Pointer[replicatorBox]
 
-	mu         sync.RWMutex // mem, imm, immEnd, cur, bgErr, spaceErr, compacting, heldFor
-	memCond    *sync.Cond   // broadcast when L0 has room, a compaction attempt ends, bgErr is set or the region closes
-	mem        *memtable
-	imm        *memtable // frozen L0 being compacted into L1
-	immEnd     uint64    // log position where imm ends (the next recovery point)
-	immCkEnd   uint64    // log position after the request-table checkpoint written at immEnd
-	reqs       *reqTable // completion table (exactly-once writes; see once.go)
-	now        func() time.Time
-	cur        *version
-	rp         uint64 // persisted L0 recovery point
-	bgErr      error
+	mu       sync.RWMutex // mem, imm, immEnd, cur, bgErr, spaceErr, compacting, heldFor
+	memCond  *sync.Cond   // broadcast when L0 has room, a compaction attempt ends, bgErr is set or the region closes
+	mem      *memtable
+	imm      *memtable // frozen L0 being compacted into L1
+	immEnd   uint64    // log position where imm ends (the next recovery point)
+	immCkEnd uint64    // log position after the request-table checkpoint written at immEnd
+	reqs     *reqTable // completion table (exactly-once writes; see once.go)
+	now      func() time.Time
+	cur      *version
+	rp       uint64 // persisted L0 recovery point
+	bgErr    error
 	// spaceErr: the last compaction found no space (transient, unlike
 	// bgErr): a write that would wait for it fails with it instead.
-	spaceErr error
+	spaceErr   error
 	compacting bool
 	// heldFor is the replicator that refused the frozen L0 (its records
 	// are not replicated): the L0 compaction waits for another one
