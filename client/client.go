@@ -239,6 +239,9 @@ func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.Re
 		if attempt > 0 {
 			select {
 			case <-ctx.Done():
+				if last != nil {
+					return ring.Reply{}, nil, fmt.Errorf("%w (last attempt: %w)", ctx.Err(), last)
+				}
 				return ring.Reply{}, nil, ctx.Err()
 			case <-time.After(backoff):
 			}
@@ -295,7 +298,7 @@ func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.Re
 			}
 			continue
 		}
-		if rep.Status == wire.StatusUnavailable {
+		if rep.Status == wire.StatusUnavailable || rep.Status == wire.StatusStorage {
 			last = statusErr(rep)
 			continue
 		}

@@ -23,6 +23,12 @@ var (
 	// ErrUnavailable: the server is shutting down or cannot serve the
 	// region; retry later.
 	ErrUnavailable = errors.New("client: server unavailable")
+	// ErrStorage: the server's disk is full or failing and cannot store
+	// the write (nothing was acknowledged). It comes wrapped with
+	// ErrUnavailable: the write is retried like one, and once the master
+	// moved the region to a healthy server the retry goes there. The
+	// message names the server and its disk's error.
+	ErrStorage = errors.New("client: server storage full or failing")
 	// ErrServer: the server failed internally.
 	ErrServer = errors.New("client: server error")
 	// ErrClosed: the client was closed.
@@ -43,6 +49,8 @@ func statusErr(rep ring.Reply) error {
 		return fmt.Errorf("%w: %s", ErrBadRequest, msg)
 	case wire.StatusUnavailable:
 		return fmt.Errorf("%w: %s", ErrUnavailable, msg)
+	case wire.StatusStorage:
+		return fmt.Errorf("%w: %w: %s", ErrUnavailable, ErrStorage, msg)
 	case wire.StatusInternal:
 		return fmt.Errorf("%w: %s", ErrServer, msg)
 	}

@@ -16,6 +16,8 @@ type Coordinator interface {
 	Campaign(ctx context.Context, name string) (Leadership, error)
 	WatchServers(ctx context.Context, fn func(map[string]coord.ServerInfo))
 	WatchJoined(ctx context.Context, fn func(map[coord.Joined]bool))
+	// WatchHealth reports the servers' health znodes (coord.Health).
+	WatchHealth(ctx context.Context, fn func(map[string]coord.Health))
 	WatchMap(ctx context.Context, fn func(*regionmap.Map), bad func(error))
 	// ReadMap returns the map and the version WriteMap compares with;
 	// coord.ErrNoMap if there is none.

@@ -23,6 +23,7 @@ type fakeZK struct {
 	mu  sync.Mutex
 
 	servers map[string]coord.ServerInfo
+	health  map[string]coord.Health
 	joins   map[coord.Joined]bool
 	m       *regionmap.Map
 	ver     int32 // the map's znode version
@@ -34,6 +35,7 @@ type fakeZK struct {
 	nextID   int
 	serverW  map[int]func(map[string]coord.ServerInfo)
 	joinW    map[int]func(map[coord.Joined]bool)
+	healthW  map[int]func(map[string]coord.Health)
 	mapW     map[int]func(*regionmap.Map)
 	history  []*regionmap.Map // every map published, the first included
 	counters counters
@@ -47,7 +49,7 @@ func newFake(m *regionmap.Map, live ...string) *fakeZK {
 		servers: map[string]coord.ServerInfo{}, joins: map[coord.Joined]bool{},
 		changed: make(chan struct{}),
 		serverW: map[int]func(map[string]coord.ServerInfo){}, joinW: map[int]func(map[coord.Joined]bool){},
-		mapW: map[int]func(*regionmap.Map){},
+		mapW: map[int]func(*regionmap.Map){}, health: map[string]coord.Health{}, healthW: map[int]func(map[string]coord.Health){},
 	}
 	if m != nil {
 		f.m = m.Clone()
@@ -76,6 +78,30 @@ func (f *fakeZK) setServers(change func(map[string]coord.ServerInfo)) {
 	f.mu.Lock()
 	change(f.servers)
 	snap, ws := maps.Clone(f.servers), valuesOf(f.serverW)
+	f.mu.Unlock()
+	for _, fn := range ws {
+		fn(maps.Clone(snap))
+	}
+}
+
+// SetServer registers (or replaces) a server as run started.
+func (f *fakeZK) SetServer(name string, started int64) {
+	f.setServers(func(s map[string]coord.ServerInfo) {
+		s[name] = coord.ServerInfo{Server: srv(name), Started: started}
+	})
+}
+
+// SetHealth publishes (nil: deletes) a server's health report.
+func (f *fakeZK) SetHealth(name string, h *coord.Health) {
+	f.dmu.Lock()
+	defer f.dmu.Unlock()
+	f.mu.Lock()
+	if h == nil {
+		delete(f.health, name)
+	} else {
+		f.health[name] = *h
+	}
+	snap, ws := maps.Clone(f.health), valuesOf(f.healthW)
 	f.mu.Unlock()
 	for _, fn := range ws {
 		fn(maps.Clone(snap))
@@ -228,6 +254,15 @@ func (f *fakeZK) WatchServers(ctx context.Context, fn func(map[string]coord.Serv
 	watch(ctx, f, f.serverW, fn, func() {
 		f.mu.Lock()
 		snap := maps.Clone(f.servers)
+		f.mu.Unlock()
+		fn(snap)
+	})
+}
+
+func (f *fakeZK) WatchHealth(ctx context.Context, fn func(map[string]coord.Health)) {
+	watch(ctx, f, f.healthW, fn, func() {
+		f.mu.Lock()
+		snap := maps.Clone(f.health)
 		f.mu.Unlock()
 		fn(snap)
 	})

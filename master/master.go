@@ -122,6 +122,21 @@ type observed struct {
 	dropped map[Join]bool
 	ready   bool // the first server list arrived
 	reports bool // the first reports arrived (a drop must be known before a promotion)
+	// health: servers' health reports (a full or failing disk), by name
+	health      map[string]coord.Health
+	healthReady bool // the first health reports arrived
+}
+
+// unhealthy lists the live servers whose health report names their
+// registered run. Called with mu held.
+func (o *observed) unhealthy() map[string]bool {
+	out := map[string]bool{}
+	for name, h := range o.health {
+		if srv, ok := o.live[name]; ok && (h.Started == 0 || h.Started == srv.Started) {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // lead1 is one term as leader: it returns when leadership is lost. It
@@ -141,7 +156,16 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	wg.Add(3)
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		s.WatchHealth(ctx, func(h map[string]coord.Health) {
+			obs.mu.Lock()
+			obs.health, obs.healthReady = h, true
+			obs.mu.Unlock()
+			poke()
+		})
+	}()
 	go func() {
 		defer wg.Done()
 		s.WatchServers(ctx, func(live map[string]coord.ServerInfo) {
@@ -230,7 +254,7 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history) error {
 // decide reads the map, runs Next and publishes its result.
 func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, since time.Time) error {
 	obs.mu.Lock()
-	ready := obs.ready && obs.reports
+	ready := obs.ready && obs.reports && obs.healthReady
 	obs.mu.Unlock()
 	if !ready { // nothing to decide from before the watches delivered
 		return nil
@@ -241,7 +265,8 @@ func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, sin
 	}
 	obs.mu.Lock()
 	v := View{Map: m, Live: obs.live, Seen: obs.seen, Since: since, Now: cfg.Now(), Grace: cfg.Grace, Joins: obs.joins, Dropped: obs.dropped,
-		Logs: obs.logs, Incomplete: obs.incomplete, Gone: obs.gone, LogWait: cfg.LogWait, Suspect: obs.suspects(), Hold: cfg.DropHold}
+		Logs: obs.logs, Incomplete: obs.incomplete, Gone: obs.gone, LogWait: cfg.LogWait, Suspect: obs.suspects(), Hold: cfg.DropHold,
+		Unhealthy: obs.unhealthy()}
 	next := Next(v)
 	obs.mu.Unlock()
 	if next == nil {

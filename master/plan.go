@@ -52,6 +52,13 @@ type View struct {
 	// attach on a dead peer.
 	Suspect map[string]time.Time
 	Hold    time.Duration
+	// Unhealthy are live servers whose volume cannot store writes (their
+	// health znode names their registered run: a full or failing disk).
+	// Such a server stepped down before it published that (it serves no
+	// region of its earlier run, and registered as a new run, which Next
+	// fails over as a restart); it gets no new role, and is promoted only
+	// when no healthy backup holds a complete copy.
+	Unhealthy map[string]bool
 
 	// restarted: live servers whose registered run differs from the map's
 	// (set by Next): failed for this decision, they take roles again later.
@@ -99,7 +106,18 @@ func (v *View) dead(name string) bool {
 //   - a joining backup reported done at the current epoch becomes a backup;
 //   - a group short of Replicas-1 gets live servers that hold the fewest
 //     regions (then by name) as joining backups (epoch grows), except
-//     servers reported dropped within Hold (Suspect).
+//     servers reported dropped within Hold (Suspect) and unhealthy ones
+//     (a full or failing disk: Unhealthy);
+//   - among the backups that may replace a failed primary, healthy ones
+//     come first (an unhealthy one only when no healthy one reported a
+//     complete copy).
+//
+// A server whose disk fails steps down (docs/failover.md, "Full or
+// failing disks"): it stops serving as primary, reports itself unhealthy
+// and registers as a new run, so its regions are failed over by the
+// restart rule above (to a backup with a complete copy; the others are
+// given back to its new run, which serves their reads), and it is given
+// no new role until it reports itself healthy again.
 //
 // The version grows by one whenever anything changed.
 func Next(v View) *regionmap.Map {
@@ -217,6 +235,9 @@ func heal(v *View, r *regionmap.Region) bool {
 		changed = true
 	}
 	if cands := promotable(v, &regionmap.Region{ID: r.ID, Epoch: epoch}, r.Backups); v.dead(r.Primary) && len(cands) > 0 {
+		if healthy := slices.DeleteFunc(slices.Clone(cands), func(i int) bool { return v.Unhealthy[r.Backups[i]] }); len(healthy) > 0 {
+			cands = healthy // a full or failing disk could not take the region's writes
+		}
 		best := cands[0]
 		for _, i := range cands {
 			if v.Logs[Join{r.ID, epoch, r.Backups[i]}] > v.Logs[Join{r.ID, epoch, r.Backups[best]}] {
@@ -307,7 +328,7 @@ func grow(v *View, m *regionmap.Map, r *regionmap.Region) bool {
 	}
 	var cands []string
 	for name := range v.Live {
-		if !in[name] && !v.restarted[name] && !v.held(name) {
+		if !in[name] && !v.restarted[name] && !v.held(name) && !v.Unhealthy[name] {
 			cands = append(cands, name)
 		}
 	}

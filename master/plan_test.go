@@ -571,3 +571,116 @@ func TestNextDropsOfFailedPrimaryIgnored(t *testing.T) {
 		}
 	})
 }
+
+// TestNextUnhealthyServer: a server whose disk cannot store writes (a full
+// or failing disk: Unhealthy) steps down and registers as a new run; its
+// regions then move to a backup that reported a complete copy, a healthy
+// one first (even with the shorter log: in strict mode every live backup
+// holds every acknowledged write), an unhealthy one only when no healthy
+// one is complete; a region none of whose backups is complete goes back to
+// the new run (it serves the reads, refuses writes). Before the step-down
+// (the map still has its run) nothing moves: the server may still serve.
+// The unhealthy server gets no new role.
+func TestNextUnhealthyServer(t *testing.T) {
+	// threeWay: region 1 is rs1's with backups rs2, rs3; region 3 is rs3's
+	// with backups rs4, rs1.
+	cases := []struct {
+		name        string
+		stepped     bool              // rs1 registered a new run
+		unhealthy   []string          // besides rs1
+		logs        map[string]uint64 // region 1's backups' reports
+		incomplete  []string
+		wantPrimary string // region 1's, at the fixed point
+		wantNewRun  bool   // the map has rs1's new run
+	}{
+		{name: "stepped down: the most complete healthy backup", stepped: true,
+			logs: map[string]uint64{"rs2": 1 << 32, "rs3": 2 << 32}, wantPrimary: "rs3", wantNewRun: true},
+		{name: "stepped down: a healthy backup before a more complete unhealthy one", stepped: true, unhealthy: []string{"rs3"},
+			logs: map[string]uint64{"rs2": 1 << 32, "rs3": 2 << 32}, wantPrimary: "rs2", wantNewRun: true},
+		{name: "stepped down: the only complete copy is on an unhealthy backup", stepped: true, unhealthy: []string{"rs3"},
+			logs: map[string]uint64{"rs2": 3 << 32, "rs3": 2 << 32}, incomplete: []string{"rs2"}, wantPrimary: "rs3", wantNewRun: true},
+		{name: "stepped down: no complete copy, back to the new run", stepped: true,
+			logs: map[string]uint64{"rs2": 0, "rs3": 0}, incomplete: []string{"rs2", "rs3"}, wantPrimary: "rs1", wantNewRun: true},
+		{name: "stepped down: waits for the backups' reports", stepped: true,
+			logs: map[string]uint64{}, wantPrimary: "rs1", wantNewRun: false},
+		{name: "not stepped down yet: nothing moves", stepped: false,
+			logs: map[string]uint64{"rs2": 1 << 32, "rs3": 2 << 32}, wantPrimary: "rs1", wantNewRun: false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := threeWay(t)
+			r := *m.Region(1)
+			all := []string{"rs1", "rs2", "rs3", "rs4"}
+			v := View{Map: m, Live: live(all...), Seen: seen(all...), Since: t0, Now: t0.Add(500 * time.Millisecond), Grace: time.Hour,
+				LogWait: time.Second, Logs: map[Join]uint64{}, Incomplete: map[Join]bool{}, Unhealthy: map[string]bool{"rs1": true}}
+			for _, u := range c.unhealthy {
+				v.Unhealthy[u] = true
+			}
+			for b, pos := range c.logs {
+				v.Logs[Join{r.ID, r.Epoch, b}] = pos
+			}
+			for _, b := range c.incomplete {
+				v.Incomplete[Join{r.ID, r.Epoch, b}] = true
+			}
+			if c.stepped {
+				again := v.Live["rs1"]
+				again.Started = 2
+				v.Live["rs1"] = again
+				v.Gone = map[string]time.Time{"rs1": t0}
+			}
+			for range 6 {
+				n := Next(v)
+				if n == nil {
+					break
+				}
+				v.Map = n
+			}
+			got := v.Map.Region(1)
+			if got.Primary != c.wantPrimary {
+				t.Fatalf("region 1's primary %s, want %s: %+v", got.Primary, c.wantPrimary, *got)
+			}
+			if s, _ := v.Map.Server("rs1"); (s.Started == 2) != c.wantNewRun {
+				t.Fatalf("rs1's run in the map: %d", s.Started)
+			}
+			for _, o := range v.Map.Regions {
+				if slices.Contains(o.Group(), "rs1") && (c.stepped || !slices.Contains(m.Region(o.ID).Group(), "rs1")) {
+					t.Fatalf("region %d gives the unhealthy rs1 a backup role: %+v", o.ID, o)
+				}
+				if o.Primary == "rs1" && o.ID != 1 {
+					t.Fatalf("region %d's primary is the unhealthy rs1", o.ID)
+				}
+				for _, u := range c.unhealthy {
+					if slices.Contains(o.Joining, u) {
+						t.Fatalf("region %d: the unhealthy %s joins: %+v", o.ID, u, o)
+					}
+				}
+			}
+			if c.wantPrimary == "rs1" && c.wantNewRun && got.Epoch <= r.Epoch {
+				t.Fatalf("the new run took region 1 back at epoch %d (was %d)", got.Epoch, r.Epoch)
+			}
+			if c.wantPrimary != "rs1" && len(got.Group()) != 2 {
+				t.Fatalf("region 1's group was not made whole without rs1: %+v", *got)
+			}
+		})
+	}
+}
+
+// TestNextUnhealthyGetsNoRole: a group short of a backup takes a healthy
+// server, never one whose disk cannot store writes; once that server is
+// healthy again it is a candidate like any other.
+func TestNextUnhealthyGetsNoRole(t *testing.T) {
+	m, err := InitialMap([]regionmap.Server{srv("rs1"), srv("rs2"), srv("rs3")}, Layout{Regions: 1, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Regions[0].Backups = m.Regions[0].Backups[:1] // rs1 primary, rs2 backup: short of one
+	v := View{Map: m, Live: live("rs1", "rs2", "rs3"), Seen: seen("rs1", "rs2", "rs3"), Since: t0, Now: t0, Grace: time.Hour,
+		Unhealthy: map[string]bool{"rs3": true}}
+	if n := Next(v); n != nil {
+		t.Fatalf("the unhealthy rs3 was given a role: %+v", n.Regions[0])
+	}
+	v.Unhealthy = nil
+	if n := Next(v); n == nil || !slices.Contains(n.Regions[0].Joining, "rs3") {
+		t.Fatalf("rs3, healthy again, was not added: %+v", n)
+	}
+}

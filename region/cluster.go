@@ -26,6 +26,9 @@ type clusterLink struct {
 
 	started atomic.Int64 // the run registered last (ServerInfo.Started)
 	logs    *logReporter // backups' log position reports (logpos.go)
+	// regMu serializes registrations (a session expiry's, a step-down's)
+	// and health znode updates (health.go).
+	regMu sync.Mutex
 }
 
 // knows reports whether m's roles are for this run of the server: its map
@@ -84,15 +87,36 @@ func (s *Server) joinCluster() error {
 	return nil
 }
 
-// register publishes this server as live.
+// register publishes this server as live, as a new run.
 func (s *Server) register(ctx context.Context, c *clusterLink) error {
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	return s.registerRun(ctx, c, time.Now().UnixNano(), false)
+}
+
+// registerRun publishes this server as live as run: its health znode
+// first, while its volume cannot store writes (the master must never see
+// the run without it and give it a role), then its registration, replacing
+// this session's earlier one if replace (a step-down: watchers of the
+// server list see it go and come back). Called with c.regMu held.
+func (s *Server) registerRun(ctx context.Context, c *clusterLink, run int64, replace bool) error {
 	addrs := s.Addrs()
-	info := coord.ServerInfo{Server: regionmap.Server{Name: s.cfg.Name, Shm: addrs["shm"], TCP: addrs["tcp"]}, Started: time.Now().UnixNano()}
+	info := coord.ServerInfo{Server: regionmap.Server{Name: s.cfg.Name, Shm: addrs["shm"], TCP: addrs["tcp"]}, Started: run}
 	c.started.Store(info.Started)
+	if h := s.health.cur.Load(); h != nil {
+		if err := s.publishHealthLocked(ctx, c, h, run); err != nil {
+			return fmt.Errorf("region: publish health in zookeeper: %w", err)
+		}
+	}
+	if replace {
+		if err := c.sess.Deregister(ctx, s.cfg.Name); err != nil {
+			return fmt.Errorf("region: deregister from zookeeper: %w", err)
+		}
+	}
 	if err := c.sess.Register(ctx, info); err != nil {
 		return fmt.Errorf("region: register in zookeeper: %w", err)
 	}
-	s.log.Info("registered in zookeeper", zap.String("root", c.sess.Root()))
+	s.log.Info("registered in zookeeper", zap.String("root", c.sess.Root()), zap.Int64("run", run))
 	return nil
 }
 
@@ -127,22 +151,7 @@ func (s *Server) watchExpiry(ctx context.Context, c *clusterLink) {
 		// A fresh read (the watch's last map may predate the failover, and
 		// it does not deliver an unchanged map again), retried until it
 		// works.
-		for ctx.Err() == nil {
-			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			m, _, err := c.sess.ReadMap(rctx)
-			cancel()
-			if err == nil {
-				if err := s.install(m); err != nil {
-					s.log.Error("region map installed in part", zap.Uint64("version", m.Version), zap.Error(err))
-				}
-				break
-			}
-			s.log.Warn("reading the region map after the session expiry failed; retrying", zap.Error(err))
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
+		s.installFresh(ctx, c)
 	}
 }
 

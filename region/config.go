@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"gopkg.in/yaml.v3"
 
 	"github.com/tebis-go/tebis/engine"
@@ -64,6 +65,13 @@ type Config struct {
 	ReplicationConnect Duration `yaml:"replication_connect"`
 	// ReplicationCredits bounds the index segments queued per backup.
 	ReplicationCredits int `yaml:"replication_credits"`
+
+	// FaultFS wraps the volume's file system in a fault injector driven by
+	// the control file FaultFile in DataDir (faultfs.go): a testing
+	// feature (the hidden flag --fault-fs), not a configuration key.
+	FaultFS bool `yaml:"-"`
+	// fs, if set, is the volume's file system (tests); default vfs.Default.
+	fs vfs.FS
 }
 
 // DefaultConfig is what an empty configuration file means.

@@ -99,6 +99,8 @@ func engineReply(err error) ring.Reply {
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, replication.ErrNoBackups), errors.Is(err, replication.ErrBackupDropped),
 		errors.Is(err, replication.ErrStreamClosed), errors.Is(err, replication.ErrTooFewCopies):
 		return errorReply(wire.StatusUnavailable, "%v", err)
+	case isStorageErr(err):
+		return errorReply(wire.StatusStorage, "storage: %v", err)
 	}
 	return errorReply(wire.StatusInternal, "%v", err)
 }
@@ -118,13 +120,16 @@ func (s *Server) handlePut(req *ring.ServerRequest) ring.Reply {
 	if len(q.Value) > int(s.cfg.MaxValueSize) {
 		return errorReply(wire.StatusTooLarge, "value of %d bytes, limit %d", len(q.Value), s.cfg.MaxValueSize)
 	}
+	if rej := s.refuseWrite(); rej != nil { // the disk cannot store it (health.go)
+		return *rej
+	}
 	// A put the region applied already (a client's retry) is not applied
 	// again: it is acknowledged once the original is (engine.PutOnce).
 	if err := labeledErr("insert", func() error {
 		_, err := er.PutOnce(q.Key, q.Value, engine.RequestID(q.ID))
 		return err
 	}); err != nil {
-		return engineReply(err)
+		return s.engineErr(err)
 	}
 	return ring.Reply{}
 }
@@ -150,7 +155,7 @@ func (s *Server) handleGet(req *ring.ServerRequest) ring.Reply {
 	}
 	v, err := er.Get(key)
 	if err != nil {
-		return engineReply(err)
+		return s.engineErr(err)
 	}
 	return ring.Reply{Payload: v}
 }
@@ -167,12 +172,15 @@ func (s *Server) handleDelete(req *ring.ServerRequest) ring.Reply {
 	if rej != nil {
 		return *rej
 	}
+	if rej := s.refuseWrite(); rej != nil {
+		return *rej
+	}
 	// Exactly once, like a put.
 	if err := labeledErr("insert", func() error {
 		_, err := er.DeleteOnce(q.Key, engine.RequestID(q.ID))
 		return err
 	}); err != nil {
-		return engineReply(err)
+		return s.engineErr(err)
 	}
 	return ring.Reply{}
 }
@@ -224,7 +232,7 @@ func (s *Server) handleScan(req *ring.ServerRequest) ring.Reply {
 		size += n
 	}
 	if err := it.Err(); err != nil {
-		return engineReply(err)
+		return s.engineErr(err)
 	}
 	if flags == 0 && toRegionEnd {
 		flags = wire.ScanRegionEnd
@@ -251,7 +259,7 @@ func (s *Server) handleMultiGet(req *ring.ServerRequest) ring.Reply {
 		case errors.Is(err, engine.ErrNotFound):
 			out = wire.EncodeMultiGetValue(out, nil, false)
 		case err != nil:
-			return engineReply(err)
+			return s.engineErr(err)
 		default:
 			out = wire.EncodeMultiGetValue(out, v, true)
 		}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"go.uber.org/zap"
 
 	"github.com/tebis-go/tebis/engine"
@@ -65,6 +67,10 @@ type Server struct {
 	// lease is the read lease of a managed server's ZooKeeper session
 	// (lease.go); nil: standalone, no lease.
 	lease atomic.Pointer[coord.Lease]
+	// health is the volume's health (health.go); fault the fault-fs
+	// injector (faultfs.go), nil unless Config.FaultFS.
+	health healthMon
+	fault  *faultInjector
 }
 
 // routing is an immutable snapshot: the map and the regions hosted under it.
@@ -97,7 +103,16 @@ func Start(cfg Config, log *zap.Logger) (*Server, error) {
 	if cfg.SyncMode == "async" {
 		mode = engine.SyncModeAsync
 	}
+	fs, fault := cfg.fs, (*faultInjector)(nil)
+	if fs == nil {
+		fs = vfs.Default
+	}
+	if cfg.FaultFS {
+		fault = newFaultInjector(cfg.DataDir, log.Named("fault-fs"))
+		fs = errorfs.Wrap(fs, fault)
+	}
 	vol, err := engine.Open(engine.Options{
+		FS:  fs,
 		Dir: cfg.DataDir, SegmentSize: int64(cfg.SegmentSize), L0Pairs: cfg.L0Pairs, GrowthFactor: cfg.GrowthFactor,
 		SyncMode: mode, CacheBytes: int64(cfg.CacheSize), CompactionBypassCache: cfg.CompactionBypassCache, Logger: log.Named("engine"),
 		// A region replicating to backups starts compacting only once they
@@ -108,7 +123,8 @@ func Start(cfg Config, log *zap.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, vol: vol, backups: map[uint64]*backupRegion{}, primaries: map[uint64]*primaryRepl{}, resumed: map[uint64]bool{},
-		peers: map[string]*ring.Client{}, replCQ: rdma.NewCQ()}
+		peers: map[string]*ring.Client{}, replCQ: rdma.NewCQ(), fault: fault}
+	s.health.kick = make(chan struct{}, 1)
 	s.replRing = ring.NewServer(ring.ServerConfig{Handlers: map[uint16]ring.HandlerFunc{wire.TypeReplicate: s.handleReplicate},
 		Spinners: 1, Workers: 4, SpinTime: time.Duration(cfg.SpinTime), Log: log.Named("replication-ring")})
 	var ctx context.Context
@@ -141,6 +157,15 @@ func Start(cfg Config, log *zap.Logger) (*Server, error) {
 	}
 	if err == nil {
 		go s.reattach(ctx)
+		s.health.wg.Add(1)
+		go s.watchHealth(ctx)
+		if fault != nil {
+			s.health.wg.Add(1)
+			go func() {
+				defer s.health.wg.Done()
+				fault.poll(ctx)
+			}()
+		}
 	}
 	if err != nil {
 		s.Close()
@@ -245,8 +270,9 @@ func (s *Server) Close() error {
 	s.mapMu.Lock() // an install or attach in progress ends first (later ones see closed)
 	s.abortAttaches(nil, false)
 	s.mapMu.Unlock()
-	s.attachWG.Wait() // attach passes dialing (their dials end with replStop)
-	s.bg.Wait()       // pre-seeds (their context ended with replStop)
+	s.attachWG.Wait()  // attach passes dialing (their dials end with replStop)
+	s.bg.Wait()        // pre-seeds (their context ended with replStop)
+	s.health.wg.Wait() // the health monitor (a step-down ends with replStop)
 	s.flushPrimaries()
 	s.leaveCluster()
 	s.replRing.Close()

@@ -3,6 +3,7 @@ package region
 import (
 	"encoding/json"
 	"maps"
+	"time"
 
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/rdma/ring"
@@ -17,6 +18,12 @@ type ServerStats struct {
 	ReplNet uint64       `json:"replication_net_bytes"` // mirror WRITEs + commands, every backup counted
 	Dropped []string     `json:"dropped_backups,omitempty"`
 	Copies  []CopyStats  `json:"copies,omitempty"`
+	// Health is the volume's: "ok", or "no-space" or "failed" while it
+	// cannot store writes (health.go), with the disk's error and since
+	// when (RFC 3339).
+	Health      string `json:"health"`
+	HealthError string `json:"health_error,omitempty"`
+	HealthSince string `json:"health_since,omitempty"`
 }
 
 // CopyStats is a region this server backs up: the newest epoch its
@@ -30,7 +37,10 @@ type CopyStats struct {
 
 // Stats returns the server's counters.
 func (s *Server) Stats() ServerStats {
-	st := ServerStats{Name: s.cfg.Name, Engine: s.vol.Stats()}
+	st := ServerStats{Name: s.cfg.Name, Engine: s.vol.Stats(), Health: "ok"}
+	if h := s.health.cur.Load(); h != nil {
+		st.Health, st.HealthError, st.HealthSince = h.state, h.err.Error(), h.since.UTC().Format(time.RFC3339Nano)
+	}
 	s.replMu.Lock()
 	backups := maps.Clone(s.backups)
 	s.replMu.Unlock()

@@ -42,6 +42,8 @@ func serverFlags() []cli.Flag {
 		&cli.StringFlag{Name: "replication-transport", Value: d.ReplicationTransport, Usage: "transport to backup servers: shm, tcp, or empty (shm when the backup has an address)"},
 		&cli.DurationFlag{Name: "replication-connect", Value: time.Duration(d.ReplicationConnect), Usage: "how long a primary waits for a backup at start"},
 		&cli.IntFlag{Name: "replication-credits", Value: d.ReplicationCredits, Usage: "index segments queued per backup (Send-Index flow control)"},
+		// Testing only (docs/operations.md, "Fault injection").
+		&cli.BoolFlag{Name: "fault-fs", Hidden: true, Usage: "fail the volume's I/O as the file FAULT in the data dir says (eio, eio-segments, eio-all, off)"},
 	}
 }
 
@@ -87,6 +89,7 @@ func serverConfig(c *cli.Context) (region.Config, error) {
 	if c.IsSet("replication-connect") || c.String("config") == "" {
 		cfg.ReplicationConnect = region.Duration(c.Duration("replication-connect"))
 	}
+	cfg.FaultFS = c.Bool("fault-fs")
 	return cfg, cfg.Validate()
 }
 

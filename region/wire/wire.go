@@ -38,6 +38,11 @@ const (
 	StatusUnavailable                              // closing, or not the primary; payload: a message
 	StatusInternal                                 // payload: a message
 	StatusStaleEpoch                               // replicate: the command's epoch is older than the backup's
+	// StatusStorage: the server's disk cannot store the write (full or
+	// failing); nothing was acknowledged. Transient like UNAVAILABLE
+	// (clients retry, following a newer map: the master moves the
+	// server's primaries away); payload: a message naming the server.
+	StatusStorage
 )
 
 // Scan reply flags.

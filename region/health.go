@@ -1,0 +1,291 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/rdma/ring"
+	"github.com/tebis-go/tebis/region/wire"
+)
+
+// Full or failing disks (docs/failover.md, docs/operations.md). The
+// server watches its volume's health (engine.Volume.Health): once the
+// volume cannot store writes (no space, or a failed write or sync) it
+//
+//   - refuses every write with StatusStorage, naming itself and the
+//     disk's error (nothing it refuses was acknowledged; a write the
+//     engine failed was not acknowledged either), and goes on serving
+//     reads;
+//   - reports the state in its stats (health, health_error);
+//   - managed: steps down, as its session's expiry would make it: it stops
+//     serving every region as primary (refuse first, detach after),
+//     publishes its health znode (coord.Health) and registers again as a
+//     new run. The master fails its regions over as for a restarted
+//     server (a backup that reported a complete copy is promoted; the
+//     other regions are given back to the new run, which serves their
+//     reads) and gives it no new role while the znode is there;
+//   - out of space, probes for space every probeEvery (ProbeSpace: the
+//     segment file's growth is tried again); once there is room it
+//     accepts writes again and deletes its health znode. A failed volume
+//     stays failed until the server restarts (the restart recovers from
+//     the disk: in sync mode every acknowledged write).
+
+const (
+	healthPoll = 200 * time.Millisecond // how often the volume's health is read
+	probeEvery = time.Second            // how often a server out of space probes for it
+)
+
+// diskHealth is an unhealthy volume's state.
+type diskHealth struct {
+	state string // coord.HealthNoSpace or coord.HealthFailed
+	err   error
+	since time.Time
+}
+
+// healthMon is the server's view of its volume's health.
+type healthMon struct {
+	cur  atomic.Pointer[diskHealth] // nil: healthy
+	kick chan struct{}              // buffered 1: read the health now
+	wg   sync.WaitGroup
+
+	// Used by the monitor goroutine only, and by register (under the
+	// cluster link's regMu): what the health znode says.
+	mu        sync.Mutex
+	pubRun    int64  // the run the published znode names (0: none published)
+	pubGen    uint64 // the session generation it was published in
+	pubState  string
+	steppedAt int64 // the run this episode's step-down registered (0: none yet)
+}
+
+// poke asks the monitor to read the volume's health now.
+func (h *healthMon) poke() {
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// stateOf classifies a volume health error.
+func stateOf(err error) string {
+	if errors.Is(err, engine.ErrVolumeFailed) || errors.Is(err, engine.ErrMetadataFailed) {
+		return coord.HealthFailed
+	}
+	return coord.HealthNoSpace
+}
+
+// isStorageErr reports an engine error that says the disk cannot store.
+func isStorageErr(err error) bool {
+	return errors.Is(err, engine.ErrNoSpace) || errors.Is(err, engine.ErrVolumeFailed) || errors.Is(err, engine.ErrMetadataFailed)
+}
+
+// Healthy reports whether the server's volume stores writes, and if not
+// the disk's error.
+func (s *Server) Healthy() (bool, error) {
+	if h := s.health.cur.Load(); h != nil {
+		return false, h.err
+	}
+	return true, nil
+}
+
+// refuseWrite is the reply to a write while the volume cannot store
+// writes (nil: accept it).
+func (s *Server) refuseWrite() *ring.Reply {
+	h := s.health.cur.Load()
+	if h == nil {
+		return nil
+	}
+	what := "until space returns"
+	if h.state == coord.HealthFailed {
+		what = "until the server restarts"
+	}
+	r := errorReply(wire.StatusStorage, "server %s: disk %s: writes refused %s: %v", s.cfg.Name, h.state, what, h.err)
+	return &r
+}
+
+// engineErr is engineReply for this server: a storage error names the
+// server and has the health monitor look at once.
+func (s *Server) engineErr(err error) ring.Reply {
+	if isStorageErr(err) {
+		s.health.poke()
+		return errorReply(wire.StatusStorage, "server %s: storage: %v", s.cfg.Name, err)
+	}
+	return engineReply(err)
+}
+
+// watchHealth runs the health monitor until ctx ends.
+func (s *Server) watchHealth(ctx context.Context) {
+	defer s.health.wg.Done()
+	t := time.NewTicker(healthPoll)
+	defer t.Stop()
+	var lastProbe time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.health.kick:
+		}
+		s.checkHealth(ctx, &lastProbe)
+	}
+}
+
+// checkHealth reads the volume's health, probes for space when out of
+// it, and (managed) steps down and keeps the health znode true.
+func (s *Server) checkHealth(ctx context.Context, lastProbe *time.Time) {
+	err := s.vol.Health()
+	cur := s.health.cur.Load()
+	switch {
+	case err != nil && (cur == nil || stateOf(err) != cur.state):
+		h := &diskHealth{state: stateOf(err), err: err, since: time.Now()}
+		if cur != nil {
+			h.since = cur.since
+		}
+		s.health.cur.Store(h)
+		s.log.Error("the volume cannot store writes: refusing writes, serving reads", zap.String("state", h.state), zap.Error(err))
+		cur = h
+	case err == nil && cur != nil:
+		s.health.cur.Store(nil)
+		s.log.Info("the volume stores writes again", zap.Duration("after", time.Since(cur.since)))
+		cur = nil
+	}
+	if cur != nil && cur.state == coord.HealthNoSpace && time.Since(*lastProbe) >= probeEvery {
+		*lastProbe = time.Now()
+		if perr := s.vol.ProbeSpace(); perr == nil {
+			s.health.cur.Store(nil)
+			s.log.Info("space returned: accepting writes again", zap.Duration("after", time.Since(cur.since)))
+			cur = nil
+		}
+	}
+	if c := s.cluster; c != nil {
+		s.syncHealth(ctx, c, cur)
+	}
+}
+
+// syncHealth makes the cluster see cur: a step-down at the start of an
+// unhealthy episode, and the health znode (re-published after a session
+// expiry or re-registration, deleted once healthy).
+func (s *Server) syncHealth(ctx context.Context, c *clusterLink, cur *diskHealth) {
+	if cur == nil {
+		s.health.mu.Lock()
+		published := s.health.pubRun != 0
+		s.health.steppedAt = 0
+		s.health.mu.Unlock()
+		if published {
+			if err := s.publishHealth(ctx, c, nil); err != nil {
+				s.log.Warn("deleting the health znode failed; retrying", zap.Error(err))
+			}
+		}
+		return
+	}
+	s.health.mu.Lock()
+	stepped := s.health.steppedAt != 0
+	s.health.mu.Unlock()
+	if !stepped {
+		s.stepDown(ctx, c)
+		return
+	}
+	if err := s.publishHealth(ctx, c, cur); err != nil {
+		s.log.Warn("publishing the health znode failed; retrying", zap.Error(err))
+	}
+}
+
+// publishHealth brings the health znode to h (nil: none) for the run
+// registered now, unless it says so already in this session.
+func (s *Server) publishHealth(ctx context.Context, c *clusterLink, h *diskHealth) error {
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	return s.publishHealthLocked(ctx, c, h, c.started.Load())
+}
+
+// publishHealthLocked is publishHealth for run. Called with c.regMu held.
+func (s *Server) publishHealthLocked(ctx context.Context, c *clusterLink, h *diskHealth, run int64) error {
+	gen := c.sess.Generation()
+	s.health.mu.Lock()
+	same := (h == nil && s.health.pubRun == 0) ||
+		(h != nil && s.health.pubRun == run && s.health.pubGen == gen && s.health.pubState == h.state)
+	s.health.mu.Unlock()
+	if same {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var info *coord.Health
+	if h != nil {
+		info = &coord.Health{Name: s.cfg.Name, Started: run, State: h.state, Error: h.err.Error(), Since: h.since.UnixNano()}
+	}
+	if err := c.sess.SetHealth(rctx, s.cfg.Name, info); err != nil {
+		return err
+	}
+	s.health.mu.Lock()
+	defer s.health.mu.Unlock()
+	if h == nil {
+		s.health.pubRun, s.health.pubState = 0, ""
+		s.log.Info("health znode deleted: the master may give this server roles again")
+		return nil
+	}
+	s.health.pubRun, s.health.pubGen, s.health.pubState = run, gen, h.state
+	s.log.Warn("health znode published", zap.String("state", h.state))
+	return nil
+}
+
+// stepDown hands this server's roles back to the master, as a session
+// expiry would: from here no map of the current run gives it a role, it
+// stops serving every region as primary (refuse first, detach after),
+// publishes its health znode for a new run and registers as that run,
+// then installs the map it finds (the master publishes the new run once
+// it failed the old one's regions over). The master's decision
+// (master.Next) therefore never promotes a backup of a region this server
+// may still serve. Retried until it succeeds or ctx ends.
+func (s *Server) stepDown(ctx context.Context, c *clusterLink) {
+	c.regMu.Lock()
+	run := time.Now().UnixNano()
+	c.started.Store(run) // no map of the registered run gives a role from here
+	s.log.Warn("stepping down: every region this server is primary of is handed to the master to move", zap.Int64("run", run))
+	s.fence()
+	for ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := s.registerRun(rctx, c, run, true)
+		cancel()
+		if err == nil {
+			break
+		}
+		s.log.Warn("registering as a new run after stepping down failed; retrying", zap.Error(err))
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	s.health.mu.Lock()
+	s.health.steppedAt = run
+	s.health.mu.Unlock()
+	c.regMu.Unlock()
+	s.installFresh(ctx, c)
+}
+
+// installFresh reads the map and installs it (a watch does not deliver
+// an unchanged map again), retried until it works or ctx ends.
+func (s *Server) installFresh(ctx context.Context, c *clusterLink) {
+	for ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		m, _, err := c.sess.ReadMap(rctx)
+		cancel()
+		if err == nil {
+			if err := s.install(m); err != nil {
+				s.log.Error("region map installed in part", zap.Uint64("version", m.Version), zap.Error(err))
+			}
+			return
+		}
+		s.log.Warn("reading the region map failed; retrying", zap.Error(err))
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
