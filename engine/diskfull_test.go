@@ -136,8 +136,8 @@ func TestENOSPCGrowThenSpaceReturns(t *testing.T) {
 	inj := &fullFS{}
 	o := smallOpts(errorfs.Wrap(mem, inj))
 	o.SyncMode = SyncModeSync
+	o.GrowStep = 4 * o.SegmentSize // grow often
 	v := mustOpen(t, o)
-	v.chunk = 4 * v.g.segSize // grow often
 	r := mustRegion(t, v, 1)
 	acked := map[int][]byte{}
 	for i := 0; i < 300; i++ {
@@ -183,9 +183,9 @@ func TestSpaceReserve(t *testing.T) {
 	mem := vfs.NewMem()
 	o := smallOpts(mem)
 	o.SpaceReserve = 8 << 20
+	o.GrowStep = 4 * o.SegmentSize
 	v := mustOpen(t, o)
 	defer v.Close()
-	v.chunk = 4 * v.g.segSize
 	r := mustRegion(t, v, 1)
 	mem.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 8<<20 + uint64(v.chunk) - 1, TotalBytes: 1 << 30, UsedBytes: 1 << 29})
 	acked := map[int][]byte{}

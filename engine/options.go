@@ -78,6 +78,10 @@ type Options struct {
 	// the file system reports its free space (vfs.FS.GetDiskUsage).
 	// Default DefaultSpaceReserve; negative: no reserve.
 	SpaceReserve int64
+	// GrowStep is how far the segment file grows at a time (a file system
+	// allocation: later writes and their fdatasync need no size update).
+	// Default 32 MiB; at least one segment.
+	GrowStep int64
 	// L0Pairs is the capacity of L0 in key-value pairs. Default 96K.
 	L0Pairs int
 	// L0Bytes, if positive, also caps L0 by the bytes of keys and values.
@@ -166,6 +170,10 @@ func (o Options) withDefaults() (Options, error) {
 	if o.RequestRetention < 0 {
 		return o, fmt.Errorf("%w: request retention %v is negative", ErrBadOptions, o.RequestRetention)
 	}
+	if o.GrowStep == 0 {
+		o.GrowStep = growChunk
+	}
+	o.GrowStep = max(o.GrowStep, o.SegmentSize)
 	if o.SpaceReserve == 0 {
 		o.SpaceReserve = DefaultSpaceReserve
 	}

@@ -45,7 +45,7 @@ type Volume struct {
 
 	growMu   sync.Mutex
 	extent   int64  // bytes of the segment file allocated so far
-	chunk    int64  // how far the file grows at a time (growChunk; tests shrink it)
+	chunk    int64  // how far the file grows at a time (Options.GrowStep)
 	seqLease uint64 // persisted bound on segment sequences; under growMu
 
 	zeroOnce sync.Once
@@ -126,7 +126,7 @@ func Open(opts Options) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &Volume{opts: opts, fs: opts.FS, log: opts.Logger, regions: map[uint64]*Region{}, chunk: growChunk, spaceBack: make(chan struct{})}
+	v := &Volume{opts: opts, fs: opts.FS, log: opts.Logger, regions: map[uint64]*Region{}, chunk: opts.GrowStep, spaceBack: make(chan struct{})}
 	if err := v.fs.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("engine: create %s: %w", opts.Dir, err)
 	}

@@ -72,6 +72,8 @@ type Config struct {
 	FaultFS bool `yaml:"-"`
 	// fs, if set, is the volume's file system (tests); default vfs.Default.
 	fs vfs.FS
+	// growStep, if set, is the volume's engine.Options.GrowStep (tests).
+	growStep int64
 }
 
 // DefaultConfig is what an empty configuration file means.

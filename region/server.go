@@ -112,7 +112,7 @@ func Start(cfg Config, log *zap.Logger) (*Server, error) {
 		fs = errorfs.Wrap(fs, fault)
 	}
 	vol, err := engine.Open(engine.Options{
-		FS:  fs,
+		FS: fs, GrowStep: cfg.growStep,
 		Dir: cfg.DataDir, SegmentSize: int64(cfg.SegmentSize), L0Pairs: cfg.L0Pairs, GrowthFactor: cfg.GrowthFactor,
 		SyncMode: mode, CacheBytes: int64(cfg.CacheSize), CompactionBypassCache: cfg.CompactionBypassCache, Logger: log.Named("engine"),
 		// A region replicating to backups starts compacting only once they
