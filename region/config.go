@@ -66,14 +66,19 @@ type Config struct {
 	// ReplicationCredits bounds the index segments queued per backup.
 	ReplicationCredits int `yaml:"replication_credits"`
 
+	// GrowStep is how far the volume's segment file grows at a time.
+	GrowStep ByteSize `yaml:"grow_step"`
+	// SpaceReserve is the free space the segment file's growth leaves the
+	// file system (for the metadata store): growing further fails as a
+	// full disk, which the server survives (docs/operations.md). 0: none.
+	SpaceReserve ByteSize `yaml:"space_reserve"`
+
 	// FaultFS wraps the volume's file system in a fault injector driven by
 	// the control file FaultFile in DataDir (faultfs.go): a testing
 	// feature (the hidden flag --fault-fs), not a configuration key.
 	FaultFS bool `yaml:"-"`
 	// fs, if set, is the volume's file system (tests); default vfs.Default.
 	fs vfs.FS
-	// growStep, if set, is the volume's engine.Options.GrowStep (tests).
-	growStep int64
 }
 
 // DefaultConfig is what an empty configuration file means.
@@ -99,6 +104,9 @@ func DefaultConfig() Config {
 
 		ReplicationConnect: Duration(30 * time.Second),
 		ReplicationCredits: 4,
+
+		GrowStep:     32 << 20,
+		SpaceReserve: engine.DefaultSpaceReserve,
 	}
 }
 
@@ -178,6 +186,10 @@ func (c *Config) Validate() error {
 		return bad("zk_session_timeout %v: want 100ms to 1m", c.ZKSessionTimeout)
 	case c.ReplicationCredits < 1:
 		return bad("replication_credits %d: want at least 1", c.ReplicationCredits)
+	case c.GrowStep < 64<<10 || c.GrowStep > 4<<30:
+		return bad("grow_step %v: want 64KiB to 4GiB", c.GrowStep)
+	case c.SpaceReserve < 0:
+		return bad("space_reserve %v is negative", c.SpaceReserve)
 	}
 	return nil
 }

@@ -128,7 +128,7 @@ func TestServerDiskFullRefusesWritesThenResumes(t *testing.T) {
 	dir := t.TempDir()
 	mem := vfs.NewMem()
 	mem.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 30, TotalBytes: 2 << 30, UsedBytes: 1 << 30})
-	edit := func(c *Config) { c.fs, c.growStep = mem, 256<<10 }
+	edit := func(c *Config) { c.fs, c.GrowStep = mem, 256<<10 }
 	s, cl := loneServer(t, dir, edit)
 	acked := map[int]string{}
 	for i := range 200 {
@@ -240,7 +240,7 @@ func TestServerTmpfsFull(t *testing.T) {
 	if err := os.WriteFile(filler, make([]byte, 20<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, cl := loneServer(t, dir, func(c *Config) { c.growStep = 1 << 20 })
+	s, cl := loneServer(t, dir, func(c *Config) { c.GrowStep = 1 << 20 })
 	acked := map[int]string{}
 	n, err := fillServer(t, cl, 0, acked)
 	wantStorage(t, err, fmt.Sprintf("put %d on a full tmpfs", n), "no space")

@@ -72,6 +72,9 @@ type managedSpec struct {
 	serverArgs        []string // after the test defaults: they win
 	transport         string   // the test's clients ("": shm)
 	initArgs          []string // more `cluster init` arguments
+	// prepare, if set, runs before each server starts (its data
+	// directory on another file system, say).
+	prepare func(t *testing.T, s *server)
 }
 
 // startManagedSpec starts ZooKeeper, the masters, the servers (regions
@@ -88,6 +91,9 @@ func startManagedSpec(t *testing.T, spec managedSpec) *managed {
 		args := append([]string{"--zookeeper", c.zk.Addr(), "--zk-session-timeout", zkSession(), "--replication-connect", "3s"}, spec.serverArgs...)
 		s := newServer(t, name, args...)
 		s.args[1] = "info" // tests read what the servers did from their logs
+		if spec.prepare != nil {
+			spec.prepare(t, s)
+		}
 		s.start(t)
 		c.servers[name] = s
 	}

@@ -112,7 +112,7 @@ func Start(cfg Config, log *zap.Logger) (*Server, error) {
 		fs = errorfs.Wrap(fs, fault)
 	}
 	vol, err := engine.Open(engine.Options{
-		FS: fs, GrowStep: cfg.growStep,
+		FS: fs, GrowStep: int64(cfg.GrowStep), SpaceReserve: spaceReserve(cfg.SpaceReserve),
 		Dir: cfg.DataDir, SegmentSize: int64(cfg.SegmentSize), L0Pairs: cfg.L0Pairs, GrowthFactor: cfg.GrowthFactor,
 		SyncMode: mode, CacheBytes: int64(cfg.CacheSize), CompactionBypassCache: cfg.CompactionBypassCache, Logger: log.Named("engine"),
 		// A region replicating to backups starts compacting only once they
@@ -174,6 +174,15 @@ func Start(cfg Config, log *zap.Logger) (*Server, error) {
 	log.Info("region server started", zap.String("name", cfg.Name), zap.String("shm", cfg.Shm), zap.String("tcp", cfg.TCP),
 		zap.Uint64("map_version", m.Version), zap.Int("regions", len(s.state.Load().hosted)))
 	return s, nil
+}
+
+// spaceReserve is the engine's SpaceReserve for the configured one (0:
+// none).
+func spaceReserve(b ByteSize) int64 {
+	if b == 0 {
+		return -1
+	}
+	return int64(b)
 }
 
 // loadMap reads the map file, or makes the single-region map.

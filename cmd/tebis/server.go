@@ -42,6 +42,8 @@ func serverFlags() []cli.Flag {
 		&cli.StringFlag{Name: "replication-transport", Value: d.ReplicationTransport, Usage: "transport to backup servers: shm, tcp, or empty (shm when the backup has an address)"},
 		&cli.DurationFlag{Name: "replication-connect", Value: time.Duration(d.ReplicationConnect), Usage: "how long a primary waits for a backup at start"},
 		&cli.IntFlag{Name: "replication-credits", Value: d.ReplicationCredits, Usage: "index segments queued per backup (Send-Index flow control)"},
+		&cli.StringFlag{Name: "grow-step", Value: d.GrowStep.String(), Usage: "how far the segment file grows at a time, with unit"},
+		&cli.StringFlag{Name: "space-reserve", Value: d.SpaceReserve.String(), Usage: "free space the segment file leaves the metadata store (0B: none), with unit"},
 		// Testing only (docs/operations.md, "Fault injection").
 		&cli.BoolFlag{Name: "fault-fs", Hidden: true, Usage: "fail the volume's I/O as the file FAULT in the data dir says (eio, eio-segments, eio-all, off)"},
 	}
@@ -69,7 +71,8 @@ func serverConfig(c *cli.Context) (region.Config, error) {
 			*p = c.Int(name)
 		}
 	}
-	sizes := map[string]*region.ByteSize{"segment-size": &cfg.SegmentSize, "cache-size": &cfg.CacheSize, "max-key-size": &cfg.MaxKeySize, "max-value-size": &cfg.MaxValueSize}
+	sizes := map[string]*region.ByteSize{"segment-size": &cfg.SegmentSize, "cache-size": &cfg.CacheSize, "max-key-size": &cfg.MaxKeySize, "max-value-size": &cfg.MaxValueSize,
+		"grow-step": &cfg.GrowStep, "space-reserve": &cfg.SpaceReserve}
 	for name, p := range sizes {
 		if c.IsSet(name) || c.String("config") == "" {
 			if err := p.Set(c.String(name)); err != nil {
