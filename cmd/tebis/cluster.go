@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -170,6 +172,10 @@ func clusterStatus(c *cli.Context, sess *coord.Session) error {
 	if err != nil {
 		return err
 	}
+	health, err := sess.HealthReports(c.Context)
+	if err != nil {
+		return err
+	}
 	var lv []string
 	for n := range live {
 		lv = append(lv, n)
@@ -178,9 +184,13 @@ func clusterStatus(c *cli.Context, sess *coord.Session) error {
 	if c.Bool("json") {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"master": leader, "live": lv, "map": m})
+		return enc.Encode(map[string]any{"master": leader, "live": lv, "map": m, "unhealthy": health})
 	}
 	fmt.Printf("master: %s\nlive servers: %s\nmap version %d, %d replicas, %s\n", leader, strings.Join(lv, ","), m.Version, m.Replicas, m.Replication)
+	for _, n := range slices.Sorted(maps.Keys(health)) {
+		h := health[n]
+		fmt.Printf("  server %s cannot store writes (%s since %s): %s\n", n, h.State, time.Unix(0, h.Since).UTC().Format(time.RFC3339), h.Error)
+	}
 	for _, r := range m.Regions {
 		fmt.Printf("  region %d [%q, %q) epoch %d: primary %s backups %v joining %v\n", r.ID, r.Start, r.End, r.Epoch, r.Primary, r.Backups, r.Joining)
 	}

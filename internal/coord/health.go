@@ -89,32 +89,54 @@ func (s *Session) SetHealth(ctx context.Context, name string, h *Health) error {
 	return ctx.Err()
 }
 
+// HealthReports returns the servers' health reports now, by name.
+func (s *Session) HealthReports(ctx context.Context) (map[string]Health, error) {
+	var kids []string
+	err := s.retry(ctx, func() (err error) {
+		kids, _, err = s.conn.Children(s.path("health"))
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return map[string]Health{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.readHealth(ctx, kids)
+}
+
+func (s *Session) readHealth(ctx context.Context, kids []string) (map[string]Health, error) {
+	out := map[string]Health{}
+	for _, k := range kids {
+		var data []byte
+		err := s.retry(ctx, func() (err error) {
+			data, _, err = s.conn.Get(s.path("health", k))
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var h Health
+		if err := json.Unmarshal(data, &h); err != nil || h.Name != k {
+			s.log.Warn("malformed health znode ignored", zap.String("znode", s.path("health", k)), zap.ByteString("data", data), zap.NamedError("decode", err))
+			continue
+		}
+		out[k] = h
+	}
+	return out, nil
+}
+
 // WatchHealth calls fn with the servers' health reports (by name) now and
 // after every change of the set, until ctx ends. Malformed znodes are
 // logged and skipped.
 func (s *Session) WatchHealth(ctx context.Context, fn func(map[string]Health)) {
 	s.WatchChildren(ctx, s.path("health"), func(kids []string) {
-		out := map[string]Health{}
-		for _, k := range kids {
-			var data []byte
-			err := s.retry(ctx, func() (err error) {
-				data, _, err = s.conn.Get(s.path("health", k))
-				return err
-			})
-			if errors.Is(err, zk.ErrNoNode) {
-				continue
-			}
-			if err != nil {
-				return // ctx ended or the session closed
-			}
-			var h Health
-			if err := json.Unmarshal(data, &h); err != nil || h.Name != k {
-				s.log.Warn("malformed health znode ignored", zap.String("znode", s.path("health", k)), zap.ByteString("data", data), zap.NamedError("decode", err))
-				continue
-			}
-			out[k] = h
+		if out, err := s.readHealth(ctx, kids); err == nil {
+			fn(out)
 		}
-		fn(out)
 	})
 }
 
