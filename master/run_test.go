@@ -371,3 +371,63 @@ func TestRunSkipsIncompleteBackup(t *testing.T) {
 		t.Fatalf("promoted %s, whose copy is incomplete; want %s", got.Region(r.ID).Primary, r.Backups[0])
 	}
 }
+
+// TestRunUnhealthyServer: a server whose disk cannot store writes
+// publishes its health report for a new run and registers as that run
+// (its step-down): the master fails its regions over as a restart's and
+// gives it no role while the report is there, also when a group then has
+// no other candidate; a report naming a run that is not registered counts
+// for nothing; once the report goes the server joins groups again.
+func TestRunUnhealthyServer(t *testing.T) {
+	m := threeWay(t)
+	f := newFake(m, all4...)
+	clk := runFake(t, f, time.Hour)
+	wait(t, "leading", leading(f, 1))
+	settle(t, f)
+	r := *m.Region(1) // rs1's, backups rs2 and rs3
+	f.SetHealth("rs1", &coord.Health{Name: "rs1", Started: 2, State: coord.HealthFailed})
+	settle(t, f)
+	if _, v := f.Map(); v != 0 {
+		t.Fatalf("a health report of a run not registered changed the map (znode version %d)", v)
+	}
+	f.SetServer("rs1", 2)
+	reportLogs(f, r)
+	r3 := *m.Region(3) // rs1 is its backup
+	clk.Advance(2 * time.Second)
+	wait(t, "region 1 moved off rs1", func() bool {
+		got, _ := f.Map()
+		return got.Region(1).Primary != "rs1"
+	})
+	settle(t, f)
+	settle(t, f)
+	noRole := func(what string) {
+		t.Helper()
+		got, _ := f.Map()
+		for _, o := range got.Regions {
+			if o.Primary == "rs1" || slices.Contains(o.Group(), "rs1") {
+				t.Fatalf("%s: region %d gives the unhealthy rs1 a role: %+v", what, o.ID, o)
+			}
+		}
+	}
+	noRole("after the step-down")
+	if got, _ := f.Map(); got.Region(3).Epoch <= r3.Epoch {
+		t.Fatalf("region 3 kept rs1 as a backup: %+v", got.Region(3))
+	}
+	// rs4 dies: its groups are short, and only the unhealthy rs1 is left.
+	f.RemoveServer("rs4")
+	clk.Advance(2 * time.Second)
+	for _, o := range func() []regionmap.Region { got, _ := f.Map(); return got.Regions }() {
+		if o.Primary == "rs4" {
+			reportLogs(f, o)
+		}
+	}
+	settle(t, f)
+	settle(t, f)
+	noRole("with rs4 dead")
+	// Healthy again: it joins.
+	f.SetHealth("rs1", nil)
+	wait(t, "rs1 joining again", func() bool {
+		got, _ := f.Map()
+		return slices.ContainsFunc(got.Regions, func(o regionmap.Region) bool { return slices.Contains(o.Group(), "rs1") })
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -523,5 +524,78 @@ func TestReportNames(t *testing.T) {
 		if j, ok := parseJoined(bad); ok {
 			t.Errorf("%q parsed as %+v", bad, j)
 		}
+	}
+}
+
+// TestHealth: a server's health znode is ephemeral and its own session's;
+// setting it again replaces it, nil deletes it, one an earlier session
+// left is replaced; watchers see each change. Deregister deletes only a
+// registration of this session.
+func TestHealth(t *testing.T) {
+	t.Parallel()
+	addr := zkAddr(t)
+	obs, s1, s2 := dial(t, addr, 0), dial(t, addr, 0), dial(t, addr, 0)
+	var mu sync.Mutex
+	var seen map[string]Health
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go obs.WatchHealth(ctx, func(h map[string]Health) {
+		mu.Lock()
+		seen = h
+		mu.Unlock()
+	})
+	state := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen["rs1"].State + "/" + strconv.FormatInt(seen["rs1"].Started, 10)
+	}
+	if err := s1.SetHealth(ctxFor(t, 10*time.Second), "rs1", &Health{Name: "rs1", Started: 1, State: HealthNoSpace}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "no-space seen", func() bool { return state() == "no-space/1" })
+	if o := owner(t, obs, obs.path("health", "rs1")); o != s1.Conn().SessionID() {
+		t.Fatalf("owner %#x, want s1", o)
+	}
+	if err := s1.SetHealth(ctxFor(t, 10*time.Second), "rs1", &Health{Name: "rs1", Started: 1, State: HealthFailed}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := obs.HealthReports(ctxFor(t, 10*time.Second)); err != nil || h["rs1"].State != HealthFailed {
+		t.Fatalf("reports %v, %v", h, err)
+	}
+	// A new session (a restart) replaces the earlier one's report.
+	if err := s2.SetHealth(ctxFor(t, 10*time.Second), "rs1", &Health{Name: "rs1", Started: 2, State: HealthNoSpace}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new session's report seen", func() bool { return state() == "no-space/2" })
+	if o := owner(t, obs, obs.path("health", "rs1")); o != s2.Conn().SessionID() {
+		t.Fatalf("owner %#x, want s2", o)
+	}
+	if err := s2.SetHealth(ctxFor(t, 10*time.Second), "rs1", nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "deletion seen", func() bool { return state() == "/0" })
+	// Ephemeral: it goes with its session.
+	if err := s1.SetHealth(ctxFor(t, 10*time.Second), "rs1", &Health{Name: "rs1", Started: 3, State: HealthFailed}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "failed seen", func() bool { return state() == "failed/3" })
+	s1.Close()
+	eventually(t, "gone with its session", func() bool { return state() == "/0" })
+
+	// Deregister: only this session's registration.
+	if err := s2.Register(ctxFor(t, 10*time.Second), server("rs2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Deregister(ctxFor(t, 10*time.Second), "rs2"); err != nil {
+		t.Fatal(err)
+	}
+	if o := owner(t, obs, obs.path("servers", "rs2")); o != s2.Conn().SessionID() {
+		t.Fatalf("another session's Deregister removed rs2 (owner %#x)", o)
+	}
+	if err := s2.Deregister(ctxFor(t, 10*time.Second), "rs2"); err != nil {
+		t.Fatal(err)
+	}
+	if o := owner(t, obs, obs.path("servers", "rs2")); o != -1 {
+		t.Fatalf("rs2 still registered (owner %#x)", o)
 	}
 }
