@@ -18,6 +18,8 @@ import (
 // The znode layout under the root (docs/failover.md):
 //
 //	<root>/servers/<name>    ephemeral: a live region server (ServerInfo, JSON)
+//	<root>/health/<name>     ephemeral: a region server whose volume cannot
+//	                         store writes (Health, JSON; health.go)
 //	<root>/election/c-<seq>  ephemeral sequential: master candidates (name)
 //	<root>/map               persistent: the region map (JSON), written by
 //	                         the leading master with compare-and-set
