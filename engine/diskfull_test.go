@@ -260,3 +260,76 @@ func TestEIOFailsVolume(t *testing.T) {
 		t.Fatalf("put after reopen: %v", err)
 	}
 }
+
+// TestGroupCommitFailsWaiters: sync-mode writers share group commits when
+// the segment file's fdatasync starts failing (EIO, or ENOSPC as a thin
+// or network file system reports a lost write-back): every put the failed
+// sync covered fails (none is acknowledged without being durable), every
+// later one fails too, all with ErrVolumeFailed, Health says failed (not
+// no-space: a sync failure is not transient), and after a crash every
+// acknowledged put is there.
+func TestGroupCommitFailsWaiters(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.EIO, syscall.ENOSPC} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			mem := vfs.NewCrashableMem()
+			var fail atomic.Bool
+			inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if fail.Load() && op.Kind == errorfs.OpFileSyncData && strings.HasSuffix(op.Path, dataFileName) {
+					return errno
+				}
+				return nil
+			})
+			o := smallOpts(errorfs.Wrap(mem, inj))
+			o.SyncMode = SyncModeSync
+			v := mustOpen(t, o)
+			r := mustRegion(t, v, 1)
+			r.Resume() // the flusher: group commit
+			const writers = 8
+			acked := make([]map[int][]byte, writers)
+			errs := make(chan error, writers)
+			start := make(chan struct{})
+			for w := range writers {
+				acked[w] = map[int][]byte{}
+				go func() {
+					<-start
+					for i := 0; ; i++ {
+						k := w*1000000 + i
+						val := []byte(fmt.Sprintf("w%d-%d", w, i))
+						if err := r.Put(key(k), val); err != nil {
+							errs <- err
+							return
+						}
+						acked[w][k] = val
+						if i == 200 && w == 0 {
+							fail.Store(true)
+						}
+					}
+				}()
+			}
+			close(start)
+			for range writers {
+				if err := <-errs; !errors.Is(err, ErrVolumeFailed) || !errors.Is(err, errno) {
+					t.Errorf("a writer's error: %v, want ErrVolumeFailed wrapping %v", err, errno)
+				}
+			}
+			if h := v.Health(); !errors.Is(h, ErrVolumeFailed) {
+				t.Fatalf("health: %v", h)
+			}
+			if err := r.Put(key(-1), []byte("x")); !errors.Is(err, ErrVolumeFailed) {
+				t.Fatalf("a put after the failed sync: %v", err)
+			}
+			clone := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+			v.Close()
+			o.FS = clone
+			v2 := mustOpen(t, o)
+			defer v2.Close()
+			r2 := mustRegion(t, v2, 1)
+			n := 0
+			for w := range writers {
+				checkAcked(t, r2, acked[w], "after a crash")
+				n += len(acked[w])
+			}
+			t.Logf("%d puts acknowledged before the failure, all durable", n)
+		})
+	}
+}
