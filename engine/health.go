@@ -82,11 +82,11 @@ func (l *vlog) failedErr() error {
 	return l.failed
 }
 
-// ProbeSpace checks that the volume has room to grow again: a capped
-// volume a few free segments, otherwise free segments or room in the
-// segment file for a growth step's worth, or a growth step it makes now
-// (so the probe is the operation that failed: growing the file, with the
-// space reserve kept). On success it clears the no-space state of Health
+// ProbeSpace checks that the volume has room to grow again: free
+// segments or room in the segment file for a growth step's worth of
+// segments (a capped volume: at least probeSegments, and at most what its
+// cap leaves), or else a growth step it makes now (so the probe is the
+// operation that failed: growing the file, with the space reserve kept). On success it clears the no-space state of Health
 // and wakes the compactions waiting for space; otherwise it returns an
 // error wrapping ErrNoSpace. A failed volume returns its failure: space
 // cannot help it.
@@ -128,16 +128,18 @@ func (v *Volume) probeRoom() error {
 	a.mu.RLock()
 	free, hw, capacity := int64(len(a.free)), int64(a.hw), a.max
 	a.mu.RUnlock()
+	need := max(v.chunk/v.g.segSize, 1) // a growth step's worth
 	if capacity > 0 {
-		if avail := free + capacity - hw; avail < probeSegments {
+		avail := free + capacity - hw
+		if avail < probeSegments {
 			return fmt.Errorf("%w: %d of %d segments free", ErrNoSpace, avail, capacity)
 		}
-		return nil
+		need = min(need, avail)
 	}
 	v.growMu.Lock()
 	defer v.growMu.Unlock()
 	room := (v.extent - v.g.fileOff(uint64(hw))) / v.g.segSize
-	if free+max(room, 0) >= max(v.chunk/v.g.segSize, 1) {
+	if free+max(room, 0) >= need {
 		return nil
 	}
 	return v.growLocked(v.chunk)
