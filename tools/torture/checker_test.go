@@ -86,7 +86,7 @@ func TestStartClusterFailureStopsWhatStarted(t *testing.T) {
 	if err := o.defaults(); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := startCluster(ctx, o, loopback{}); err == nil || c != nil {
+	if c, err := startCluster(ctx, o, loopback{}, false); err == nil || c != nil {
 		t.Fatalf("start with its context over: cluster %v, error %v", c, err)
 	}
 }

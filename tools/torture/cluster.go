@@ -50,9 +50,10 @@ type cluster struct {
 	logs []string // every process's log file
 }
 
-// startCluster starts everything and initialises the cluster; on error
-// what was started is stopped.
-func startCluster(ctx context.Context, o Options, n network) (_ *cluster, err error) {
+// startCluster starts everything and initialises the cluster; with tmpfs
+// each server's volume is on a tmpfs of its own (disk-full). On error what
+// was started is stopped.
+func startCluster(ctx context.Context, o Options, n network, tmpfs bool) (_ *cluster, err error) {
 	c := &cluster{o: o, net: n, servers: map[string]*proc{}, addrs: map[string]string{}}
 	defer func() {
 		if err != nil {
@@ -89,6 +90,11 @@ func startCluster(ctx context.Context, o Options, n network) (_ *cluster, err er
 		if err != nil {
 			return nil, err
 		}
+		if tmpfs {
+			if err := mountTmpfs(filepath.Join(o.Dir, "volumes", name)); err != nil {
+				return nil, err
+			}
+		}
 		addr := net.JoinHostPort(h.addr, strconv.Itoa(serverPort))
 		shm := "" // processes in namespaces of their own talk tcp
 		if h.wrap == nil {
@@ -99,11 +105,17 @@ func startCluster(ctx context.Context, o Options, n network) (_ *cluster, err er
 				return nil, err
 			}
 		}
-		p := c.newProc(name, h, "--log-level", "info", "server", "--name", name,
-			"--data-dir", filepath.Join(o.Dir, "volumes", name), "--shm", shm, "--tcp", addr,
+		args := []string{}
+		if tmpfs {
+			// Growth a segment or two at a time: a full file system shows
+			// within seconds of writes, not after a 32 MiB step's worth.
+			args = append(args, "--grow-step", "4MiB")
+		}
+		p := c.newProc(name, h, append([]string{"--log-level", "info", "server", "--name", name,
+			"--data-dir", volumeDir(o.Dir, name), "--fault-fs", "--shm", shm, "--tcp", addr,
 			"--zookeeper", zkc, "--zk-session-timeout", session, "--replication-connect", "3s",
 			"--sync-mode", o.SyncMode, "--segment-size", "2MiB", "--l0-pairs", strconv.Itoa(o.L0Pairs),
-			"--growth-factor", "4", "--replication-transport", c.transport())
+			"--growth-factor", "4", "--replication-transport", c.transport()}, args...)...)
 		c.servers[name], c.addrs[name] = p, addr
 		c.names = append(c.names, name)
 		if err := p.start(); err != nil {
@@ -254,10 +266,20 @@ func (c *cluster) serverProcs() []*proc {
 	return out
 }
 
-// heal puts the cluster back together: every cut and shaping removed,
-// every paused process continued, every exited one started again.
+// heal puts the cluster back together: every cut, shaping, filler and
+// disk fault removed, every paused process continued, every exited one
+// started again. (A server whose volume failed stays failed until it is
+// restarted: that is the disk-error nemesis's own heal.)
 func (c *cluster) heal(ctx context.Context) error {
 	err := c.net.healAll()
+	for _, name := range c.names {
+		if e := unfill(c.o.Dir, name); e != nil && err == nil {
+			err = e
+		}
+		if e := setFault(c.o.Dir, name, "off"); e != nil && err == nil {
+			err = e
+		}
+	}
 	for _, p := range append(c.serverProcs(), c.masters...) {
 		switch {
 		case p.isPaused():
@@ -330,4 +352,5 @@ func (c *cluster) close() {
 	if c.zk != nil {
 		_ = c.zk.stop()
 	}
+	_ = unmountUnder(filepath.Join(c.o.Dir, "volumes"))
 }

@@ -208,6 +208,34 @@ func (n *nemesis) inject(ctx context.Context, s step) (at time.Duration, note st
 		}
 		return 0, fmt.Sprintf("region %d: %v flapped %d times in %v", r.ID, links, flips, s.Hold.Round(time.Millisecond)), heal(c.net.healAll())
 
+	case diskFull, diskError:
+		v := primary
+		if backup != "" && rng.IntN(3) == 0 {
+			v = backup
+		}
+		n.mark()
+		if s.Kind == diskFull {
+			if err := fill(c.o.Dir, v); err != nil {
+				return 0, "", err
+			}
+			sleep(ctx, s.Hold)
+			return 0, fmt.Sprintf("region %d: %s's file system full for %v", r.ID, v, s.Hold.Round(time.Millisecond)), heal(unfill(c.o.Dir, v))
+		}
+		if err := setFault(c.o.Dir, v, "eio-segments"); err != nil {
+			return 0, "", err
+		}
+		sleep(ctx, s.Hold)
+		// The device answers again; the server, its volume failed, stays
+		// failed until restarted (as an operator would).
+		err := setFault(c.o.Dir, v, "off")
+		if err == nil {
+			err = c.servers[v].stop(10 * time.Second)
+		}
+		if err == nil {
+			err = c.servers[v].start()
+		}
+		return 0, fmt.Sprintf("region %d: %s's segment file failing (EIO) for %v, then restarted", r.ID, v, s.Hold.Round(time.Millisecond)), heal(err)
+
 	case slowLink, lossyLink:
 		n.mark()
 		if err := c.net.shape(primary, s.Kind == lossyLink); err != nil {

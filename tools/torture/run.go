@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -117,7 +118,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	// A run replayed into the same directory replaces the earlier one.
+	// A run replayed into the same directory replaces the earlier one
+	// (and its tmpfs mounts, if a killed run left them).
+	if err := unmountUnder(filepath.Join(o.Dir, "volumes")); err != nil {
+		return nil, err
+	}
 	for _, d := range []string{"zookeeper", "volumes", "logs", "artifacts", "summary.txt", "timeline.png"} {
 		if err := os.RemoveAll(filepath.Join(o.Dir, d)); err != nil {
 			return nil, fmt.Errorf("torture: %w", err)
@@ -146,7 +151,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("torture: network %q: want auto, netns or loopback", o.Network)
 	}
 	defer n.close()
-	kinds, left, err := kindsFor(o.Nemeses, n.partitions(), o.ZooKeepers)
+	kinds, left, err := kindsFor(o.Nemeses, n.partitions(), os.Geteuid() == 0, o.ZooKeepers)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +160,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		progress("left out: %s: %s", k, why)
 	}
 	start := time.Now()
-	c, err := startCluster(ctx, o, n)
+	c, err := startCluster(ctx, o, n, slices.Contains(kinds, diskFull))
 	if err != nil {
 		return nil, err
 	}

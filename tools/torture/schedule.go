@@ -27,11 +27,13 @@ const (
 	flapLink         = "flapping-link"            // a primary's link to a backup or to ZooKeeper cut and healed every 0.1-1 s
 	slowLink         = "slow-link"                // a primary's traffic delayed (netem, or a tbf queue)
 	lossyLink        = "lossy-link"               // a primary's traffic partly dropped
+	diskFull         = "disk-full"                // a server's file system full (ENOSPC), then space back
+	diskError        = "disk-error"               // a server's segment file failing (EIO), then the server restarted
 )
 
 // nemesisKinds is every kind, in a fixed order.
 var nemesisKinds = []string{killPrimary, killBackup, killMaster, killZK, killTwo, pausePrimary, pauseBackup, pauseMaster,
-	cutPrimaryZK, cutPrimaryBackup, cutClient, cutZKMinority, flapLink, slowLink, lossyLink}
+	cutPrimaryZK, cutPrimaryBackup, cutClient, cutZKMinority, flapLink, slowLink, lossyLink, diskFull, diskError}
 
 // needsNetwork reports whether kind needs cuts or shaping.
 func needsNetwork(kind string) bool {
@@ -56,8 +58,9 @@ func (s step) String() string {
 }
 
 // kindsFor returns the kinds a run injects: asked (all if empty) less
-// those this cluster cannot take, with the reasons for those left out.
-func kindsFor(asked []string, partitions bool, zookeepers int) (kinds []string, left map[string]string, err error) {
+// those this cluster cannot take (partitions: the network can cut; root:
+// tmpfs can be mounted), with the reasons for those left out.
+func kindsFor(asked []string, partitions, root bool, zookeepers int) (kinds []string, left map[string]string, err error) {
 	left = map[string]string{}
 	if len(asked) == 0 {
 		asked = nemesisKinds
@@ -69,6 +72,8 @@ func kindsFor(asked []string, partitions bool, zookeepers int) (kinds []string, 
 		switch {
 		case needsNetwork(k) && !partitions:
 			left[k] = "network faults need network namespaces (root)"
+		case k == diskFull && !root:
+			left[k] = "a full file system needs a tmpfs mount (root)"
 		case k == cutZKMinority && zookeepers < 3:
 			left[k] = "a ZooKeeper minority needs an ensemble of 3"
 		default:
@@ -119,6 +124,9 @@ func (s *scheduler) next() step {
 		st.Hold = time.Duration(s.rng.Int64N(int64(2 * s.session)))
 	case slowLink, lossyLink, flapLink:
 		st.Hold = 2*s.session + time.Duration(s.rng.Int64N(int64(2*s.session)))
+	case diskFull:
+		// Long enough for the volume to need room (a grow step of writes).
+		st.Hold = 3*s.session + time.Duration(s.rng.Int64N(int64(3*s.session)))
 	}
 	return st
 }

@@ -26,7 +26,7 @@ func TestSchedulerReplaysAndCovers(t *testing.T) {
 				}
 				seen[sa.Kind] = true
 			}
-			if sa.Hold < 0 || sa.Hold > 4*session {
+			if sa.Hold < 0 || sa.Hold > 6*session {
 				t.Fatalf("seed %d: %v: hold out of bounds", seed, sa)
 			}
 			if !slices.Contains(nemesisKinds, sa.Kind) {
@@ -47,26 +47,26 @@ func TestSchedulerReplaysAndCovers(t *testing.T) {
 // ZooKeeper minority without an ensemble of 3, and an unknown kind is an
 // error.
 func TestKindsFor(t *testing.T) {
-	kinds, left, err := kindsFor(nil, false, 1)
+	kinds, left, err := kindsFor(nil, false, false, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range nemesisKinds {
-		if needsNetwork(k) != (left[k] != "") || slices.Contains(kinds, k) == (left[k] != "") {
+		if (needsNetwork(k) || k == diskFull) != (left[k] != "") || slices.Contains(kinds, k) == (left[k] != "") {
 			t.Fatalf("%s: kept %t, left out %q", k, slices.Contains(kinds, k), left[k])
 		}
 	}
-	kinds, left, err = kindsFor(nil, true, 1)
+	kinds, left, err = kindsFor(nil, true, true, 1)
 	if err != nil || len(left) != 1 || left[cutZKMinority] == "" || len(kinds) != len(nemesisKinds)-1 {
 		t.Fatalf("with namespaces, 1 ZooKeeper: %v left %v (%v)", kinds, left, err)
 	}
-	if kinds, _, err = kindsFor(nil, true, 3); err != nil || !slices.Equal(kinds, nemesisKinds) {
+	if kinds, _, err = kindsFor(nil, true, true, 3); err != nil || !slices.Equal(kinds, nemesisKinds) {
 		t.Fatalf("everything: %v (%v)", kinds, err)
 	}
-	if _, _, err := kindsFor([]string{"kill-everything"}, true, 3); err == nil {
+	if _, _, err := kindsFor([]string{"kill-everything"}, true, true, 3); err == nil {
 		t.Fatal("an unknown nemesis was accepted")
 	}
-	if _, _, err := kindsFor([]string{slowLink}, false, 3); err == nil {
+	if _, _, err := kindsFor([]string{slowLink}, false, true, 3); err == nil {
 		t.Fatal("a run with no nemesis it can inject was accepted")
 	}
 }
