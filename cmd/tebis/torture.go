@@ -39,7 +39,7 @@ func tortureCommand() *cli.Command {
 			&cli.StringFlag{Name: "sync-mode", Value: "sync", Usage: "sync or async"},
 			&cli.IntFlag{Name: "l0-pairs", Value: 98304, Usage: "the servers' L0 capacity in pairs"},
 			&cli.DurationFlag{Name: "session", Value: 2 * time.Second, Usage: "ZooKeeper session timeout of servers and masters"},
-			&cli.IntFlag{Name: "keys", Value: 200, Usage: "register keys"},
+			&cli.IntFlag{Name: "keys", Value: 500, Usage: "register keys"},
 			&cli.IntFlag{Name: "clients", Value: 6, Usage: "register clients"},
 			&cli.IntFlag{Name: "writers", Value: 8, Usage: "set writers"},
 			&cli.IntFlag{Name: "set-rate", Value: 2000, Usage: "set inserts per second"},
