@@ -599,3 +599,67 @@ func TestHealth(t *testing.T) {
 		t.Fatalf("rs2 still registered (owner %#x)", o)
 	}
 }
+
+// TestHealthWatchSeesContentChange: SetHealth replaces its own session's
+// report in place (a Set: the set of reports does not change). A server
+// whose report's deletion failed when it recovered, then found its disk
+// full again, publishes the next episode's report, naming its new run,
+// over the old one: the watch must deliver it (the master compares the
+// run it names with the registered one), and a state change too.
+func TestHealthWatchSeesContentChange(t *testing.T) {
+	t.Parallel()
+	addr := zkAddr(t)
+	obs, s1 := dial(t, addr, 0), dial(t, addr, 0)
+	var mu sync.Mutex
+	var seen map[string]Health
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go obs.WatchHealth(ctx, func(h map[string]Health) {
+		mu.Lock()
+		seen = h
+		mu.Unlock()
+	})
+	state := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen["rs1"].State + "/" + strconv.FormatInt(seen["rs1"].Started, 10)
+	}
+	within := func(what, want string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for state() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the watch delivers %q, want %q", what, state(), want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	set := func(h Health) {
+		t.Helper()
+		if err := s1.SetHealth(ctxFor(t, 10*time.Second), "rs1", &h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(Health{Name: "rs1", Started: 1, State: HealthNoSpace})
+	within("first report", "no-space/1")
+	czxid := func() int64 {
+		t.Helper()
+		_, st, err := obs.Conn().Exists(obs.path("health", "rs1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Czxid
+	}
+	created := czxid()
+	set(Health{Name: "rs1", Started: 2, State: HealthNoSpace})
+	if czxid() != created {
+		t.Fatal("the report was re-created: this test wants it replaced in place")
+	}
+	within("a new run's report over the old one", "no-space/2")
+	set(Health{Name: "rs1", Started: 2, State: HealthFailed})
+	within("a state change", "failed/2")
+	if err := s1.SetHealth(ctxFor(t, 10*time.Second), "rs1", nil); err != nil {
+		t.Fatal(err)
+	}
+	within("deletion", "/0")
+}

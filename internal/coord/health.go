@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 
 	"github.com/go-zookeeper/zk"
 	"go.uber.org/zap"
@@ -119,25 +120,91 @@ func (s *Session) readHealth(ctx context.Context, kids []string) (map[string]Hea
 		if err != nil {
 			return nil, err
 		}
-		var h Health
-		if err := json.Unmarshal(data, &h); err != nil || h.Name != k {
-			s.log.Warn("malformed health znode ignored", zap.String("znode", s.path("health", k)), zap.ByteString("data", data), zap.NamedError("decode", err))
-			continue
+		if h, ok := s.decodeHealth(k, data); ok {
+			out[k] = h
 		}
-		out[k] = h
 	}
 	return out, nil
 }
 
+// decodeHealth decodes server name's report; a malformed one is logged
+// and ignored (ok false).
+func (s *Session) decodeHealth(name string, data []byte) (Health, bool) {
+	var h Health
+	if err := json.Unmarshal(data, &h); err != nil || h.Name != name {
+		s.log.Warn("malformed health znode ignored", zap.String("znode", s.path("health", name)), zap.ByteString("data", data), zap.NamedError("decode", err))
+		return Health{}, false
+	}
+	return h, true
+}
+
 // WatchHealth calls fn with the servers' health reports (by name) now and
-// after every change of the set, until ctx ends. Malformed znodes are
-// logged and skipped.
+// after every change, until ctx ends: a report created or deleted, and a
+// report's content replaced in place (SetHealth updates its own session's
+// znode: a new episode names a new run, a state changes). Malformed znodes
+// are logged and skipped. fn may see the same reports twice (after a
+// reconnect).
 func (s *Session) WatchHealth(ctx context.Context, fn func(map[string]Health)) {
-	s.WatchChildren(ctx, s.path("health"), func(kids []string) {
-		if out, err := s.readHealth(ctx, kids); err == nil {
-			fn(out)
+	dir := s.path("health")
+	for ctx.Err() == nil && !s.closed() {
+		kids, _, ch, err := s.conn.ChildrenW(dir)
+		var data []<-chan zk.Event // the reports' data watches
+		if errors.Is(err, zk.ErrNoNode) {
+			var ok bool
+			ok, _, ch, err = s.conn.ExistsW(dir)
+			if err == nil && ok {
+				continue // created meanwhile: list it
+			}
+			if err == nil {
+				fn(map[string]Health{})
+			}
+		} else if err == nil {
+			var out map[string]Health
+			if out, data, err = s.readHealthW(kids); err == nil {
+				fn(out)
+			}
 		}
-	})
+		if err != nil {
+			s.nextRound(ctx, nil, err)
+			continue
+		}
+		s.waitAny(ctx, append(data, ch))
+	}
+}
+
+// readHealthW reads the reports kids name, setting a data watch on each
+// (a report deleted meanwhile is skipped: the children watch fires).
+func (s *Session) readHealthW(kids []string) (map[string]Health, []<-chan zk.Event, error) {
+	out := map[string]Health{}
+	var chs []<-chan zk.Event
+	for _, k := range kids {
+		p := s.path("health", k)
+		data, _, ch, err := s.conn.GetW(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		chs = append(chs, ch)
+		if h, ok := s.decodeHealth(k, data); ok {
+			out[k] = h
+		}
+	}
+	return out, chs, nil
+}
+
+// waitAny waits until one of chs delivers, ctx ends or the session is
+// closed.
+func (s *Session) waitAny(ctx context.Context, chs []<-chan zk.Event) {
+	cases := []reflect.SelectCase{
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.done)},
+	}
+	for _, ch := range chs {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
+	}
+	reflect.Select(cases)
 }
 
 // Deregister deletes server name's registration if this session made it
