@@ -54,10 +54,14 @@ type View struct {
 	Hold    time.Duration
 	// Unhealthy are live servers whose volume cannot store writes (their
 	// health znode names their registered run: a full or failing disk).
-	// Such a server stepped down before it published that (it serves no
-	// region of its earlier run, and registered as a new run, which Next
-	// fails over as a restart); it gets no new role, and is promoted only
-	// when no healthy backup holds a complete copy.
+	// A server that was primary of a region stepped down before it
+	// published that: it serves no region of its earlier run and
+	// registered as a new run, which Next fails over as a restart's. One
+	// that was primary of nothing published it for the run the map has:
+	// its backup roles stay (until a command it cannot store has its
+	// primary drop it). Either way it gets no new role, and a backup of
+	// it is promoted only when no healthy backup holds a complete copy
+	// (made primary so, it steps down then).
 	Unhealthy map[string]bool
 
 	// restarted: live servers whose registered run differs from the map's
@@ -112,12 +116,14 @@ func (v *View) dead(name string) bool {
 //     come first (an unhealthy one only when no healthy one reported a
 //     complete copy).
 //
-// A server whose disk fails steps down (docs/failover.md, "Full or
-// failing disks"): it stops serving as primary, reports itself unhealthy
-// and registers as a new run, so its regions are failed over by the
-// restart rule above (to a backup with a complete copy; the others are
-// given back to its new run, which serves their reads), and it is given
-// no new role until it reports itself healthy again.
+// A server whose disk fails (docs/failover.md, "Full or failing disks")
+// and is primary of a region steps down: it stops serving as primary,
+// reports itself unhealthy and registers as a new run, so its regions are
+// failed over by the restart rule above (to a backup with a complete
+// copy, a healthy one first; the others are given back to its new run,
+// which serves their reads). One that is primary of nothing only reports
+// itself unhealthy: it keeps its backup roles. Neither is given a new
+// role until it reports itself healthy again.
 //
 // The version grows by one whenever anything changed.
 func Next(v View) *regionmap.Map {

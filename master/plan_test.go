@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tebis-go/tebis/internal/coord"
 	"github.com/tebis-go/tebis/region/regionmap"
 )
 
@@ -572,38 +573,63 @@ func TestNextDropsOfFailedPrimaryIgnored(t *testing.T) {
 	})
 }
 
-// TestNextUnhealthyServer: a server whose disk cannot store writes (a full
-// or failing disk: Unhealthy) steps down and registers as a new run; its
-// regions then move to a backup that reported a complete copy, a healthy
-// one first (even with the shorter log: in strict mode every live backup
-// holds every acknowledged write), an unhealthy one only when no healthy
-// one is complete; a region none of whose backups is complete goes back to
-// the new run (it serves the reads, refuses writes). Before the step-down
-// (the map still has its run) nothing moves: the server may still serve.
-// The unhealthy server gets no new role.
+// healthView is v with Unhealthy derived from health reports as the
+// master's loop derives it (observed.unhealthy): a report counts only
+// while the run it names is registered.
+func healthView(v View, reports ...coord.Health) View {
+	o := &observed{live: v.Live, health: map[string]coord.Health{}}
+	for _, h := range reports {
+		o.health[h.Name] = h
+	}
+	v.Unhealthy = o.unhealthy()
+	return v
+}
+
+// possible fails the test unless v's health state can occur: a server
+// reports itself unhealthy for the run the map has only while primary of
+// nothing in it (a primary steps down first: its report names the new
+// run it registers, which Next sees restarted).
+func possible(t *testing.T, v View) {
+	t.Helper()
+	for name := range v.Unhealthy {
+		old, ok := v.Map.Server(name)
+		if !ok || old.Started != v.Live[name].Started {
+			continue
+		}
+		for _, r := range v.Map.Regions {
+			if r.Primary == name {
+				t.Fatalf("impossible state: %s reports itself unhealthy for the run the map has while primary of region %d", name, r.ID)
+			}
+		}
+	}
+}
+
+// TestNextUnhealthyServer: a primary whose disk cannot store writes (a
+// full or failing disk) steps down: it publishes its health report for a
+// new run and registers as that run. Its regions then move to a backup
+// that reported a complete copy; a region none of whose backups is
+// complete goes back to the new run (it serves the reads, refuses
+// writes). Until the new run is registered (the report names a run not
+// registered) nothing moves: the server may still serve. The stepped-down
+// server leaves every group (the restart rule) and gets no new role.
 func TestNextUnhealthyServer(t *testing.T) {
 	// threeWay: region 1 is rs1's with backups rs2, rs3; region 3 is rs3's
 	// with backups rs4, rs1.
 	cases := []struct {
 		name        string
-		stepped     bool              // rs1 registered a new run
-		unhealthy   []string          // besides rs1
+		registered  bool              // rs1's new run is registered
 		logs        map[string]uint64 // region 1's backups' reports
 		incomplete  []string
 		wantPrimary string // region 1's, at the fixed point
 		wantNewRun  bool   // the map has rs1's new run
 	}{
-		{name: "stepped down: the most complete healthy backup", stepped: true,
+		{name: "stepped down: the most complete backup", registered: true,
 			logs: map[string]uint64{"rs2": 1 << 32, "rs3": 2 << 32}, wantPrimary: "rs3", wantNewRun: true},
-		{name: "stepped down: a healthy backup before a more complete unhealthy one", stepped: true, unhealthy: []string{"rs3"},
-			logs: map[string]uint64{"rs2": 1 << 32, "rs3": 2 << 32}, wantPrimary: "rs2", wantNewRun: true},
-		{name: "stepped down: the only complete copy is on an unhealthy backup", stepped: true, unhealthy: []string{"rs3"},
-			logs: map[string]uint64{"rs2": 3 << 32, "rs3": 2 << 32}, incomplete: []string{"rs2"}, wantPrimary: "rs3", wantNewRun: true},
-		{name: "stepped down: no complete copy, back to the new run", stepped: true,
+		{name: "stepped down: no complete copy, back to the new run", registered: true,
 			logs: map[string]uint64{"rs2": 0, "rs3": 0}, incomplete: []string{"rs2", "rs3"}, wantPrimary: "rs1", wantNewRun: true},
-		{name: "stepped down: waits for the backups' reports", stepped: true,
+		{name: "stepped down: waits for the backups' reports", registered: true,
 			logs: map[string]uint64{}, wantPrimary: "rs1", wantNewRun: false},
-		{name: "not stepped down yet: nothing moves", stepped: false,
+		{name: "report published, new run not registered yet: nothing moves", registered: false,
 			logs: map[string]uint64{"rs2": 1 << 32, "rs3": 2 << 32}, wantPrimary: "rs1", wantNewRun: false},
 	}
 	for _, c := range cases {
@@ -612,21 +638,23 @@ func TestNextUnhealthyServer(t *testing.T) {
 			r := *m.Region(1)
 			all := []string{"rs1", "rs2", "rs3", "rs4"}
 			v := View{Map: m, Live: live(all...), Seen: seen(all...), Since: t0, Now: t0.Add(500 * time.Millisecond), Grace: time.Hour,
-				LogWait: time.Second, Logs: map[Join]uint64{}, Incomplete: map[Join]bool{}, Unhealthy: map[string]bool{"rs1": true}}
-			for _, u := range c.unhealthy {
-				v.Unhealthy[u] = true
-			}
+				LogWait: time.Second, Logs: map[Join]uint64{}, Incomplete: map[Join]bool{}}
 			for b, pos := range c.logs {
 				v.Logs[Join{r.ID, r.Epoch, b}] = pos
 			}
 			for _, b := range c.incomplete {
 				v.Incomplete[Join{r.ID, r.Epoch, b}] = true
 			}
-			if c.stepped {
+			if c.registered {
 				again := v.Live["rs1"]
 				again.Started = 2
 				v.Live["rs1"] = again
 				v.Gone = map[string]time.Time{"rs1": t0}
+			}
+			v = healthView(v, coord.Health{Name: "rs1", Started: 2, State: coord.HealthFailed})
+			possible(t, v)
+			if v.Unhealthy["rs1"] != c.registered {
+				t.Fatalf("rs1 unhealthy: %v", v.Unhealthy["rs1"])
 			}
 			for range 6 {
 				n := Next(v)
@@ -643,16 +671,11 @@ func TestNextUnhealthyServer(t *testing.T) {
 				t.Fatalf("rs1's run in the map: %d", s.Started)
 			}
 			for _, o := range v.Map.Regions {
-				if slices.Contains(o.Group(), "rs1") && (c.stepped || !slices.Contains(m.Region(o.ID).Group(), "rs1")) {
+				if slices.Contains(o.Group(), "rs1") && (c.registered || !slices.Contains(m.Region(o.ID).Group(), "rs1")) {
 					t.Fatalf("region %d gives the unhealthy rs1 a backup role: %+v", o.ID, o)
 				}
 				if o.Primary == "rs1" && o.ID != 1 {
 					t.Fatalf("region %d's primary is the unhealthy rs1", o.ID)
-				}
-				for _, u := range c.unhealthy {
-					if slices.Contains(o.Joining, u) {
-						t.Fatalf("region %d: the unhealthy %s joins: %+v", o.ID, u, o)
-					}
 				}
 			}
 			if c.wantPrimary == "rs1" && c.wantNewRun && got.Epoch <= r.Epoch {
@@ -662,6 +685,93 @@ func TestNextUnhealthyServer(t *testing.T) {
 				t.Fatalf("region 1's group was not made whole without rs1: %+v", *got)
 			}
 		})
+	}
+}
+
+// TestNextHealthyBackupFirst: rs4, primary of nothing in threeWay (a
+// backup of regions 2 and 3), finds its disk full and reports itself
+// unhealthy for its registered run, keeping its backup roles. Region 2's
+// primary rs2 then fails (dies, or its own disk fails and it steps down).
+// Among the backups that reported a complete copy the healthy one is
+// promoted, even with the shorter log (in strict mode every live backup
+// holds every acknowledged write); the unhealthy rs4 only when no healthy
+// one is complete; with none complete the region waits (or goes back to
+// rs2's new run). rs4 keeps its role in region 3 and joins nothing.
+func TestNextHealthyBackupFirst(t *testing.T) {
+	cases := []struct {
+		name        string
+		rs4Sick     bool
+		logs        map[string]uint64 // region 2's backups' reports
+		incomplete  []string
+		wantPrimary string
+	}{
+		{name: "all healthy: the most complete", logs: map[string]uint64{"rs3": 1 << 32, "rs4": 2 << 32}, wantPrimary: "rs4"},
+		{name: "a healthy backup before a more complete unhealthy one", rs4Sick: true,
+			logs: map[string]uint64{"rs3": 1 << 32, "rs4": 2 << 32}, wantPrimary: "rs3"},
+		{name: "the only complete copy is on the unhealthy backup", rs4Sick: true,
+			logs: map[string]uint64{"rs3": 3 << 32, "rs4": 2 << 32}, incomplete: []string{"rs3"}, wantPrimary: "rs4"},
+		{name: "no complete copy", rs4Sick: true,
+			logs: map[string]uint64{"rs3": 0, "rs4": 0}, incomplete: []string{"rs3", "rs4"}, wantPrimary: "rs2"},
+	}
+	for _, c := range cases {
+		for _, how := range []string{"dies", "steps down"} {
+			t.Run(c.name+"/rs2 "+how, func(t *testing.T) {
+				m := threeWay(t)
+				r := *m.Region(2)
+				if r.Primary != "rs2" || !slices.Equal(r.Backups, []string{"rs3", "rs4"}) || slices.ContainsFunc(m.Regions, func(o regionmap.Region) bool { return o.Primary == "rs4" }) {
+					t.Fatalf("threeWay changed: %+v", m.Regions)
+				}
+				all := []string{"rs1", "rs2", "rs3", "rs4"}
+				v := View{Map: m, Live: live(all...), Seen: seen(all...), Since: t0, Now: t0.Add(500 * time.Millisecond), Grace: time.Hour,
+					LogWait: time.Second, Logs: map[Join]uint64{}, Incomplete: map[Join]bool{}, Gone: map[string]time.Time{"rs2": t0}}
+				var reports []coord.Health
+				if c.rs4Sick {
+					reports = append(reports, coord.Health{Name: "rs4", Started: v.Live["rs4"].Started, State: coord.HealthNoSpace})
+				}
+				switch how {
+				case "dies":
+					delete(v.Live, "rs2")
+				case "steps down":
+					again := v.Live["rs2"]
+					again.Started = 2
+					v.Live["rs2"] = again
+					reports = append(reports, coord.Health{Name: "rs2", Started: 2, State: coord.HealthFailed})
+				}
+				for b, pos := range c.logs {
+					v.Logs[Join{r.ID, r.Epoch, b}] = pos
+				}
+				for _, b := range c.incomplete {
+					v.Incomplete[Join{r.ID, r.Epoch, b}] = true
+				}
+				v = healthView(v, reports...)
+				possible(t, v)
+				if v.Unhealthy["rs4"] != c.rs4Sick {
+					t.Fatalf("rs4 unhealthy: %v", v.Unhealthy["rs4"])
+				}
+				for range 6 {
+					n := Next(v)
+					if n == nil {
+						break
+					}
+					v.Map = n
+				}
+				got := v.Map.Region(2)
+				if got.Primary != c.wantPrimary {
+					t.Fatalf("region 2's primary %s, want %s: %+v", got.Primary, c.wantPrimary, *got)
+				}
+				if r3 := v.Map.Region(3); !slices.Contains(r3.Backups, "rs4") {
+					t.Fatalf("rs4 lost its backup role in region 3: %+v", *r3)
+				}
+				if got.Primary != "rs4" && got.Primary != "rs2" && !slices.Contains(got.Backups, "rs4") {
+					t.Fatalf("rs4 lost its backup role in region 2: %+v", *got)
+				}
+				for _, o := range v.Map.Regions {
+					if c.rs4Sick && slices.Contains(o.Joining, "rs4") {
+						t.Fatalf("region %d: the unhealthy rs4 joins: %+v", o.ID, o)
+					}
+				}
+			})
+		}
 	}
 }
 

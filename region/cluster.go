@@ -103,7 +103,8 @@ func (s *Server) registerRun(ctx context.Context, c *clusterLink, run int64, rep
 	addrs := s.Addrs()
 	info := coord.ServerInfo{Server: regionmap.Server{Name: s.cfg.Name, Shm: addrs["shm"], TCP: addrs["tcp"]}, Started: run}
 	c.started.Store(info.Started)
-	if h := s.health.cur.Load(); h != nil {
+	h := s.health.cur.Load()
+	if h != nil {
 		if err := s.publishHealthLocked(ctx, c, h, run); err != nil {
 			return fmt.Errorf("region: publish health in zookeeper: %w", err)
 		}
@@ -115,6 +116,14 @@ func (s *Server) registerRun(ctx context.Context, c *clusterLink, run int64, rep
 	}
 	if err := c.sess.Register(ctx, info); err != nil {
 		return fmt.Errorf("region: register in zookeeper: %w", err)
+	}
+	if h != nil {
+		// The master sees this run unhealthy from the start: a role it
+		// gives it later is meant (a region with no other complete copy),
+		// and the episode does not step down for it.
+		s.health.mu.Lock()
+		s.health.steppedAt = run
+		s.health.mu.Unlock()
 	}
 	s.log.Info("registered in zookeeper", zap.String("root", c.sess.Root()), zap.Int64("run", run))
 	return nil

@@ -3,6 +3,7 @@ package region
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/internal/coord"
 	"github.com/tebis-go/tebis/rdma/ring"
+	"github.com/tebis-go/tebis/region/regionmap"
 	"github.com/tebis-go/tebis/region/wire"
 )
 
@@ -24,13 +26,30 @@ import (
 //     engine failed was not acknowledged either), and goes on serving
 //     reads;
 //   - reports the state in its stats (health, health_error);
-//   - managed: steps down, as its session's expiry would make it: it stops
-//     serving every region as primary (refuse first, detach after),
-//     publishes its health znode (coord.Health) and registers again as a
-//     new run. The master fails its regions over as for a restarted
-//     server (a backup that reported a complete copy is promoted; the
-//     other regions are given back to the new run, which serves their
-//     reads) and gives it no new role while the znode is there;
+//   - managed, primary of a region (the installed map gives its run the
+//     role): steps down, as its session's expiry would make it, at most
+//     once an episode: it stops serving every region as primary (refuse
+//     first, detach after), publishes its health znode (coord.Health) for
+//     a new run and registers as that run. The master fails its regions
+//     over as for a restarted server (a backup that reported a complete
+//     copy is promoted, a healthy one first; the other regions are given
+//     back to the new run, which serves their reads) and gives it no new
+//     role while the znode is there. The restart rule takes the server
+//     out of every group, its backup roles too: the master cannot tell a
+//     step-down's run from a restart's;
+//   - managed, primary of nothing: publishes its health znode for the run
+//     registered, without registering again: its backup copies stay in
+//     their groups (a complete one may still be promoted when no healthy
+//     backup holds one) and it is given no new role. A backup's memory
+//     buffer takes its primary's WRITEs as before; the first command it
+//     cannot store (a flush, a compaction's segment) fails, which makes
+//     its copy incomplete (never promoted) and has the primary drop it
+//     (no write is acknowledged until the master publishes the group
+//     without it, with a healthy replacement joining). Made primary later
+//     in the episode (promoted: no healthy backup had a complete copy, or
+//     a decision that predates its znode), it steps down then. A run
+//     registered while unhealthy (a restart, a session expiry) counts as
+//     the episode's step-down: the master saw it unhealthy from the start;
 //   - out of space, probes for space every probeEvery (ProbeSpace: the
 //     segment file's growth is tried again); once there is room it
 //     accepts writes again and deletes its health znode. A failed volume
@@ -57,11 +76,14 @@ type healthMon struct {
 
 	// Used by the monitor goroutine only, and by register (under the
 	// cluster link's regMu): what the health znode says.
-	mu        sync.Mutex
-	pubRun    int64  // the run the published znode names (0: none published)
-	pubGen    uint64 // the session generation it was published in
-	pubState  string
-	steppedAt int64 // the run this episode's step-down registered (0: none yet)
+	mu       sync.Mutex
+	pubRun   int64  // the run the published znode names (0: none published)
+	pubGen   uint64 // the session generation it was published in
+	pubState string
+	// steppedAt is the run this episode's step-down registered, or a run
+	// registered while unhealthy (0: none yet): the episode steps down no
+	// more.
+	steppedAt int64
 }
 
 // poke asks the monitor to read the volume's health now.
@@ -168,8 +190,9 @@ func (s *Server) checkHealth(ctx context.Context, lastProbe *time.Time) {
 	}
 }
 
-// syncHealth makes the cluster see cur: a step-down at the start of an
-// unhealthy episode, and the health znode (re-published after a session
+// syncHealth makes the cluster see cur: a step-down when the server is
+// primary of a region and has not stepped down this episode, and the
+// health znode (for the run registered: re-published after a session
 // expiry or re-registration, deleted once healthy).
 func (s *Server) syncHealth(ctx context.Context, c *clusterLink, cur *diskHealth) {
 	if cur == nil {
@@ -187,13 +210,27 @@ func (s *Server) syncHealth(ctx context.Context, c *clusterLink, cur *diskHealth
 	s.health.mu.Lock()
 	stepped := s.health.steppedAt != 0
 	s.health.mu.Unlock()
-	if !stepped {
+	if !stepped && s.primaryOfAny(c) {
 		s.stepDown(ctx, c)
 		return
 	}
 	if err := s.publishHealth(ctx, c, cur); err != nil {
 		s.log.Warn("publishing the health znode failed; retrying", zap.Error(err))
 	}
+}
+
+// primaryOfAny reports whether the installed map makes this run of the
+// server primary of a region (hosted, attaching or not installed yet).
+func (s *Server) primaryOfAny(c *clusterLink) bool {
+	st := s.state.Load()
+	if st == nil {
+		return false
+	}
+	if len(st.hosted) > 0 {
+		return true
+	}
+	return st.m != nil && c.knows(st.m, s.cfg.Name) &&
+		slices.ContainsFunc(st.m.Regions, func(r regionmap.Region) bool { return r.Primary == s.cfg.Name })
 }
 
 // publishHealth brings the health znode to h (nil: none) for the run

@@ -12,12 +12,14 @@ import (
 
 // Health is what a region server publishes, as the ephemeral znode
 // <root>/health/<name>, while its volume cannot store writes (a full or
-// failing disk, docs/failover.md); the znode is absent while it can. A
-// server publishes it only once it stopped serving as primary under its
-// earlier run, and registers again as run Started (a step-down): the
-// master then fails its regions over as for a restarted server and gives
-// it no new role until the znode goes. Readers ignore fields they do not
-// know.
+// failing disk, docs/failover.md); the znode is absent while it can.
+// Started names the run it reports for; the master counts the report only
+// while that run is registered. A server primary of a region publishes it
+// once it stopped serving as primary, for a new run it then registers as
+// (a step-down: the master fails its regions over as for a restarted
+// server); one primary of nothing publishes it for its registered run
+// (its backup roles stay). The master gives it no new role until the
+// znode goes. Readers ignore fields they do not know.
 type Health struct {
 	Name    string `json:"name"`
 	Started int64  `json:"started"` // the run that reports (ServerInfo.Started)
@@ -33,7 +35,9 @@ const (
 )
 
 // SetHealth publishes h as server name's health znode (ephemeral, of this
-// session), replacing one an earlier session left; nil deletes it.
+// session), replacing one an earlier session left (deleted, then created)
+// or this session's (in place: WatchHealth sees its content change); nil
+// deletes it.
 func (s *Session) SetHealth(ctx context.Context, name string, h *Health) error {
 	dir := s.path("health")
 	p := s.path("health", name)
