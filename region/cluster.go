@@ -29,6 +29,9 @@ type clusterLink struct {
 	// regMu serializes registrations (a session expiry's, a step-down's)
 	// and health znode updates (health.go).
 	regMu sync.Mutex
+	// detached: a step-down that could neither register nor deregister
+	// closed the session (health.go, escalate).
+	detached atomic.Bool
 }
 
 // knows reports whether m's roles are for this run of the server: its map
@@ -117,14 +120,15 @@ func (s *Server) registerRun(ctx context.Context, c *clusterLink, run int64, rep
 	if err := c.sess.Register(ctx, info); err != nil {
 		return fmt.Errorf("region: register in zookeeper: %w", err)
 	}
+	s.health.mu.Lock()
+	s.health.pending = 0
 	if h != nil {
 		// The master sees this run unhealthy from the start: a role it
 		// gives it later is meant (a region with no other complete copy),
 		// and the episode does not step down for it.
-		s.health.mu.Lock()
 		s.health.steppedAt = run
-		s.health.mu.Unlock()
 	}
+	s.health.mu.Unlock()
 	s.log.Info("registered in zookeeper", zap.String("root", c.sess.Root()), zap.Int64("run", run))
 	return nil
 }

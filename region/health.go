@@ -84,6 +84,11 @@ type healthMon struct {
 	// registered while unhealthy (0: none yet): the episode steps down no
 	// more.
 	steppedAt int64
+	// pending is the run a step-down could not register (it deregistered
+	// the server instead: escalate), until registered; pendingTry is when
+	// registerPending last tried.
+	pending    int64
+	pendingTry time.Time
 }
 
 // poke asks the monitor to read the volume's health now.
@@ -195,6 +200,9 @@ func (s *Server) checkHealth(ctx context.Context, lastProbe *time.Time) {
 // health znode (for the run registered: re-published after a session
 // expiry or re-registration, deleted once healthy).
 func (s *Server) syncHealth(ctx context.Context, c *clusterLink, cur *diskHealth) {
+	if c.detached.Load() || s.registerPending(ctx, c) {
+		return // out of the cluster, or not registered again yet
+	}
 	if cur == nil {
 		s.health.mu.Lock()
 		published := s.health.pubRun != 0
@@ -279,31 +287,122 @@ func (s *Server) publishHealthLocked(ctx context.Context, c *clusterLink, h *dis
 // then installs the map it finds (the master publishes the new run once
 // it failed the old one's regions over). The master's decision
 // (master.Next) therefore never promotes a backup of a region this server
-// may still serve. Retried until it succeeds or ctx ends.
+// may still serve.
+//
+// The registration is retried for stepDownWithin. A server that cannot
+// register its new run (ZooKeeper refuses the health znode or the
+// registration) serves nothing, and while its old run stays registered
+// the master moves none of its regions: escalate makes the master fail it
+// over.
 func (s *Server) stepDown(ctx context.Context, c *clusterLink) {
 	c.regMu.Lock()
 	run := time.Now().UnixNano()
 	c.started.Store(run) // no map of the registered run gives a role from here
 	s.log.Warn("stepping down: every region this server is primary of is handed to the master to move", zap.Int64("run", run))
 	s.fence()
-	for ctx.Err() == nil {
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := s.registerRun(rctx, c, run, true)
-		cancel()
-		if err == nil {
-			break
-		}
-		s.log.Warn("registering as a new run after stepping down failed; retrying", zap.Error(err))
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
 	s.health.mu.Lock()
 	s.health.steppedAt = run
 	s.health.mu.Unlock()
+	err := s.registerWithin(ctx, c, run)
+	if err != nil && ctx.Err() == nil {
+		s.escalate(ctx, c, run, err)
+	}
 	c.regMu.Unlock()
-	s.installFresh(ctx, c)
+	if err == nil {
+		s.installFresh(ctx, c)
+	}
+}
+
+// stepDownWithin bounds a step-down's registration of its new run, and
+// its escalation's deregistration: twice the ZooKeeper session timeout
+// (a server that died would be failed over after one), at least 2 s.
+func (c *Config) stepDownWithin() time.Duration {
+	return max(2*time.Duration(c.ZKSessionTimeout), 2*time.Second)
+}
+
+// registerWithin registers run in place of the registered one, retried
+// until it succeeds, ctx ends or stepDownWithin passed; it returns the
+// last error. Called with c.regMu held.
+func (s *Server) registerWithin(ctx context.Context, c *clusterLink, run int64) error {
+	deadline := time.Now().Add(s.cfg.stepDownWithin())
+	for {
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		err := s.registerRun(rctx, c, run, true)
+		cancel()
+		left := time.Until(deadline)
+		if err == nil || ctx.Err() != nil || left <= 0 {
+			return err
+		}
+		s.log.Warn("registering as a new run after stepping down failed; retrying", zap.Error(err), zap.Duration("left", left))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(min(time.Second, left)):
+		}
+		if time.Until(deadline) <= 0 {
+			return err
+		}
+	}
+}
+
+// escalate makes the master fail this server over when its step-down
+// could not register the new run (cause): the server serves nothing, but
+// its old run's registration would keep the master from moving its
+// regions. It deletes that registration (the master fails the server
+// over as a dead one; checkHealth registers run later: registerPending),
+// or, if that fails too, closes the ZooKeeper session, whose ephemeral
+// znodes go with it (the server is then out of the cluster until it
+// restarts). Called with c.regMu held.
+func (s *Server) escalate(ctx context.Context, c *clusterLink, run int64, cause error) {
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.stepDownWithin())
+	err := c.sess.Deregister(dctx, s.cfg.Name)
+	cancel()
+	if err == nil {
+		s.health.mu.Lock()
+		s.health.pending = run
+		s.health.mu.Unlock()
+		s.log.Error("stepping down: registering as a new run failed, deregistered instead: the master fails this server over as a dead one; registering is retried",
+			zap.Int64("run", run), zap.Error(cause))
+		return
+	}
+	s.log.Error("stepping down: neither registering as a new run nor deregistering worked: closing the zookeeper session, so that the master fails this server over; restart the server to rejoin the cluster",
+		zap.NamedError("register", cause), zap.NamedError("deregister", err))
+	c.detached.Store(true)
+	c.sess.Close()
+}
+
+// registerPending registers the run a step-down could not (escalate
+// deregistered the server instead), tried every probeEvery, then installs
+// the map. It reports whether the server is still unregistered.
+func (s *Server) registerPending(ctx context.Context, c *clusterLink) bool {
+	s.health.mu.Lock()
+	run, last := s.health.pending, s.health.pendingTry
+	s.health.mu.Unlock()
+	if run == 0 {
+		return false
+	}
+	if time.Since(last) < probeEvery {
+		return true
+	}
+	c.regMu.Lock()
+	s.health.mu.Lock()
+	run, s.health.pendingTry = s.health.pending, time.Now() // a session expiry's registration may have come first
+	s.health.mu.Unlock()
+	var err error
+	if run != 0 {
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.stepDownWithin())
+		err = s.registerRun(rctx, c, run, true)
+		cancel()
+	}
+	c.regMu.Unlock()
+	if err != nil {
+		s.log.Warn("registering after a step-down that deregistered this server failed; retrying", zap.Int64("run", run), zap.Error(err))
+		return true
+	}
+	if run != 0 {
+		s.installFresh(ctx, c)
+	}
+	return false
 }
 
 // installFresh reads the map and installs it (a watch does not deliver

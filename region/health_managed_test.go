@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/go-zookeeper/zk"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/tebis-go/tebis/engine"
@@ -217,5 +218,64 @@ func TestHealthBackupOnlyPublishesInPlace(t *testing.T) {
 	within(t, 10*time.Second, "the health znode deleted", func() bool { _, ok := r.health(t); return !ok })
 	if got := r.run(t); got != run1 {
 		t.Fatalf("rs2 registered run %d after space returned, want %d", got, run1)
+	}
+}
+
+// TestHealthStepDownEscalates: a primary whose disk fills steps down, but
+// ZooKeeper refuses its health znode (the health directory's ACL denies
+// creating it: an error no retry cures), so it cannot register its new
+// run. It serves nothing, and its old run's registration would keep the
+// master from moving its regions: after stepDownWithin it deletes that
+// registration (the master fails it over as a dead server), and registers
+// its new run, health znode first, once ZooKeeper takes it. If it cannot
+// deregister either (the servers directory denies deletes), it closes its
+// ZooKeeper session: the registration goes with it.
+func TestHealthStepDownEscalates(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		noDeregister bool
+	}{{name: "deregisters"}, {name: "closes the session", noDeregister: true}} {
+		t.Run(c.name, func(t *testing.T) {
+			r := startHealthRig(t, nil)
+			root := r.s.cfg.ZKRoot
+			within(t, 10*time.Second, "rs2 registered", func() bool { return r.run(t) != 0 })
+			run0 := r.run(t)
+			r.writeMap(t, healthMap(1, run0, "rs2", 1)) // rs2 is region 2's primary
+			within(t, 10*time.Second, "region 2 served", func() bool { return len(r.s.state.Load().hosted) == 1 })
+			if _, err := r.ts.Conn().Create(root+"/health", nil, 0, zk.WorldACL(zk.PermRead|zk.PermAdmin)); err != nil {
+				t.Fatal(err)
+			}
+			if c.noDeregister {
+				if _, err := r.ts.Conn().SetACL(root+"/servers", zk.WorldACL(zk.PermAll&^zk.PermDelete), -1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.fill(t)
+			waitHealth(t, r.s, "no-space")
+			// Without the bound the step-down retried for ever, its old run
+			// registered.
+			within(t, 10*time.Second, "the old run's registration gone", func() bool { return r.run(t) != run0 })
+			if st := r.s.state.Load(); len(st.hosted) != 0 {
+				t.Fatalf("rs2 still serves %d regions as primary", len(st.hosted))
+			}
+			if _, err := r.ts.Conn().SetACL(root+"/health", zk.WorldACL(zk.PermAll), -1); err != nil {
+				t.Fatal(err)
+			}
+			if c.noDeregister {
+				if !r.s.cluster.detached.Load() {
+					t.Fatal("the session was not closed")
+				}
+				stays(t, 2*time.Second, "rs2 unregistered (its session closed: a restart rejoins)", func() bool { return r.run(t) == 0 })
+				return
+			}
+			var run1 int64
+			within(t, 10*time.Second, "the new run registered once zookeeper takes its health znode", func() bool { run1 = r.run(t); return run1 != 0 })
+			if run1 == run0 {
+				t.Fatal("registered as the old run")
+			}
+			if h, ok := r.health(t); !ok || h.Started != run1 {
+				t.Fatalf("health znode %+v (present %v), want one for run %d", h, ok, run1)
+			}
+		})
 	}
 }
