@@ -83,14 +83,15 @@ func (s *Shipper) watchHung(ticks <-chan time.Time, period time.Duration) {
 }
 
 // checkHung takes one sample, dt after the previous one, and drops every
-// backup a channel of which has been stalled for HungAfter: as a failed
-// command drops it (marked dead, its Send in flight cancelled, then
-// dropped from the mirror, which reports it through OnDrop).
+// backup a channel of which has been stalled for HungAfter, as a failed
+// command drops it (dropBackup: marked dead, its Send in flight cancelled,
+// dropped from the mirror, which reports it through OnDrop, and only then
+// left out of the stream's waits).
 func (s *Shipper) checkHung(states map[string]*hungState, dt time.Duration) {
 	writes := s.cfg.Mirror.progress() // the mirror's lock, never under s.mu
 	type drop struct {
-		name string
-		err  error
+		b   *sender
+		err error
 	}
 	var drops []drop
 	s.mu.Lock()
@@ -130,14 +131,14 @@ func (s *Shipper) checkHung(states map[string]*hungState, dt time.Duration) {
 		default:
 			continue
 		}
-		s.killLocked(b, err)
+		s.killLocked(b, err) // the stream's waits still count it: see leave
 		delete(states, b.name)
-		drops = append(drops, drop{b.name, err})
+		drops = append(drops, drop{b, err})
 	}
 	s.mu.Unlock()
 	for _, d := range drops {
-		s.cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", s.cfg.Region.Desc().ID), zap.String("backup", d.name), zap.Error(d.err))
-		s.cfg.Mirror.Drop(d.name, d.err)
+		s.leave(d.b, d.err)
+		s.cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", s.cfg.Region.Desc().ID), zap.String("backup", d.b.name), zap.Error(d.err))
 	}
 }
 
@@ -173,10 +174,33 @@ func (w *watchedLink) Send(ctx context.Context, c *Command) ([]byte, error) {
 	return reply, err
 }
 
-// killLocked marks b dead for err: its queue is discarded, a Send in
-// flight ends, waiters on the backups wake. The caller drops it from the
-// mirror (Mirror.Drop) after releasing s.mu, unless the mirror dropped it
-// first. Called with s.mu held.
+// Dropping a backup is two steps, in this order, and the order is a
+// safety one:
+//
+//  1. killLocked (under s.mu): nothing more is queued for or sent to the
+//     backup (its queue is discarded, its Send in flight ends). The
+//     stream's waits (LogSealed's switch, SegmentBuilt's credits, Idle and
+//     so settle) still count it, as not done: they block.
+//  2. leave (without s.mu): Mirror.Drop, so that no further WRITE reaches
+//     its buffer, then the backup is marked left and the waits go on
+//     without it.
+//
+// A dropped backup may resume (a stopped process, a stuck handler) and
+// apply the commands already in its ring, the flush of a sealed buffer
+// half among them; until the master publishes its group without it, its
+// copy counts as complete, so the half must still hold what the flush
+// names. The waits are what lets the mirror reuse a half (the switch to
+// the next segment waits for every counted backup's flush of the half it
+// reuses; the attach's tail waits for the catch-up of a half a kept buffer
+// may hold): were a backup counted out before it left the mirror, the
+// next segment's marker and records could overwrite the half it never
+// flushed. A backup the mirror dropped first (mirrorDropped) takes both
+// steps at once.
+
+// killLocked marks b dead for err (step 1 above): its queue is discarded,
+// a Send in flight ends. The caller then calls leave(b, err) after
+// releasing s.mu, unless the mirror dropped b already (mirrorDropped);
+// until then the stream's waits block on b. Called with s.mu held.
 func (s *Shipper) killLocked(b *sender, err error) {
 	if b.dead {
 		return
@@ -186,4 +210,25 @@ func (s *Shipper) killLocked(b *sender, err error) {
 		b.cancel()
 	}
 	s.cond.Broadcast()
+}
+
+// leave drops a killed backup from the mirror (no WRITE reaches it from
+// the return of Mirror.Drop on), then lets the stream's waits go on
+// without it (step 2 above). Called without s.mu (the mirror's lock is
+// never taken under it).
+func (s *Shipper) leave(b *sender, err error) {
+	s.cfg.Mirror.Drop(b.name, err)
+	s.mu.Lock()
+	b.left = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
+// dropBackup drops b for err: killed, then out of the mirror, then out of
+// the stream's waits. Called without s.mu.
+func (s *Shipper) dropBackup(b *sender, err error) {
+	s.mu.Lock()
+	s.killLocked(b, err)
+	s.mu.Unlock()
+	s.leave(b, err)
 }

@@ -62,6 +62,9 @@ type heldQP struct {
 	mu      sync.Mutex
 	held    bool
 	pending []uint64 // IDs of signaled WRITEs posted while held
+	// posted, if set, sees every WRITE posted to the backup (under the
+	// mirror's lock: it must not block).
+	posted func(rdma.WriteWR)
 }
 
 // PostWrite is called by the mirror under its lock (postLocked).
@@ -72,11 +75,14 @@ func (q *heldQP) PostWrite(wr rdma.WriteWR) error {
 		return err
 	}
 	q.mu.Lock()
-	held := q.held
+	held, posted := q.held, q.posted
 	if held {
 		q.pending = append(q.pending, wr.ID)
 	}
 	q.mu.Unlock()
+	if posted != nil {
+		posted(wr)
+	}
 	if !held {
 		q.m.applyLocked([]rdma.Completion{{Op: rdma.OpWrite, WRID: wr.ID, QP: q}})
 	}
@@ -86,6 +92,12 @@ func (q *heldQP) PostWrite(wr rdma.WriteWR) error {
 func (q *heldQP) hold() {
 	q.mu.Lock()
 	q.held = true
+	q.mu.Unlock()
+}
+
+func (q *heldQP) watch(f func(rdma.WriteWR)) {
+	q.mu.Lock()
+	q.posted = f
 	q.mu.Unlock()
 }
 
@@ -127,8 +139,9 @@ type hungRig struct {
 }
 
 // newHungRig writes a little through a fresh group, then re-attaches it
-// with the rig's stream (strict or not, minCopies).
-func newHungRig(t *testing.T, strict bool, minCopies int) *hungRig {
+// with the rig's stream (strict or not, minCopies; opts edit its
+// configuration).
+func newHungRig(t *testing.T, strict bool, minCopies int, opts ...func(*ShipperConfig)) *hungRig {
 	rng := rand.New(rand.NewPCG(testseed.Seed(t), 18))
 	g := newReplGroup(t, 64, []Mode{SendIndex, SendIndex}, nil)
 	g.write(rng, 2, 100, 2400)
@@ -158,14 +171,18 @@ func newHungRig(t *testing.T, strict bool, minCopies int) *hungRig {
 	}
 	t.Cleanup(func() { m.Close() })
 	r.qp.m = m
-	sh, err := NewShipper(ShipperConfig{Region: g.pr, Epoch: 3, Mode: SendIndex, SegSize: mirrorSeg, Mirror: m,
+	cfg := ShipperConfig{Region: g.pr, Epoch: 3, Mode: SendIndex, SegSize: mirrorSeg, Mirror: m,
 		Links: links, Credits: 2, Log: zaptest.NewLogger(t), Strict: strict, MinCopies: minCopies,
 		OnDrop: func(name string, err error) {
 			if name == "b1" {
 				r.drops <- err
 			}
 		},
-		HungAfter: hungAfter, hungTicks: r.ticks, hungSampled: r.sampled})
+		HungAfter: hungAfter, hungTicks: r.ticks, hungSampled: r.sampled}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	sh, err := NewShipper(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

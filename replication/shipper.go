@@ -39,8 +39,10 @@ type ShipperConfig struct {
 	// outstanding commands or mirror WRITEs complete nothing for that
 	// long (ErrBackupHung; hung.go): measured on completions, per
 	// channel, never on idleness. The drop is a failed command's: the
-	// backup is marked dead, dropped from the mirror and reported through
-	// OnDrop. Zero: only Timeout bounds a backup that stopped answering.
+	// backup is marked dead, dropped from the mirror (reported through
+	// OnDrop), and only then do the stream's waits (the next segment
+	// switch) go on without it. Zero: only Timeout bounds a backup that
+	// stopped answering.
 	HungAfter time.Duration
 	// hungTicks, if set, drives the hang watchdog instead of a ticker of
 	// HungAfter/4, and hungSampled is told after each of its samples
@@ -122,8 +124,13 @@ type sender struct {
 	queue      []*Command
 	indexQueue int    // index segments queued or in flight
 	sealedDone uint64 // sealed flushes the backup completed
-	dead       bool
-	why        error // why it is dead (killLocked)
+	// dead: nothing more is queued for or sent to it (killLocked); left:
+	// it is out of the mirror too, and the stream's waits go on without
+	// it (leave). Never left before dead; a dead backup not yet left
+	// blocks every wait (hung.go: dropping a backup).
+	dead bool
+	left bool
+	why  error // why it is dead (killLocked)
 	// The hang watchdog's view (hung.go): a Send in flight, how many
 	// returned, and how to end the one in flight.
 	busy   bool
@@ -216,11 +223,8 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 			}
 			if err != nil {
 				err = fmt.Errorf("replication: backup %s: %w", name, err)
-				s.mu.Lock()
-				s.killLocked(b, err)
-				s.mu.Unlock()
+				s.dropBackup(b, err)
 				cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", check.Region), zap.String("backup", name), zap.Error(err))
-				cfg.Mirror.Drop(name, err)
 				continue
 			}
 			s.mu.Lock()
@@ -232,11 +236,8 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 			// while the region is still.
 			if err := s.startBuild(l, id, cfg.Epoch); err != nil {
 				err = fmt.Errorf("replication: backup %s: %w", name, err)
-				s.mu.Lock()
-				s.killLocked(b, err)
-				s.mu.Unlock()
+				s.dropBackup(b, err)
 				cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", id), zap.String("backup", name), zap.Error(err))
-				cfg.Mirror.Drop(name, err)
 				continue
 			}
 		}
@@ -312,8 +313,10 @@ func (s *Shipper) checkBackup(l Link, check *Command, rebase bool) ([]*Command, 
 	return s.catchUpCommands(check, reply)
 }
 
-// mirrorDropped stops commands to a backup whose mirror WRITEs failed:
-// its buffer no longer holds the log, so no flush may persist it.
+// mirrorDropped stops commands to a backup the mirror dropped (its WRITEs
+// failed, or the stream dropped it: leave): its buffer no longer holds
+// the log, so no flush may persist it. The mirror writes it nothing more,
+// so the stream's waits go on without it at once.
 func (s *Shipper) mirrorDropped(name string, err error) {
 	if s.cfg.OnDrop != nil {
 		s.cfg.OnDrop(name, err)
@@ -321,10 +324,15 @@ func (s *Shipper) mirrorDropped(name string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, b := range s.backups {
-		if b.name == name && !b.dead {
+		if b.name != name {
+			continue
+		}
+		if !b.dead {
 			s.killLocked(b, err) // a command in flight ends too
 			s.cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", s.cfg.Region.Desc().ID), zap.String("backup", name), zap.Error(err))
 		}
+		b.left = true
+		s.cond.Broadcast()
 	}
 }
 
@@ -431,8 +439,10 @@ func labelCtx(name string) context.Context {
 func setLabel(ctx context.Context) { pprof.SetGoroutineLabels(ctx) }
 
 // LogSealed switches the mirror to the next segment and queues the sealed
-// segment's flush. It first waits until every live backup persisted the
-// segment that last used the buffer half the next one reuses.
+// segment's flush. It first waits until every backup of the stream
+// persisted the segment that last used the buffer half the next one
+// reuses, or left the mirror (a dropped backup counts until no WRITE can
+// reach it: hung.go).
 func (s *Shipper) LogSealed(e engine.LogSeal) {
 	s.mu.Lock()
 	for !s.closed && !s.allLocked(func(b *sender) bool { return b.sealedDone >= s.gen }) {
@@ -555,9 +565,12 @@ func (s *Shipper) LogFreed(f engine.LogFree) {
 	s.enqueueLocked(&Command{Kind: CmdLogFree, Segment: f.Segment, Seq: f.Seq})
 }
 
+// allLocked reports whether ok holds for every backup still in the
+// mirror: a backup counts until it left (leave), and a dead one that has
+// not left yet holds no condition (its drop is under way).
 func (s *Shipper) allLocked(ok func(*sender) bool) bool {
 	for _, b := range s.backups {
-		if !b.dead && !ok(b) {
+		if !b.left && (b.dead || !ok(b)) {
 			return false
 		}
 	}
@@ -605,8 +618,23 @@ func (s *Shipper) run(b *sender) {
 		_, err := b.link.Send(ctx, c)
 		cancel()
 		s.mu.Lock()
-		if b.dead { // dropped meanwhile (the mirror, the hang watchdog): the queue is gone
+		if b.dead { // dropped meanwhile (the mirror, the hang watchdog): the queue is gone, the dropper has it leave
 			s.mu.Unlock()
+			return
+		}
+		if err != nil {
+			// The command did not complete: nothing it stood for is done
+			// (a flush's half stays counted as unflushed) until the backup
+			// left the mirror (hung.go).
+			if s.closed {
+				s.mu.Unlock()
+				return
+			}
+			err = fmt.Errorf("replication: backup %s: %s: %w", b.name, c.Kind, err)
+			s.killLocked(b, err)
+			s.mu.Unlock()
+			s.leave(b, err)
+			s.cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", c.Region), zap.String("backup", b.name), zap.Error(err))
 			return
 		}
 		b.queue = b.queue[1:]
@@ -616,21 +644,9 @@ func (s *Shipper) run(b *sender) {
 		if c.Kind == CmdFlush && c.Sealed && len(c.Data) == 0 { // a mirrored segment (not a catch-up)
 			b.sealedDone++
 		}
-		if err == nil {
-			s.sent += uint64(c.Size())
-		}
-		if err != nil && !s.closed {
-			err = fmt.Errorf("replication: backup %s: %s: %w", b.name, c.Kind, err)
-			s.killLocked(b, err)
-			s.cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", c.Region), zap.String("backup", b.name), zap.Error(err))
-		}
-		dead := b.dead
+		s.sent += uint64(c.Size())
 		s.cond.Broadcast()
 		s.mu.Unlock()
-		if dead {
-			s.cfg.Mirror.Drop(b.name, err)
-			return
-		}
 	}
 }
 
@@ -664,7 +680,8 @@ func (s *Shipper) catchUpCommands(check *Command, reply []byte) ([]*Command, err
 	return out, nil
 }
 
-// Idle waits until every live backup has applied every queued command.
+// Idle waits until every backup still in the mirror has applied every
+// queued command (a dropped backup counts until it left the mirror).
 func (s *Shipper) Idle(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() {
 		s.mu.Lock()
