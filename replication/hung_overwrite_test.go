@@ -40,7 +40,9 @@ const dropLogged = "backup dropped from the region's replica set"
 // (a stopped process's commands are applied when it resumes), adopts the
 // overwritten bytes as S and, promoted after the primary failed (before
 // the master published the group without it), has lost S's acknowledged
-// writes.
+// writes; or, the flush never reaching it, is promoted with S+1 and S+2
+// in its halves and S nowhere. Either way (resumes, flush-lost), the
+// promoted backup must hold every acknowledged write.
 //
 // The interleaving is forced, not raced for: the drop's log line is held
 // until the writer blocked in the switch has either posted into the half
@@ -48,6 +50,16 @@ const dropLogged = "backup dropped from the region's replica set"
 // the mirror). With the bug, the log line sat between the stream's mark of
 // the backup as dead (which released the switch) and Mirror.Drop.
 func TestHungBackupLeavesMirrorBeforeSwitch(t *testing.T) {
+	for _, resumes := range []bool{true, false} {
+		name := "resumes"
+		if !resumes {
+			name = "flush-lost"
+		}
+		t.Run(name, func(t *testing.T) { testHungBackupLeavesMirrorBeforeSwitch(t, resumes) })
+	}
+}
+
+func testHungBackupLeavesMirrorBeforeSwitch(t *testing.T, resumes bool) {
 	var (
 		violated  atomic.Bool
 		violation = make(chan struct{})
@@ -154,14 +166,20 @@ func TestHungBackupLeavesMirrorBeforeSwitch(t *testing.T) {
 			flushS.Half, s.Segment)
 	}
 
-	// The primary fails; b1 resumes with the cancelled flush in its ring
-	// and is promoted: it must hold every acknowledged write.
+	// The primary fails; b1 resumes (with the cancelled flush in its ring,
+	// or without it) and is promoted: it must hold every acknowledged
+	// write.
 	model := map[string][]byte{}
 	acked.Range(func(k, v any) bool { model[k.(string)] = v.([]byte); return true })
 	g.failPrimary()
 	rep := g.reps[1]
-	if err := rep.Handle(flushS); err != nil {
-		t.Fatalf("b1 resuming: its flush of segment %d: %v", s.Segment, err)
+	if resumes {
+		if err := rep.Handle(flushS); err != nil {
+			t.Fatalf("b1 resuming: its flush of segment %d: %v", s.Segment, err)
+		}
+	}
+	if _, complete := rep.Report(4); !complete {
+		t.Fatal("b1 reports its copy incomplete")
 	}
 	np, err := rep.Promote(4)
 	if err != nil {

@@ -35,7 +35,9 @@ func (r *Replica) logPositionLocked() uint64 {
 }
 
 // Report is a backup's log position report for a failover at epoch (its
-// primary is gone): LogPosition and Complete, read together. A complete
+// primary is gone): LogPosition and Complete, read together; a copy
+// whose buffer does not continue the log its flushes reached (Promote
+// would refuse it) is reported incomplete. A complete
 // report is a promise the master may act on (it promotes only a backup
 // that reported a complete copy): from here the replica refuses every
 // command of epoch and older ones (ErrReported: a paused primary resuming
@@ -46,7 +48,7 @@ func (r *Replica) Report(epoch uint64) (pos uint64, complete bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	pos = r.logPositionLocked()
-	if !r.incomplete {
+	if !r.incomplete && r.gapLocked(bufferHalves(r.buf, r.segSize, r.region.Desc().ID)) == nil {
 		r.reported = max(r.reported, epoch)
 		return pos, true
 	}

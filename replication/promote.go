@@ -16,7 +16,9 @@ import (
 // no WRITE of the old primary may land while it is read. The replica is
 // closed afterwards; the returned region is held (engine.Options.
 // HoldBackground) until the caller resumes it. A replica whose copy is
-// not complete (Complete) is not promoted: ErrIncompleteCopy. A
+// not complete (Complete), or whose buffer does not continue the log its
+// flushes reached (a segment neither flushed nor in a half), is not
+// promoted: ErrIncompleteCopy. A
 // Build-Index backup's region is already a primary's: only its buffered
 // records are applied, and its log is synced before Promote returns.
 // Either way every record the returned region holds is on its disk (it
@@ -31,9 +33,12 @@ func (r *Replica) Promote(epoch uint64) (*engine.Region, error) {
 	if r.incomplete {
 		return nil, fmt.Errorf("%w: region %d at epoch %d", ErrIncompleteCopy, r.region.Desc().ID, epoch)
 	}
-	r.abortLocked()
 	id := r.region.Desc().ID
 	halves := bufferHalves(r.buf, r.segSize, id)
+	if err := r.gapLocked(halves); err != nil {
+		return nil, err
+	}
+	r.abortLocked()
 	sort.Slice(halves, func(i, j int) bool { return halves[i].m.Seq < halves[j].m.Seq })
 	if r.mode == BuildIndex {
 		// In log order; every half but the newest ends where its segment
@@ -147,6 +152,7 @@ func (r *Replica) SetBuffer(buf []byte) error {
 		r.foldBuffer()
 	}
 	r.buf = buf
+	r.flushedKnown = false
 	r.incomplete = true // the records of the old buffer are not in this one
 	return nil
 }

@@ -69,6 +69,14 @@ type Replica struct {
 	// reused segment must be adopted. Cleared when the numbering changes
 	// (a rebase to a new primary, a reset).
 	freed map[logID]bool
+	// flushed: the position in the primary's log (the tail marker's
+	// index) of the last sealed segment this stream flushed out of a
+	// buffer half, when known (flushedKnown): a promotion or a report
+	// checks that the halves continue the log from there (gapLocked).
+	// Forgotten at every new stream (CmdCheck), reset, rebase, catch-up
+	// and new buffer.
+	flushed      uint64
+	flushedKnown bool
 
 	// incomplete: the copy may lack acknowledged writes (from the start,
 	// a reset, a rebase or a new buffer until the primary's CmdInSync).
@@ -208,19 +216,34 @@ func (r *Replica) handle(c *Command) error {
 	}
 	switch c.Kind {
 	case CmdFlush:
-		delete(r.freed, logID{c.Segment, c.Seq}) // adopted again: live
 		if len(c.Data) > 0 {
 			if int64(len(c.Data)) > c.End || c.End >= r.segSize {
 				return fmt.Errorf("%w: %d catch-up bytes ending at %d", ErrMalformed, len(c.Data), c.End)
 			}
+			r.flushedKnown = false
+			delete(r.freed, logID{c.Segment, c.Seq}) // adopted again: live
 			image := make([]byte, r.segSize)
 			copy(image[c.End-int64(len(c.Data)):], c.Data)
 			_, err := r.region.AdoptLog(c.Segment, c.Seq, image, c.End)
 			return err
 		}
 		h := int64(c.Half) * r.segSize
-		_, err := r.region.AdoptLog(c.Segment, c.Seq, r.buf[h:h+r.segSize], c.End)
-		return err
+		img := r.buf[h : h+r.segSize]
+		var m Marker
+		if c.End > engine.SegmentHeaderSize { // else no byte of the half is read
+			var err error
+			if m, err = r.checkHalf(c, img); err != nil {
+				return err
+			}
+		}
+		delete(r.freed, logID{c.Segment, c.Seq}) // adopted again: live
+		if _, err := r.region.AdoptLog(c.Segment, c.Seq, img, c.End); err != nil {
+			return err
+		}
+		if c.Sealed && c.End > engine.SegmentHeaderSize && (!r.flushedKnown || m.Index > r.flushed) {
+			r.flushed, r.flushedKnown = m.Index, true // (a resent flush moves nothing back)
+		}
+		return nil
 	case CmdCompactionStart:
 		r.abortLocked()
 		r.compacting, r.cur = true, *c
@@ -236,6 +259,7 @@ func (r *Replica) handle(c *Command) error {
 		r.abortLocked()
 		r.retired = NewSegMap()
 		r.freed = nil
+		r.flushedKnown = false
 		r.incomplete = true
 		// What the halves hold predates the seed: the stream re-sends the
 		// tail (with its marker) after it.
@@ -248,9 +272,11 @@ func (r *Replica) handle(c *Command) error {
 			return err
 		}
 		r.freed = nil // named in the old primary's numbering
+		r.flushedKnown = false
 		r.incomplete = true
 		return rebase(r.region, pairs)
 	case CmdCheck:
+		r.flushedKnown = false // a new stream: its tail starts afresh
 		st, err := DecodeState(c.Data)
 		if err != nil {
 			return err
@@ -258,6 +284,54 @@ func (r *Replica) handle(c *Command) error {
 		return checkState(r.region, r.segSize, st)
 	}
 	return fmt.Errorf("%w: kind %d", ErrMalformed, c.Kind)
+}
+
+// checkHalf verifies that buffer half img holds the log segment flush c
+// names: its tail marker names c's region, segment and sequence. It
+// returns the marker. A half that does not is refused (ErrOutOfSync):
+// adopting it would persist other bytes under the segment's name, records
+// that fail their checksums or another segment's. A stream never sends
+// such a flush to a backup its mirror still writes to; a half the next
+// segment overwrote before its flush is what a backup dropped late would
+// find (the flush of the half, cancelled, applied when it resumes), and a
+// half the mirror never reached, one dropped early.
+func (r *Replica) checkHalf(c *Command, img []byte) (Marker, error) {
+	m, ok := decodeMarker(img)
+	switch {
+	case !ok:
+		return m, fmt.Errorf("%w: flush of log segment %d (seq %d) from buffer half %d, which holds no tail marker", ErrOutOfSync, c.Segment, c.Seq, c.Half)
+	case m.Region != c.Region || m.Segment != c.Segment || m.Seq != c.Seq:
+		return m, fmt.Errorf("%w: flush of region %d log segment %d (seq %d) from buffer half %d, which holds region %d segment %d (seq %d)",
+			ErrOutOfSync, c.Region, c.Segment, c.Seq, c.Half, m.Region, m.Segment, m.Seq)
+	}
+	return m, nil
+}
+
+// gapLocked reports a hole in a Send-Index copy's log (nil: none known):
+// a buffer half is more than one segment past the last sealed segment
+// the stream flushed (flushed), and no half holds the segment right after
+// it. A backup the stream counts never has one: the switch to a segment
+// waits for its flush of the segment two before, and a dropped backup
+// gets no WRITE after its drop (Shipper: hung.go). Called with r.mu held;
+// the buffer rules of LogPosition apply.
+func (r *Replica) gapLocked(halves []promoteHalf) error {
+	if r.mode != SendIndex || !r.flushedKnown {
+		return nil
+	}
+	var newest Marker
+	for _, h := range halves {
+		if h.m.Index == r.flushed+1 {
+			return nil // the segment after the flushed one: its flush has not come
+		}
+		if h.m.Index > newest.Index {
+			newest = h.m
+		}
+	}
+	if newest.Index <= r.flushed+1 {
+		return nil
+	}
+	return fmt.Errorf("%w: region %d: the buffer holds log segment %d at position %d, the last one flushed is at position %d and no half holds the one after it",
+		ErrIncompleteCopy, r.region.Desc().ID, newest.Segment, newest.Index, r.flushed)
 }
 
 // indexSegment rewrites and writes one shipped segment.
