@@ -504,7 +504,10 @@ func (m *Mirror) Written() uint64 {
 	return m.written
 }
 
-// Drop removes a backup from the mirror (its command channel failed).
+// Drop removes a backup from the mirror (its command channel failed):
+// once Drop returns, no WRITE is posted to it (one posted before may still
+// be in flight), and the mirror's waits no longer count it. The mirror
+// reports the drop through OnDrop unless the backup was dropped already.
 func (m *Mirror) Drop(name string, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

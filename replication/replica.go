@@ -122,7 +122,10 @@ func NewReplica(vol *engine.Volume, region *engine.Region, mode Mode, epoch uint
 // CmdInSync until a reset (a seed), a rebase (a new primary whose
 // catch-up has not landed), a new buffer (SetBuffer), or a new replica (a
 // restart: the buffer is gone). A replica whose copy is not complete must
-// not be promoted: the master is told (region/logpos.go).
+// not be promoted: the master is told (region/logpos.go). Complete does
+// not read the buffer; Report and Promote also check that its halves
+// continue the log the stream flushed (a copy with a segment in neither
+// is incomplete to them).
 func (r *Replica) Complete() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
