@@ -12,7 +12,9 @@
 //   - Durability: in SyncModeSync, Put and Delete return after the record is
 //     on stable storage (concurrent writers share one fdatasync). In
 //     SyncModeAsync they return once the record is in the log buffer; Sync
-//     makes everything written before it durable.
+//     makes everything written before it durable. ApplyPut, ApplyDelete and
+//     ApplyLogRecord (another copy's writes, applied in batches) never wait:
+//     CommitApplied makes a batch as durable as the sync mode makes a Put.
 //   - Metadata (regions, levels, log segments, recovery points, allocator
 //     high-water mark) lives in a pebble store inside the volume directory
 //     and changes only by atomic, synced batches. Segments replaced by a

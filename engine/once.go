@@ -49,8 +49,11 @@ func (r *Region) DeleteOnce(key []byte, id RequestID) (applied bool, err error) 
 // completion table; a record whose identity the table holds already is a
 // re-delivery and is skipped), a request-table checkpoint is merged into
 // the table. A Build-Index backup applies the primary's mirrored records
-// with it. A b that does not start with a record that verifies is
-// ErrCorrupt.
+// with it. It does not wait for the record to be durable, whatever the
+// sync mode, nor does a re-delivery wait for its original: the caller
+// makes the records it applied durable together with CommitApplied
+// before it reports them applied. A b that does not start with a record
+// that verifies is ErrCorrupt.
 func (r *Region) ApplyLogRecord(b []byte, segSeq uint64) (int, error) {
 	rec, ok := decodeRecord(b, segSeq)
 	if !ok {
@@ -67,7 +70,7 @@ func (r *Region) ApplyLogRecord(b []byte, segSeq uint64) (int, error) {
 		}
 		return rec.Size, r.reqs.merge(rec.Value, r.log.pos(), r.now())
 	}
-	_, err := r.write(rec.Kind, rec.Key, rec.Value, rec.ID, nil, r.v.opts.SyncMode == SyncModeSync, true)
+	_, err := r.write(rec.Kind, rec.Key, rec.Value, rec.ID, nil, false, true)
 	return rec.Size, err
 }
 

@@ -247,6 +247,42 @@ func (r *Region) Delete(key []byte) error {
 	return err
 }
 
+// Applying another copy's writes. A Build-Index backup applies batches
+// of its primary's writes (a flush's records, a seed's pairs, the deletes
+// that empty the region before a seed) and answers for each batch as a
+// whole: ApplyPut, ApplyDelete and ApplyLogRecord do not wait for
+// durability, whatever the sync mode, and CommitApplied then makes the
+// batch durable with one group-committed fdatasync, where Put and Delete
+// in sync mode would sync each write.
+
+// ApplyPut is Put without the wait for durability (CommitApplied).
+func (r *Region) ApplyPut(key, value []byte) error {
+	if len(value) > r.v.MaxValueSize() {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), r.v.MaxValueSize())
+	}
+	_, err := r.write(recPut, key, value, RequestID{}, nil, false, false)
+	return err
+}
+
+// ApplyDelete is Delete without the wait for durability (CommitApplied).
+func (r *Region) ApplyDelete(key []byte) error {
+	_, err := r.write(recDelete, key, nil, RequestID{}, nil, false, false)
+	return err
+}
+
+// CommitApplied makes every write applied before it (ApplyPut,
+// ApplyDelete, ApplyLogRecord, MergeRequestTable) as durable as the sync
+// mode makes a Put before Put returns: in SyncModeSync on stable storage
+// (the log synced up to its position: one fdatasync, shared with any
+// other waiter), in SyncModeAsync nothing more (Sync does that). An error
+// is the log's sticky failure: the writes may not be on the disk.
+func (r *Region) CommitApplied() error {
+	if r.v.opts.SyncMode != SyncModeSync {
+		return nil
+	}
+	return r.Sync()
+}
+
 // write appends a record and indexes it in L0. cond, if set, is checked
 // under the region lock right before the append; false skips the write.
 // sync waits until the record is durable. A write with an identity

@@ -25,7 +25,9 @@ func NewApplier(region *engine.Region, seq uint64, off int64) *Applier {
 
 // Apply applies the records of image[a.off:upto). A record that does not
 // verify before upto is an error (the image is corrupt, or upto is wrong):
-// nothing after it is applied.
+// nothing after it is applied. The records are not made durable one by
+// one (engine.Region.ApplyLogRecord): the caller commits them together
+// (engine.Region.CommitApplied) before it reports them applied.
 func (a *Applier) Apply(image []byte, upto int64) (int, error) {
 	n := 0
 	for a.off < upto {

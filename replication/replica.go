@@ -215,7 +215,12 @@ func (r *Replica) handle(c *Command) error {
 		return nil
 	}
 	if r.mode == BuildIndex {
-		return r.handleBuild(c)
+		err := r.handleBuild(c)
+		// Even after a failure part-way: r.applied covers what was applied.
+		if cerr := r.commitBuild(); err == nil {
+			err = cerr
+		}
+		return err
 	}
 	switch c.Kind {
 	case CmdFlush:
