@@ -18,9 +18,12 @@ import (
 // fences the old primary off, promotes its copy and, at its first attach,
 // has its backups rebase their log maps onto its segments.
 
-// promote turns backup b into the primary of r. Called with mapMu held.
+// promote turns backup b into the primary of r. Called with mapMu held;
+// it waits for a hello of the region in progress (a buffer fold).
 func (s *Server) promote(r regionmap.Region, b *backupRegion) (*engine.Region, error) {
 	start := time.Now()
+	b.hello.Lock()
+	defer b.hello.Unlock()
 	s.replMu.Lock()
 	b.fence() // from here no WRITE of the old primary completes
 	s.replMu.Unlock()

@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -9,7 +10,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/rdma"
 	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/replication"
 )
 
 // reportLogs is a backup's part in choosing whom to promote: for every
@@ -26,19 +29,7 @@ func (s *Server) reportLogs(live map[string]coord.ServerInfo) (failed bool) {
 	if c == nil || st == nil || !c.knows(st.m, s.cfg.Name) {
 		return false
 	}
-	m := st.m
-	s.replMu.Lock()
-	for key := range s.logsReported {
-		if r := m.Region(key[0]); r == nil || r.Epoch > key[1] {
-			delete(s.logsReported, key)
-		}
-	}
-	copies := map[uint64]logCopy{}
-	for id, b := range s.backups {
-		copies[id] = b
-	}
-	out, failed := logReports(m, s.cfg.Name, live, s.logsReported, copies)
-	s.replMu.Unlock()
+	out, failed := s.dueLogReports(st.m, live)
 	for _, j := range out {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := c.sess.ReportJoined(ctx, j)
@@ -58,6 +49,26 @@ func (s *Server) reportLogs(live map[string]coord.ServerInfo) (failed bool) {
 			zap.Uint64("segment_index", j.Pos>>32), zap.Uint64("offset", j.Pos&(1<<32-1)), zap.Bool("incomplete", j.Incomplete))
 	}
 	return failed
+}
+
+// dueLogReports is logReports for this server's copies under map m: what
+// was reported and the copies are taken under replMu, the copies read
+// without it (a replica's lock is held through a command's disk I/O and a
+// buffer fold; replMu is taken by every command of every region).
+func (s *Server) dueLogReports(m *regionmap.Map, live map[string]coord.ServerInfo) ([]coord.Joined, bool) {
+	s.replMu.Lock()
+	for key := range s.logsReported {
+		if r := m.Region(key[0]); r == nil || r.Epoch > key[1] {
+			delete(s.logsReported, key)
+		}
+	}
+	reported := maps.Clone(s.logsReported)
+	copies := map[uint64]logCopy{}
+	for id, b := range s.backups {
+		copies[id] = bufferedCopy{rep: b.rep, buf: b.buf}
+	}
+	s.replMu.Unlock()
+	return logReports(m, s.cfg.Name, live, reported, copies)
 }
 
 // logReportRetry is how soon a failed log position report is tried again.
@@ -123,11 +134,19 @@ type logCopy interface {
 	report(epoch uint64) (pos uint64, complete, ok bool)
 }
 
-// report reads b's buffer held: a WRITE of a primary in this process
-// (loopback, tcp) does not copy into it meanwhile. Not while it is
-// revoked (a promotion or a new buffer under way).
-func (b *backupRegion) report(epoch uint64) (pos uint64, complete, ok bool) {
-	ok = b.buf.View(func([]byte) { pos, complete = b.rep.Report(epoch) })
+// bufferedCopy is a backup's replica and the buffer it exposed when the
+// report was due.
+type bufferedCopy struct {
+	rep *replication.Replica
+	buf *rdma.MR
+}
+
+// report reads the copy with its buffer held: a WRITE of a primary in
+// this process (loopback, tcp) does not copy into it meanwhile. ok is
+// false once the buffer was replaced (deregistered): the report is tried
+// again.
+func (c bufferedCopy) report(epoch uint64) (pos uint64, complete, ok bool) {
+	ok = c.buf.View(func([]byte) { pos, complete = c.rep.Report(epoch) })
 	return pos, complete, ok
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -25,11 +26,26 @@ import (
 // connection request, TypeReplicate requests feed it.
 
 // backupRegion is a region this server is a backup for.
+//
+// Locks: hello, then Server.replMu or the replica's own lock (never
+// replMu while waiting for the replica: its lock is held through a
+// command's disk I/O, and replMu is taken by every command of every
+// region).
 type backupRegion struct {
 	rep *replication.Replica
-	buf *rdma.MR
+	// hello serializes the region's replication hellos
+	// (acceptReplication) and its promotion: a hello that replaces the
+	// buffer folds the old one into the region without replMu, and no
+	// other hello or promotion of the region may see it half done.
+	hello sync.Mutex
+	// buf is the buffer exposed to the primary; revoked: fence revoked
+	// it and no fresh one replaced it yet (a hello must replace it).
+	// Under Server.replMu.
+	buf     *rdma.MR
+	revoked bool
 	// epoch of the primary connections in qps; a hello at a newer epoch
-	// from a new primary fences them off first. Under Server.replMu.
+	// from a new primary fences them off first. Under Server.replMu
+	// (written with hello held too).
 	epoch uint64
 	qps   []rdma.QP
 	// primary sent the hellos of qps, as the map named it (zero: not
@@ -43,6 +59,7 @@ type backupRegion struct {
 // unseen) and their QPs closed. Called with replMu held.
 func (b *backupRegion) fence() {
 	b.buf.Revoke()
+	b.revoked = true
 	for _, qp := range b.qps {
 		qp.Close()
 	}
@@ -171,7 +188,18 @@ func (s *Server) otherConn(req rdma.ConnRequest) error {
 }
 
 // acceptReplication answers a primary's connection request for a region
-// this server is a backup for: it exposes the region's log buffer.
+// this server is a backup for: it exposes the region's log buffer. A
+// hello from a new primary fences the old one and replaces the buffer;
+// a Build-Index backup first folds the old buffer into its region
+// (replication.Replica.SetBuffer), which applies up to two segments of
+// records: that runs under the region's hello lock and its replica's
+// lock only, never under replMu, which every command of every region
+// takes (a fold under it stalled replication for all of them, and other
+// primaries' hang watchdogs dropped this healthy server). The region's
+// own commands wait for the fold (the replica's lock): the old
+// primary's are refused from its start (the epoch is raised first), and
+// the new primary's can only come once this connection is accepted,
+// after it.
 func (s *Server) acceptReplication(req rdma.ConnRequest) error {
 	h, err := replication.DecodeHello(req.Private())
 	if err != nil {
@@ -181,9 +209,21 @@ func (s *Server) acceptReplication(req rdma.ConnRequest) error {
 	s.replMu.Lock()
 	b := s.backups[h.Region]
 	s.replMu.Unlock()
+	if b == nil {
+		req.Reject()
+		return fmt.Errorf("region: replication request for region %d, which this server does not back up", h.Region)
+	}
+	// One hello of the region at a time (its listeners' accept loops are
+	// separate): a second one must not find the old primary fenced and
+	// the new buffer not installed yet, and expose the revoked one.
+	b.hello.Lock()
+	defer b.hello.Unlock()
+	s.replMu.Lock()
+	gone := s.backups[h.Region] != b
+	s.replMu.Unlock()
 	switch {
-	case b == nil:
-		err = fmt.Errorf("region: replication request for region %d, which this server does not back up", h.Region)
+	case gone:
+		err = fmt.Errorf("region: replication request for region %d, which this server no longer backs up", h.Region)
 	case h.SegSize != s.vol.SegmentSize():
 		err = fmt.Errorf("region: replication request for region %d with %d-byte segments, this volume has %d", h.Region, h.SegSize, s.vol.SegmentSize())
 	case h.Epoch < b.rep.Epoch():
@@ -204,6 +244,8 @@ func (s *Server) acceptReplication(req rdma.ConnRequest) error {
 	}
 	from, known := helloSender(m, h.Region, h.Epoch)
 	s.replMu.Lock()
+	oldEpoch := b.epoch
+	replace := b.revoked // a fence with no buffer after it (a failed replacement, a promotion that failed)
 	switch {
 	case h.Epoch > b.epoch && len(b.qps) > 0 && known && samePrimary(b.primary, from):
 		// The same primary re-attaching at a new epoch (its group
@@ -220,15 +262,21 @@ func (s *Server) acceptReplication(req rdma.ConnRequest) error {
 	case h.Epoch > b.epoch && len(b.qps) > 0:
 		// A new primary (or one the map cannot name yet): the old one
 		// (perhaps paused, not dead) must not get another WRITE
-		// acknowledged. Its buffer is revoked and replaced; the copy is
-		// incomplete until the new stream's attach ends.
+		// acknowledged. Its buffer is revoked, then replaced below.
+		b.fence()
+		replace = true
+	}
+	s.replMu.Unlock()
+	// The old primary's commands still in flight are refused from here.
+	b.rep.RaiseEpoch(h.Epoch)
+	if replace {
 		if err := s.rebuffer(b); err != nil {
-			s.replMu.Unlock()
 			req.Reject()
 			return err
 		}
-		s.log.Info("fenced the region's previous primary", zap.Uint64("region", h.Region), zap.Uint64("epoch", b.epoch), zap.Uint64("new_epoch", h.Epoch))
+		s.log.Info("fenced the region's previous primary", zap.Uint64("region", h.Region), zap.Uint64("epoch", oldEpoch), zap.Uint64("new_epoch", h.Epoch))
 	}
+	s.replMu.Lock()
 	switch {
 	case known:
 		b.primary = from
@@ -236,7 +284,6 @@ func (s *Server) acceptReplication(req rdma.ConnRequest) error {
 		b.primary = regionmap.Server{}
 	}
 	b.epoch = max(b.epoch, h.Epoch)
-	b.rep.RaiseEpoch(h.Epoch)
 	buf := b.buf
 	s.replMu.Unlock()
 	qp, err := req.Accept(rdma.ConnConfig{CQ: s.replCQ, Expose: []*rdma.MR{buf}})
@@ -274,10 +321,10 @@ func samePrimary(a, b regionmap.Server) bool {
 	return a.Name != "" && a.Name == b.Name && a.Started != 0 && a.Started == b.Started
 }
 
-// rebuffer fences b and gives its replica a fresh buffer. Called with
-// replMu held.
+// rebuffer gives b's replica a fresh buffer, b fenced (its old buffer
+// revoked). The replica folds the old one first (Build-Index), under its
+// own lock: called with b.hello held and replMu not held.
 func (s *Server) rebuffer(b *backupRegion) error {
-	b.fence()
 	buf, err := rdma.Register(int(2 * s.vol.SegmentSize()))
 	if err != nil {
 		return err
@@ -286,8 +333,11 @@ func (s *Server) rebuffer(b *backupRegion) error {
 		buf.Deregister()
 		return err
 	}
-	b.buf.Deregister()
-	b.buf = buf
+	s.replMu.Lock()
+	old := b.buf
+	b.buf, b.revoked = buf, false
+	s.replMu.Unlock()
+	old.Deregister()
 	return nil
 }
 
