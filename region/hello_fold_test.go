@@ -77,9 +77,9 @@ func blockedIn(t *testing.T, fn string, n int) {
 	}
 }
 
-// within runs f in a goroutine and returns a channel that yields its
+// async runs f in a goroutine and returns a channel that yields its
 // result.
-func within[T any](f func() T) <-chan T {
+func async[T any](f func() T) <-chan T {
 	ch := make(chan T, 1)
 	go func() { ch <- f() }()
 	return ch
@@ -216,7 +216,7 @@ func TestBuildIndexFoldStallsNoOtherRegion(t *testing.T) {
 		}
 	}
 	t.Cleanup(release)
-	first := within(func() *exposeReq { return hello(2) })
+	first := async(func() *exposeReq { return hello(2) })
 	select {
 	case <-gate.entered:
 	case <-time.After(10 * time.Second):
@@ -237,31 +237,31 @@ func TestBuildIndexFoldStallsNoOtherRegion(t *testing.T) {
 	check2 := func() ring.Reply {
 		return command(&replication.Command{Kind: replication.CmdCheck, Region: 2, Epoch: 1})
 	}
-	if rep := wait("region 2's command", within(check2)); rep.Status != 0 {
+	if rep := wait("region 2's command", async(check2)); rep.Status != 0 {
 		t.Fatalf("region 2's command during region 1's fold: status %d: %s", rep.Status, rep.Payload)
 	}
 
 	// A report round: region 1's copy is read after the fold (its
 	// replica's lock), region 2's commands go on meanwhile.
-	reports := within(func() []coord.Joined {
+	reports := async(func() []coord.Joined {
 		out, _ := s.dueLogReports(m, map[string]coord.ServerInfo{})
 		return out
 	})
 	blockedIn(t, "replication.(*Replica).Report", 1)
-	if rep := wait("region 2's command during a report round", within(check2)); rep.Status != 0 {
+	if rep := wait("region 2's command during a report round", async(check2)); rep.Status != 0 {
 		t.Fatalf("region 2's command during a report round: status %d: %s", rep.Status, rep.Payload)
 	}
 
 	// Region 1's commands wait for the fold: the old primary's, and a
 	// new stream's CHECK.
-	stale := within(func() ring.Reply {
+	stale := async(func() ring.Reply {
 		return command(&replication.Command{Kind: replication.CmdCheck, Region: 1, Epoch: 1})
 	})
-	fresh := within(func() ring.Reply {
+	fresh := async(func() ring.Reply {
 		return command(&replication.Command{Kind: replication.CmdCheck, Region: 1, Epoch: 2})
 	})
 	// A second hello of the new primary (another listener).
-	second := within(func() *exposeReq { return hello(2) })
+	second := async(func() *exposeReq { return hello(2) })
 	blockedIn(t, "replication.(*Replica).Handle", 2)
 	blockedIn(t, "region.(*Server).acceptReplication", 2)
 	select {
