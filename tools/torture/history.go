@@ -19,7 +19,7 @@ type recorder struct {
 	samples []opSample
 	ops     map[string]int // succeeded, by kind
 	failed  map[string]int // failed, by error class
-	firsts  []string       // the first unexpected errors
+	firsts  []string       // the first unexpected errors (server errors, unclassified)
 }
 
 func newRecorder(start time.Time) *recorder {
@@ -42,7 +42,7 @@ func (r *recorder) add(kind, key string, call time.Duration, err error) {
 	}
 	c := errClass(err)
 	r.failed[c]++
-	if c == "other" && len(r.firsts) < 5 {
+	if (c == "other" || c == "server error") && len(r.firsts) < 5 {
 		r.firsts = append(r.firsts, kind+": "+err.Error())
 	}
 }
