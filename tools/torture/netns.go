@@ -205,6 +205,10 @@ func (n *netnsNet) add(name string) (host, error) {
 	h.name, h.addr = name, fmt.Sprintf("%s%d", n.prefix, 9+idx)
 	h.wrap = []string{"ip", "netns", "exec", h.ns}
 	peer := h.veth + "p"
+	// A pair of an earlier network of this process (same names) may still
+	// be going away: the kernel dismantles a deleted namespace's devices
+	// in the background.
+	_ = exec.Command("ip", "link", "del", h.veth).Run()
 	steps := [][]string{
 		{"netns", "add", h.ns},
 		{"link", "add", h.veth, "type", "veth", "peer", "name", peer},
@@ -362,6 +366,11 @@ func (n *netnsNet) close() error {
 	defer n.mu.Unlock()
 	for name, h := range n.hosts {
 		if h.ns != "" {
+			// The pair first, at once (the namespace's own devices go in
+			// the background), then the namespace.
+			if e := ipCmd("ip", "link", "del", h.veth); e != nil && err == nil {
+				err = e
+			}
 			if e := ipCmd("ip", "netns", "del", h.ns); e != nil && err == nil {
 				err = e
 			}

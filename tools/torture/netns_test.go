@@ -2,6 +2,7 @@ package torture
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -155,5 +156,56 @@ func TestNetnsCutsAndHeals(t *testing.T) {
 	}
 	if out, _ := exec.Command("ip", "rule").Output(); strings.Contains(string(out), n.prefix) {
 		t.Fatalf("rules left after close:\n%s", out)
+	}
+}
+
+// TestNetnsAgainInOneProcess: a second network of the same process (the
+// same names) can be made right after the first is closed, though the
+// kernel dismantles a deleted namespace (with its end of each veth pair)
+// in the background: here a process still in one keeps it alive.
+func TestNetnsAgainInOneProcess(t *testing.T) {
+	if !canNetns() {
+		t.Skip("needs root, ip and tc (network namespaces)")
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	n, err := newNetns(rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := n.add("a")
+	if err != nil {
+		n.close()
+		t.Fatal(err)
+	}
+	hold := exec.Command("ip", "netns", "exec", n.hosts["a"].ns, "sleep", "60")
+	if err := hold.Start(); err != nil {
+		n.close()
+		t.Fatal(err)
+	}
+	defer func() { hold.Process.Kill(); hold.Wait() }()
+	for i := 0; ; i++ { // until ip netns exec has entered it and run sleep
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", hold.Process.Pid)); strings.TrimSpace(string(b)) == "sleep" {
+			break
+		}
+		if i == 200 {
+			n.close()
+			t.Fatal("the holding process never ran")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := n.close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	n2, err := newNetns(rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n2.close()
+	h2, err := n2.add("a")
+	if err != nil {
+		t.Fatalf("the same host again: %v", err)
+	}
+	if h2.name != h.name {
+		t.Fatalf("host %v, then %v", h, h2)
 	}
 }
