@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -202,9 +203,10 @@ func (w *registerLoad) record(id int, kind string, write *regInput, reads map[st
 
 // registerResult is the register check's outcome.
 type registerResult struct {
-	checked int      // operations checked (indeterminate writes included)
-	bad     []string // keys whose history is not linearizable
-	unknown bool     // the check timed out: neither proved nor refuted
+	checked   int      // operations checked (indeterminate writes included)
+	bad       []string // keys whose history is not linearizable
+	unknown   bool     // a key's check timed out: neither proved nor refuted
+	undecided []string // those keys
 }
 
 // check checks every key's history, each within timeout, two keys at a
@@ -242,20 +244,36 @@ func (w *registerLoad) check(dir string, timeout time.Duration) (registerResult,
 	close(next)
 	wg.Wait()
 	var bad []porcupine.Operation
+	var undecided strings.Builder
 	for i, v := range verdicts {
 		switch v {
 		case porcupine.Unknown:
 			res.unknown = true
+			key := parts[i][0].Input.(regInput).Key
+			res.undecided = append(res.undecided, key)
+			fmt.Fprintf(&undecided, "key %s: %d operations\n", key, len(parts[i]))
+			for _, op := range parts[i] {
+				fmt.Fprintf(&undecided, "  client %d [%d, %d] %s\n", op.ClientId, op.Call, op.Return, registerModel.DescribeOperation(op.Input, op.Output))
+			}
 		case porcupine.Illegal:
 			res.bad = append(res.bad, parts[i][0].Input.(regInput).Key)
 			bad = append(bad, parts[i]...)
 		}
 	}
-	if len(bad) == 0 {
+	if len(bad) == 0 && undecided.Len() == 0 {
 		return res, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, fmt.Errorf("torture: %w", err)
+	}
+	if undecided.Len() > 0 {
+		// The histories the check could not decide, for a longer check.
+		if err := os.WriteFile(filepath.Join(dir, "register-undecided.txt"), []byte(undecided.String()), 0o644); err != nil {
+			return res, fmt.Errorf("torture: %w", err)
+		}
+	}
+	if len(bad) == 0 {
+		return res, nil
 	}
 	_, info := porcupine.CheckOperationsVerbose(registerModel, bad, timeout)
 	if err := porcupine.VisualizePath(registerModel, info, filepath.Join(dir, "register-linearizability.html")); err != nil {

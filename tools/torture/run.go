@@ -277,7 +277,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	sum.Checked["register"] = rres.checked
 	sum.Violations["register"] = len(rres.bad)
 	if rres.unknown {
-		progress("register: a key's check timed out (1 minute): its linearizability neither proved nor refuted")
+		progress("register: the check of keys %v timed out (1 minute each): linearizability neither proved nor refuted (their histories: artifacts/register-undecided.txt)", rres.undecided)
 		sum.Violations["register check timed out"] = 1
 	}
 	progress("register: %d operations, keys not linearizable: %v", rres.checked, rres.bad)
