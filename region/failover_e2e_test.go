@@ -139,6 +139,12 @@ type ackedWriter struct {
 }
 
 func runWriters(t *testing.T, cl *client.Client, stop <-chan struct{}, keys []string) *ackedWriter {
+	return runSizedWriters(t, cl, stop, keys, 0)
+}
+
+// runSizedWriters is runWriters with values padded to size bytes (0: no
+// padding).
+func runSizedWriters(t *testing.T, cl *client.Client, stop <-chan struct{}, keys []string, size int) *ackedWriter {
 	w := &ackedWriter{acked: map[string]string{}, pending: map[string]string{}}
 	wg := &w.wg
 	quit := make(chan struct{}) // the test ended without closing stop (it failed)
@@ -148,6 +154,9 @@ func runWriters(t *testing.T, cl *client.Client, stop <-chan struct{}, keys []st
 			defer wg.Done()
 			for seq := 0; ; seq++ {
 				v := fmt.Sprintf("w%d.%d", i, seq)
+				if size > len(v) {
+					v += "." + strings.Repeat("x", size-len(v)-1)
+				}
 				start := time.Now()
 				for {
 					select {

@@ -1,8 +1,6 @@
 package region_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tebis-go/tebis/client"
 	"github.com/tebis-go/tebis/region/regionmap"
 )
 
@@ -61,7 +58,7 @@ func TestE2EBackupPausedDropped(t *testing.T) {
 			big = append(big, fmt.Sprintf("%s.big%d", r.Start, i))
 		}
 	}
-	bw := runBigWriters(t, c.cl, stop, big, 4<<10)
+	bw := runSizedWriters(t, c.cl, stop, big, 4<<10)
 	time.Sleep(time.Second)
 	c.servers[victim].p.Signal(syscall.SIGSTOP)
 	paused := time.Now()
@@ -107,50 +104,4 @@ func TestE2EBackupPausedDropped(t *testing.T) {
 	if hung == 0 {
 		t.Errorf("no primary of regions %v dropped %s as hung", backed, victim)
 	}
-}
-
-// runBigWriters is runWriters with values of size bytes.
-func runBigWriters(t *testing.T, cl *client.Client, stop <-chan struct{}, keys []string, size int) *ackedWriter {
-	w := &ackedWriter{acked: map[string]string{}, pending: map[string]string{}}
-	quit := make(chan struct{})
-	for i, k := range keys {
-		w.wg.Add(1)
-		go func() {
-			defer w.wg.Done()
-			for seq := 0; ; seq++ {
-				v := fmt.Sprintf("b%d.%d.", i, seq)
-				v += strings.Repeat("x", size-len(v))
-				start := time.Now()
-				for {
-					select {
-					case <-stop:
-						w.mu.Lock()
-						w.pending[k] = v
-						w.mu.Unlock()
-						return
-					case <-quit:
-						return
-					default:
-					}
-					cc, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					err := cl.Put(cc, []byte(k), []byte(v))
-					cancel()
-					if err == nil {
-						break
-					}
-					if !errors.Is(err, client.ErrUnavailable) && !errors.Is(err, client.ErrWrongRegion) && !errors.Is(err, context.DeadlineExceeded) {
-						t.Errorf("put %s: %v", k, err)
-						return
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
-				w.mu.Lock()
-				w.acked[k] = v
-				w.outage = max(w.outage, time.Since(start))
-				w.mu.Unlock()
-			}
-		}()
-	}
-	t.Cleanup(func() { close(quit); w.wg.Wait() })
-	return w
 }
