@@ -8,6 +8,7 @@ import (
 	"runtime/pprof"
 
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/rdma"
 	"github.com/tebis-go/tebis/rdma/ring"
 	"github.com/tebis-go/tebis/region/regionmap"
 	"github.com/tebis-go/tebis/region/wire"
@@ -97,7 +98,10 @@ func engineReply(err error) ring.Reply {
 		errors.Is(err, engine.ErrBadRequestID), errors.Is(err, engine.ErrStaleRequest):
 		return errorReply(wire.StatusBadRequest, "%v", err)
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, replication.ErrNoBackups), errors.Is(err, replication.ErrBackupDropped),
-		errors.Is(err, replication.ErrStreamClosed), errors.Is(err, replication.ErrTooFewCopies):
+		errors.Is(err, replication.ErrStreamClosed), errors.Is(err, replication.ErrTooFewCopies),
+		errors.Is(err, rdma.ErrClosed), errors.Is(err, rdma.ErrPeerGone):
+		// A connection of the region's stream closed or its peer died:
+		// the write is not known to be held; the next primary answers.
 		return errorReply(wire.StatusUnavailable, "%v", err)
 	case isStorageErr(err):
 		return errorReply(wire.StatusStorage, "storage: %v", err)

@@ -245,7 +245,10 @@ func (m *Mirror) wait(pos Pos, stopped func() error) error {
 		case err != nil:
 			return err
 		case m.closed:
-			return rdma.ErrClosed
+			// The stream is being closed (the region deposed or handed
+			// over): the write is not known to be held; the client
+			// retries at the region's next primary.
+			return fmt.Errorf("replication: the mirror closed while a write waited: %w", ErrStreamClosed)
 		}
 		m.waiters++
 		m.parks++

@@ -468,3 +468,48 @@ func TestMirrorCloseReportsNoDrop(t *testing.T) {
 		t.Errorf("drops reported after the mirror closed: %v", reported)
 	}
 }
+
+// TestMirrorWaitOnClosedMirrorIsStreamClosed: a write waiting for its
+// backups when the mirror closes (its region deposed or handed over) fails
+// with ErrStreamClosed, which the server answers as UNAVAILABLE (retry at
+// the next primary), not with the transport's own "closed".
+func TestMirrorWaitOnClosedMirrorIsStreamClosed(t *testing.T) {
+	bs, _, cq := connectBackups(t, rdma.NewLoopback(), func() string { loopAddrs++; return fmt.Sprintf("c%d", loopAddrs) }, 2)
+	var held []*heldQP
+	for i := range bs {
+		q := &heldQP{QP: bs[i].QP}
+		bs[i].QP, held = q, append(held, q)
+	}
+	m, err := NewMirror(mirrorSeg, 1, cq, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range held {
+		q.m = m
+		q.hold() // the WRITEs land; their completions never come
+	}
+	pos, err := m.Append(4096, bytes.Repeat([]byte{7}, 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- m.WaitTimeout(pos, 30*time.Second) }()
+	for held[0].outstanding() == 0 || held[1].outstanding() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // the waiter parked
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		if !errors.Is(err, ErrStreamClosed) {
+			t.Fatalf("waiter woken by Close: %v, want ErrStreamClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter not woken by Close")
+	}
+	if err := m.WaitTimeout(pos, time.Second); !errors.Is(err, ErrStreamClosed) {
+		t.Fatalf("wait after Close: %v, want ErrStreamClosed", err)
+	}
+}
