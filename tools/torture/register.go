@@ -201,6 +201,65 @@ func (w *registerLoad) record(id int, kind string, write *regInput, reads map[st
 	}
 }
 
+// registerHistory is the history the register check searches: the
+// returned reads and acknowledged writes, and the indeterminate writes,
+// which may take effect at any time after their call. Values are unique
+// to their put, so three rewrites keep every linearization and shrink the
+// search, which is exponential in the writes open at once:
+//   - an indeterminate put whose value no read returned is left out: it
+//     can take effect after every other operation, where it changes
+//     nothing observed; and if a linearization places it earlier, no read
+//     sits between it and the next write, so the rest stays one without
+//     it;
+//   - an indeterminate put whose value a read returned took effect before
+//     that read returned: its return is the earliest such read's return
+//     (if that is not after its call, the read is illegal either way and
+//     the put stays open);
+//   - an indeterminate delete is left out when every read returning "not
+//     found" returned before its call (for the same reason); else it stays
+//     open to the end.
+//
+// Without them a stale read with ten such puts open on its key already
+// takes porcupine past any bound: a violation would be reported undecided.
+func registerHistory(acked, unknown []porcupine.Operation) []porcupine.Operation {
+	h := slices.Clone(acked)
+	type read struct{ key, value string }
+	seen := map[read]int64{}     // a value read: the earliest return of a read of it
+	absent := map[string]int64{} // a key read as not found: the latest return of such a read
+	for _, op := range acked {
+		in := op.Input.(regInput)
+		if in.Kind != regGet {
+			continue
+		}
+		out := op.Output.(regOutput)
+		if !out.Found {
+			absent[in.Key] = max(absent[in.Key], op.Return)
+			continue
+		}
+		k := read{in.Key, out.Value}
+		if r, ok := seen[k]; !ok || op.Return < r {
+			seen[k] = op.Return
+		}
+	}
+	for _, op := range unknown {
+		in := op.Input.(regInput)
+		op.Return = math.MaxInt64 / 2
+		if in.Kind == regPut {
+			r, ok := seen[read{in.Key, in.Value}]
+			if !ok {
+				continue
+			}
+			if r > op.Call {
+				op.Return = r
+			}
+		} else if r, ok := absent[in.Key]; !ok || r < op.Call {
+			continue
+		}
+		h = append(h, op)
+	}
+	return h
+}
+
 // registerResult is the register check's outcome.
 type registerResult struct {
 	checked   int      // operations checked (indeterminate writes included)
@@ -209,22 +268,18 @@ type registerResult struct {
 	undecided []string // those keys
 }
 
-// check checks every key's history, each within timeout, two keys at a
-// time; indeterminate writes may take effect at any time after their call
-// (their return is past the history's end). A key whose check times out
+// check checks every key's history (registerHistory), each within
+// timeout, two keys at a time. A key whose check times out
 // leaves the result unknown. On a violation it writes porcupine's
 // visualization of the keys not linearizable into dir (only theirs: the
 // partial linearizations of a whole long history would not fit in
 // memory).
 func (w *registerLoad) check(dir string, timeout time.Duration) (registerResult, error) {
 	w.mu.Lock()
-	h := slices.Clone(w.history)
-	for _, op := range w.unknown {
-		op.Return = math.MaxInt64 / 2
-		h = append(h, op)
-	}
+	h := registerHistory(w.history, w.unknown)
+	checked := len(w.history) + len(w.unknown)
 	w.mu.Unlock()
-	res := registerResult{checked: len(h)}
+	res := registerResult{checked: checked}
 	parts := registerModel.Partition(h)
 	verdicts := make([]porcupine.CheckResult, len(parts))
 	var wg sync.WaitGroup
