@@ -323,7 +323,9 @@ func (w *registerLoad) check(dir string, timeout time.Duration) (registerResult,
 	}
 	if undecided.Len() > 0 {
 		// The histories the check could not decide, for a longer check.
-		if err := os.WriteFile(filepath.Join(dir, "register-undecided.txt"), []byte(undecided.String()), 0o644); err != nil {
+		const note = "# as searched (registerHistory): indeterminate writes no read observed are left out; an indeterminate\n" +
+			"# put's return is the earliest return of a read of its value; other indeterminate writes return at 4611686018427387903\n"
+		if err := os.WriteFile(filepath.Join(dir, "register-undecided.txt"), []byte(note+undecided.String()), 0o644); err != nil {
 			return res, fmt.Errorf("torture: %w", err)
 		}
 	}
