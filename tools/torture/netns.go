@@ -20,11 +20,13 @@ import (
 // hosts .10 up. The namespaces have no default route, so nothing leaves
 // the /24.
 //
-// Faults: a cut is an "ip rule ... blackhole" for the peer's address on
-// each side: an established connection goes silent both ways (what it
-// sends is dropped), a new one fails at once (EINVAL), as toward an
-// unreachable host. (A silent drop of new connections too needs a tc
-// drop action, which kernels without act_gact lack.) Shaping is netem
+// Faults: a cut is silent, as a partition is: packets are dropped, not
+// refused. Each namespace on the cut link drops on input what comes from
+// the peer's address (an "ip rule ... from PEER blackhole" ahead of the
+// local table, which add moves behind the cuts' priority): a connect
+// across the cut times out and an established connection goes quiet both
+// ways. The client's namespace (the caller's) is left alone; a host cut
+// from the client also drops its own output toward it. Shaping is netem
 // where the kernel has sch_netem, else tbf (a slow link whose queue
 // overflows).
 //
@@ -170,8 +172,12 @@ func sweepStale() {
 	}
 }
 
-// cutPriority is the priority of the cuts' rules.
-const cutPriority = 100
+// cutPriority is the priority of the cuts' rules; localPriority, the
+// local table's in a host's namespace (after them).
+const (
+	cutPriority   = 100
+	localPriority = 200
+)
 
 func (n *netnsNet) describe() string {
 	n.mu.Lock()
@@ -180,7 +186,7 @@ func (n *netnsNet) describe() string {
 	if n.netem {
 		shaping = "netem delay and loss"
 	}
-	return fmt.Sprintf("netns (one namespace per process on %s0/24; cuts: ip rule blackhole; shaping: %s)", n.prefix, shaping)
+	return fmt.Sprintf("netns (one namespace per process on %s0/24; cuts: silent drops, ip rule blackhole on input; shaping: %s)", n.prefix, shaping)
 }
 
 func (n *netnsNet) partitions() bool { return true }
@@ -219,6 +225,10 @@ func (n *netnsNet) add(name string) (host, error) {
 		{"-n", h.ns, "addr", "add", h.addr + "/24", "dev", "eth0"},
 		{"-n", h.ns, "link", "set", "eth0", "up"},
 		{"-n", h.ns, "link", "set", "lo", "up"},
+		// The local table after the cuts' rules: their input drops then
+		// apply to packets addressed to the host.
+		{"-n", h.ns, "rule", "add", "priority", strconv.Itoa(localPriority), "lookup", "local"},
+		{"-n", h.ns, "rule", "del", "priority", "0", "lookup", "local"},
 	}
 	for _, s := range steps {
 		if err := ipCmd("ip", s...); err != nil {
@@ -230,13 +240,34 @@ func (n *netnsNet) add(name string) (host, error) {
 	return h.host, nil
 }
 
-// rule adds (or deletes) on h's side the blackhole for traffic to addr.
-func (n *netnsNet) rule(h *nsHost, op, addr string) error {
-	args := []string{"rule", op, "priority", strconv.Itoa(cutPriority), "to", addr + "/32", "blackhole"}
-	if h.ns != "" {
-		args = append([]string{"-n", h.ns}, args...)
+// rule adds (or deletes) in h's namespace the blackhole of what comes from
+// addr (dir "from") or goes to it ("to").
+func (n *netnsNet) rule(h *nsHost, op, dir, addr string) error {
+	return ipCmd("ip", "-n", h.ns, "rule", op, "priority", strconv.Itoa(cutPriority), dir, addr+"/32", "blackhole")
+}
+
+// cutRule is one blackhole rule of a cut, in h's namespace.
+type cutRule struct {
+	h         *nsHost
+	dir, addr string // dir: "from" (input) or "to" (output)
+}
+
+// cutRules are the rules of a cut between a and b: every namespace on the
+// link drops what comes from the other; one cut from the client (in the
+// caller's namespace, left alone) also drops what it sends to it.
+func cutRules(a, b *nsHost) []cutRule {
+	var out []cutRule
+	for _, p := range [][2]*nsHost{{a, b}, {b, a}} {
+		h, peer := p[0], p[1]
+		if h.ns == "" {
+			continue
+		}
+		out = append(out, cutRule{h, "from", peer.addr})
+		if peer.ns == "" {
+			out = append(out, cutRule{h, "to", peer.addr})
+		}
 	}
-	return ipCmd("ip", args...)
+	return out
 }
 
 func (n *netnsNet) pair(a, b string) (*nsHost, *nsHost, link, error) {
@@ -257,12 +288,14 @@ func (n *netnsNet) cut(a, b string) error {
 	if err != nil || n.cuts[l] {
 		return err
 	}
-	if err := n.rule(ha, "add", hb.addr); err != nil {
-		return err
-	}
-	if err := n.rule(hb, "add", ha.addr); err != nil {
-		_ = n.rule(ha, "del", hb.addr)
-		return err
+	rules := cutRules(ha, hb)
+	for i, r := range rules {
+		if err := n.rule(r.h, "add", r.dir, r.addr); err != nil {
+			for _, r := range rules[:i] {
+				_ = n.rule(r.h, "del", r.dir, r.addr)
+			}
+			return err
+		}
 	}
 	n.cuts[l] = true
 	return nil
@@ -279,9 +312,10 @@ func (n *netnsNet) uncutLocked(a, b string) error {
 	if err != nil || !n.cuts[l] {
 		return err
 	}
-	err = n.rule(ha, "del", hb.addr)
-	if e := n.rule(hb, "del", ha.addr); err == nil {
-		err = e
+	for _, r := range cutRules(ha, hb) {
+		if e := n.rule(r.h, "del", r.dir, r.addr); err == nil {
+			err = e
+		}
 	}
 	delete(n.cuts, l)
 	return err

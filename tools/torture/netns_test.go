@@ -209,3 +209,118 @@ func TestNetnsAgainInOneProcess(t *testing.T) {
 		t.Fatalf("host %v, then %v", h, h2)
 	}
 }
+
+// TestNetnsCutIsSilent: a cut drops packets, as a partition does; nothing
+// refuses them. A connection opened before the cut goes quiet both ways,
+// and a connect across the cut times out rather than failing at once
+// (between two hosts, and from the client to a host).
+func TestNetnsCutIsSilent(t *testing.T) {
+	if !canNetns() {
+		t.Skip("needs root, ip and tc (network namespaces)")
+	}
+	n, err := newNetns(rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.close() })
+	for _, h := range []string{"a", "b"} {
+		if _, err := n.add(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// listen makes a listener on to that echoes every byte back.
+	listen := func(to string) net.Listener {
+		var l net.Listener
+		inNetns(t, n.hosts[to].ns, func() {
+			var err error
+			if l, err = net.Listen("tcp", n.hosts[to].addr+":0"); err != nil {
+				t.Fatal(err)
+			}
+		})
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for range 4 {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					b := make([]byte, 1)
+					for {
+						if _, err := c.Read(b); err != nil {
+							return
+						}
+						if _, err := c.Write(b); err != nil {
+							return
+						}
+					}
+				}()
+			}
+		}()
+		return l
+	}
+	// echo reports whether a byte sent on c comes back within d.
+	echo := func(c net.Conn, d time.Duration) bool {
+		_ = c.SetDeadline(time.Now().Add(d))
+		if _, err := c.Write([]byte("x")); err != nil {
+			return false
+		}
+		_, err := c.Read(make([]byte, 1))
+		return err == nil
+	}
+	dial := func(from string, l net.Listener, d time.Duration) (c net.Conn, err error) {
+		inNetns(t, n.hosts[from].ns, func() { c, err = net.DialTimeout("tcp", l.Addr().String(), d) })
+		return c, err
+	}
+	type path struct{ from, to string }
+	paths := []path{{"a", "b"}, {"b", "a"}, {clientHost, "a"}}
+	listeners := map[string]net.Listener{"a": listen("a"), "b": listen("b")}
+	open := map[path]net.Conn{}
+	for _, p := range paths {
+		c, err := dial(p.from, listeners[p.to], time.Second)
+		if err != nil {
+			t.Fatalf("%s -> %s before the cut: %v", p.from, p.to, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if !echo(c, time.Second) {
+			t.Fatalf("%s -> %s: no echo before the cut", p.from, p.to)
+		}
+		open[p] = c
+	}
+	if err := n.cut("a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.cut(clientHost, "a"); err != nil {
+		t.Fatal(err)
+	}
+	const wait = 700 * time.Millisecond
+	for _, p := range paths {
+		if echo(open[p], wait) {
+			t.Errorf("%s -> %s: an open connection still carries data across the cut", p.from, p.to)
+		}
+		start := time.Now()
+		c, err := dial(p.from, listeners[p.to], wait)
+		var ne net.Error
+		switch {
+		case err == nil:
+			c.Close()
+			t.Errorf("%s -> %s: connected across the cut", p.from, p.to)
+		case !errors.As(err, &ne) || !ne.Timeout() || time.Since(start) < wait*9/10:
+			t.Errorf("%s -> %s: connect failed after %v with %v, want a timeout after %v (a silent drop)", p.from, p.to, time.Since(start), err, wait)
+		}
+	}
+	if err := n.healAll(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		c, err := dial(p.from, listeners[p.to], time.Second)
+		if err != nil {
+			t.Fatalf("%s -> %s after healing: %v", p.from, p.to, err)
+		}
+		if !echo(c, time.Second) {
+			t.Errorf("%s -> %s: no echo after healing", p.from, p.to)
+		}
+		c.Close()
+	}
+}
