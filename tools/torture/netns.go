@@ -20,19 +20,23 @@ import (
 // hosts .10 up. The namespaces have no default route, so nothing leaves
 // the /24.
 //
-// Faults: a cut is silent, as a partition is: packets are dropped, not
-// refused. Each namespace on the cut link drops on input what comes from
-// the peer's address (an "ip rule ... from PEER blackhole" ahead of the
-// local table, which add moves behind the cuts' priority): a connect
-// across the cut times out and an established connection goes quiet both
-// ways. The client's namespace (the caller's) is left alone; a host cut
-// from the client also drops its own output toward it. Shaping is netem
+// Faults: a cut drops packets, as a partition does. Each host's namespace
+// on the cut link drops on input what comes from the peer's address (an
+// "ip rule ... from PEER blackhole" ahead of the local table, which add
+// moves behind the cuts' priority): an established connection goes quiet
+// both ways, and a connect across the cut times out (or, once the peers'
+// neighbour entries expired, after tens of seconds, fails after ~3 s of
+// unanswered ARP, as toward a host gone from the link). The client's
+// namespace (the caller's) gets no rules; a host cut from the client also
+// blackholes its own output toward it (its connects to the client would
+// fail at once: none are made). Shaping is netem
 // where the kernel has sch_netem, else tbf (a slow link whose queue
 // overflows).
 //
 // Names carry the creating process's PID (tt<pid>...): close removes this
 // run's, and newNetns first removes those of runs whose process is gone,
-// and the root namespace's cuts toward a 198.18 subnet no bridge holds.
+// and cut rules of the root namespace (made by older versions of this
+// tool) toward a 198.18 subnet no bridge holds.
 type netnsNet struct {
 	id     string // the PID, in every name
 	prefix string // 198.18.N.
@@ -152,8 +156,8 @@ func sweepStale() {
 			}
 		}
 	}
-	// Cuts of the client (rules of the root namespace) toward a subnet no
-	// live run's bridge holds.
+	// Cuts of the client in the root namespace (older versions of this
+	// tool made them) toward a subnet no live run's bridge holds.
 	used := usedSubnets()
 	out, err := exec.Command("ip", "rule", "show", "priority", strconv.Itoa(cutPriority)).Output()
 	if err != nil {
@@ -186,7 +190,7 @@ func (n *netnsNet) describe() string {
 	if n.netem {
 		shaping = "netem delay and loss"
 	}
-	return fmt.Sprintf("netns (one namespace per process on %s0/24; cuts: silent drops, ip rule blackhole on input; shaping: %s)", n.prefix, shaping)
+	return fmt.Sprintf("netns (one namespace per process on %s0/24; cuts: silent drops (ip rule blackhole of input from the peer); shaping: %s)", n.prefix, shaping)
 }
 
 func (n *netnsNet) partitions() bool { return true }

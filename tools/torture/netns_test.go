@@ -210,10 +210,10 @@ func TestNetnsAgainInOneProcess(t *testing.T) {
 	}
 }
 
-// TestNetnsCutIsSilent: a cut drops packets, as a partition does; nothing
-// refuses them. A connection opened before the cut goes quiet both ways,
-// and a connect across the cut times out rather than failing at once
-// (between two hosts, and from the client to a host).
+// TestNetnsCutIsSilent: a cut drops packets, as a partition does. A
+// connection opened before the cut goes quiet both ways, and a connect
+// across the cut times out rather than failing at once (between two
+// hosts, and from the client to a host; hosts never dial the client).
 func TestNetnsCutIsSilent(t *testing.T) {
 	if !canNetns() {
 		t.Skip("needs root, ip and tc (network namespaces)")
