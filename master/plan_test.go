@@ -560,17 +560,24 @@ func TestNextDropsOfFailedPrimaryIgnored(t *testing.T) {
 		again := srv(r.Primary)
 		again.Started = 2
 		v.Live[r.Primary] = again
-		for range 3 {
-			n := Next(v)
-			if n == nil {
-				break
-			}
-			v.Map = n
-		}
+		v.Map = nextUntilStable(v, 3)
 		if nr := v.Map.Region(r.ID); nr.Primary != b0 {
 			t.Fatalf("the complete backup %s was not promoted; the restarted primary kept the region: %+v", b0, *nr)
 		}
 	})
+}
+
+// nextUntilStable applies Next to v's map until it proposes nothing, at
+// most steps times, and returns the last map.
+func nextUntilStable(v View, steps int) *regionmap.Map {
+	for range steps {
+		n := Next(v)
+		if n == nil {
+			break
+		}
+		v.Map = n
+	}
+	return v.Map
 }
 
 // healthView is v with Unhealthy derived from health reports as the
@@ -656,13 +663,7 @@ func TestNextUnhealthyServer(t *testing.T) {
 			if v.Unhealthy["rs1"] != c.registered {
 				t.Fatalf("rs1 unhealthy: %v", v.Unhealthy["rs1"])
 			}
-			for range 6 {
-				n := Next(v)
-				if n == nil {
-					break
-				}
-				v.Map = n
-			}
+			v.Map = nextUntilStable(v, 6)
 			got := v.Map.Region(1)
 			if got.Primary != c.wantPrimary {
 				t.Fatalf("region 1's primary %s, want %s: %+v", got.Primary, c.wantPrimary, *got)
@@ -748,13 +749,7 @@ func TestNextHealthyBackupFirst(t *testing.T) {
 				if v.Unhealthy["rs4"] != c.rs4Sick {
 					t.Fatalf("rs4 unhealthy: %v", v.Unhealthy["rs4"])
 				}
-				for range 6 {
-					n := Next(v)
-					if n == nil {
-						break
-					}
-					v.Map = n
-				}
+				v.Map = nextUntilStable(v, 6)
 				got := v.Map.Region(2)
 				if got.Primary != c.wantPrimary {
 					t.Fatalf("region 2's primary %s, want %s: %+v", got.Primary, c.wantPrimary, *got)

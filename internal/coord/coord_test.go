@@ -527,6 +527,27 @@ func TestReportNames(t *testing.T) {
 	}
 }
 
+// watchHealthOf watches the health reports through obs until the test
+// ends; the function it returns gives name's last report seen as
+// "state/started" ("/0": none).
+func watchHealthOf(t *testing.T, obs *Session, name string) func() string {
+	t.Helper()
+	var mu sync.Mutex
+	var seen map[string]Health
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go obs.WatchHealth(ctx, func(h map[string]Health) {
+		mu.Lock()
+		seen = h
+		mu.Unlock()
+	})
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[name].State + "/" + strconv.FormatInt(seen[name].Started, 10)
+	}
+}
+
 // TestHealth: a server's health znode is ephemeral and its own session's;
 // setting it again replaces it, nil deletes it, one an earlier session
 // left is replaced; watchers see each change. Deregister deletes only a
@@ -535,20 +556,7 @@ func TestHealth(t *testing.T) {
 	t.Parallel()
 	addr := zkAddr(t)
 	obs, s1, s2 := dial(t, addr, 0), dial(t, addr, 0), dial(t, addr, 0)
-	var mu sync.Mutex
-	var seen map[string]Health
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go obs.WatchHealth(ctx, func(h map[string]Health) {
-		mu.Lock()
-		seen = h
-		mu.Unlock()
-	})
-	state := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return seen["rs1"].State + "/" + strconv.FormatInt(seen["rs1"].Started, 10)
-	}
+	state := watchHealthOf(t, obs, "rs1")
 	if err := s1.SetHealth(ctxFor(t, 10*time.Second), "rs1", &Health{Name: "rs1", Started: 1, State: HealthNoSpace}); err != nil {
 		t.Fatal(err)
 	}
@@ -610,20 +618,7 @@ func TestHealthWatchSeesContentChange(t *testing.T) {
 	t.Parallel()
 	addr := zkAddr(t)
 	obs, s1 := dial(t, addr, 0), dial(t, addr, 0)
-	var mu sync.Mutex
-	var seen map[string]Health
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go obs.WatchHealth(ctx, func(h map[string]Health) {
-		mu.Lock()
-		seen = h
-		mu.Unlock()
-	})
-	state := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return seen["rs1"].State + "/" + strconv.FormatInt(seen["rs1"].Started, 10)
-	}
+	state := watchHealthOf(t, obs, "rs1")
 	within := func(what, want string) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
