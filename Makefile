@@ -84,7 +84,7 @@ fuzz:
 	for f in FuzzServerPoll FuzzDecodeHeader FuzzConnParams; do \
 		$(GO) test ./rdma/ring -run '^$$' -fuzz $$f -fuzztime 1000000x || exit 1; \
 	done
-	$(GO) test ./region/wire -run '^$$' -fuzz FuzzDecode -fuzztime 1000000x
+	$(GO) test ./internal/wire -run '^$$' -fuzz FuzzDecode -fuzztime 1000000x
 	$(GO) test ./replication -run '^$$' -fuzz FuzzDecodeSegMap -fuzztime 1000000x
 	$(GO) test ./replication -run '^$$' -fuzz FuzzDecodeCommand -fuzztime 1000000x
 

@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tebis-go/tebis/client/regionmap"
+	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/rdma"
 	"github.com/tebis-go/tebis/rdma/ring"
-	"github.com/tebis-go/tebis/region/regionmap"
-	"github.com/tebis-go/tebis/region/wire"
 )
 
 // Config configures a client.

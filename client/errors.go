@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/rdma/ring"
-	"github.com/tebis-go/tebis/region/wire"
 )
 
 var (

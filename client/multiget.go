@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/tebis-go/tebis/region/wire"
+	"github.com/tebis-go/tebis/internal/wire"
 )
 
 // MultiGet returns the values of keys, in order; a missing key's value is

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tebis-go/tebis/region/wire"
+	"github.com/tebis-go/tebis/internal/wire"
 )
 
 // Exactly-once writes (docs/protocol.md): every put and delete carries a

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tebis-go/tebis/region/regionmap"
-	"github.com/tebis-go/tebis/region/wire"
+	"github.com/tebis-go/tebis/client/regionmap"
+	"github.com/tebis-go/tebis/internal/wire"
 )
 
 // ScanOptions tunes a scan's batches.

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/rdma/ring"
-	"github.com/tebis-go/tebis/region/wire"
 )
 
 // ServerStats returns a server's counters as the JSON document the server

@@ -3,8 +3,8 @@ package master
 import (
 	"context"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/coord"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 // Coordinator is what Run needs from ZooKeeper; ZK adapts a

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/coord"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 // fakeZK is an in-memory, deterministic Coordinator: live servers, the

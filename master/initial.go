@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/client/regionmap"
 )
 
 // Layout describes a new cluster's regions.

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/client/regionmap"
 )
 
 func TestInitialMapMinCopies(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/coord"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 // Config configures a master process.

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/client/regionmap"
 )
 
 // Join names a joining backup whose seeding its primary reported done at

@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/coord"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 // runFake runs Run on f with a fake clock at t0 until the test ends.

@@ -9,9 +9,9 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/coord"
 	"github.com/tebis-go/tebis/internal/zkserver"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 // TestRunOnZooKeeper runs two masters on a real ZooKeeper: the first

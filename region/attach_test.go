@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/client/regionmap"
 )
 
 // TestSupersedes: which map changes end an attach in flight.

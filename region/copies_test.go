@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tebis-go/tebis/region/regionmap"
-	"github.com/tebis-go/tebis/region/wire"
+	"github.com/tebis-go/tebis/client/regionmap"
+	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/replication"
 )
 

@@ -9,11 +9,11 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/rdma"
 	"github.com/tebis-go/tebis/rdma/ring"
-	"github.com/tebis-go/tebis/region/regionmap"
-	"github.com/tebis-go/tebis/region/wire"
 	"github.com/tebis-go/tebis/replication"
 )
 

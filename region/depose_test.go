@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
-	"github.com/tebis-go/tebis/region/regionmap"
 	"github.com/tebis-go/tebis/replication"
 )
 

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/region"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 // TestE2EDiskFailureFailsOver: 3 servers (sync mode, --fault-fs), 3-way

@@ -16,12 +16,12 @@ import (
 	"time"
 
 	"github.com/tebis-go/tebis/client"
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/proctest"
 	"github.com/tebis-go/tebis/internal/testseed"
+	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/rdma"
 	"github.com/tebis-go/tebis/rdma/ring"
-	"github.com/tebis-go/tebis/region/regionmap"
-	"github.com/tebis-go/tebis/region/wire"
 )
 
 // server is a tebis server process under test.

@@ -20,10 +20,10 @@ import (
 	"time"
 
 	"github.com/tebis-go/tebis/client"
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/proctest"
 	"github.com/tebis-go/tebis/internal/testseed"
 	"github.com/tebis-go/tebis/internal/zkserver"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 // managed is a cluster run by a master through a real ZooKeeper.

@@ -12,10 +12,10 @@ import (
 	"github.com/go-zookeeper/zk"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/internal/coord"
 	"github.com/tebis-go/tebis/internal/zkserver"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 // A managed server's full disk, through ZooKeeper without a master: the

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/client/regionmap"
 )
 
 // TestE2EBackupPausedDropped: 4 servers, 3 regions, 3-way Send-Index

@@ -11,8 +11,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
-	"github.com/tebis-go/tebis/region/regionmap"
 	"github.com/tebis-go/tebis/replication"
 )
 

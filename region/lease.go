@@ -1,8 +1,8 @@
 package region
 
 import (
+	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/rdma/ring"
-	"github.com/tebis-go/tebis/region/wire"
 )
 
 // The read lease (docs/failover.md, "Read contract"). A managed server

@@ -11,8 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tebis-go/tebis/client"
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/coord"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 // BenchmarkGetLease measures what the read lease costs a get through a

@@ -8,10 +8,10 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/rdma/ring"
-	"github.com/tebis-go/tebis/region/regionmap"
-	"github.com/tebis-go/tebis/region/wire"
 )
 
 // pausingClock is a fake clock that, once armed, jumps ahead by pause

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/tebis-go/tebis/client"
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/proctest"
 	"github.com/tebis-go/tebis/region"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 // linEngineArgs are the servers' engine sizes for the fault test.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/client/regionmap"
 )
 
 // faultKind is one fault the linearizability test injects into region 1's

@@ -18,8 +18,8 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/tebis-go/tebis/client"
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/testseed"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 // linResult is what one configuration's run found.

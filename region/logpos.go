@@ -9,9 +9,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/coord"
 	"github.com/tebis-go/tebis/rdma"
-	"github.com/tebis-go/tebis/region/regionmap"
 	"github.com/tebis-go/tebis/replication"
 )
 

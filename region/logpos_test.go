@@ -3,8 +3,8 @@ package region
 import (
 	"testing"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/coord"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 // fakeCopy is a backup's copy as logReports reads it.

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/tebis-go/tebis/client"
-	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/replication"
 )
 

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/tebis-go/tebis/client"
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/internal/testseed"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 // replCluster is three server processes, each primary of one region and

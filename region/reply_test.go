@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/rdma"
-	"github.com/tebis-go/tebis/region/wire"
 	"github.com/tebis-go/tebis/replication"
 )
 

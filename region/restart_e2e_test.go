@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/testseed"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 // regionProbe puts to one key of a region in a loop and records the

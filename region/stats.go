@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/rdma/ring"
-	"github.com/tebis-go/tebis/region/wire"
 )
 
 // ServerStats is what a TypeStats request returns (JSON): the volume's

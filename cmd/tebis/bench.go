@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/tools/bench"
 	"github.com/tebis-go/tebis/tools/progress"
 	"github.com/urfave/cli/v2"

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/procstat"
-	"github.com/tebis-go/tebis/region/regionmap"
 	"github.com/tebis-go/tebis/tools/bench"
 	"github.com/tebis-go/tebis/tools/progress"
 	"github.com/tebis-go/tebis/tools/ycsb"

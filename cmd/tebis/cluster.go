@@ -14,9 +14,9 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/coord"
 	"github.com/tebis-go/tebis/master"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 func zkFlags() []cli.Flag {

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/tools/demo"
 	"github.com/tebis-go/tebis/tools/progress"
 	"github.com/urfave/cli/v2"

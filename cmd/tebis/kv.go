@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/tebis-go/tebis/client"
-	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/urfave/cli/v2"
 )
 

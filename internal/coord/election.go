@@ -13,7 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"go.uber.org/zap"
 
-	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/client/regionmap"
 )
 
 // Leadership is a won master election. It lasts while its candidate znode

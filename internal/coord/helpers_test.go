@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/zkserver"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 // The tests share one standalone ZooKeeper (a JVM start costs seconds);

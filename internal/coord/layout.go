@@ -12,7 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"go.uber.org/zap"
 
-	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/client/regionmap"
 )
 
 // The znode layout under the root (docs/failover.md):

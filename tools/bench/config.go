@@ -3,7 +3,7 @@ package bench
 import (
 	"fmt"
 
-	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/tools/progress"
 	"github.com/tebis-go/tebis/tools/ycsb"
 	"go.uber.org/zap"

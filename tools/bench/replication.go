@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/tebis-go/tebis/client"
-	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/tools/ycsb"
 	"go.uber.org/zap"
 )

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/tebis-go/tebis/client"
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/internal/procstat"
 	"github.com/tebis-go/tebis/region"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 func init() { Register("server", openServer) }

@@ -7,7 +7,7 @@ import (
 	"sort"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/client/regionmap"
 	"go.uber.org/zap"
 )
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/proctest"
-	"github.com/tebis-go/tebis/region/regionmap"
 	"github.com/tebis-go/tebis/tools/ycsb"
 	"gonum.org/v1/plot/vg"
 )

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/tebis-go/tebis/client"
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/zkserver"
 	"github.com/tebis-go/tebis/region"
-	"github.com/tebis-go/tebis/region/regionmap"
 	"github.com/tebis-go/tebis/tools/progress"
 	"github.com/tebis-go/tebis/tools/ycsb"
 	"go.uber.org/zap"

@@ -8,7 +8,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/tebis-go/tebis/region/regionmap"
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/tools/progress"
 	"github.com/tebis-go/tebis/tools/ycsb"
 	"go.uber.org/zap"

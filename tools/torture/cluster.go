@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tebis-go/tebis/client"
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/region"
-	"github.com/tebis-go/tebis/region/regionmap"
 )
 
 // serverPort is the region servers' tcp port when each has an address of
