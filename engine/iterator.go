@@ -138,17 +138,26 @@ func (r *Region) Compact() error {
 		r.mu.Unlock()
 		return ErrClosed
 	}
-	if r.mem.len() > 0 {
+	waited := false // once, as a write (region.go)
+	for r.mem.len() > 0 {
 		for r.imm != nil && r.bgErr == nil && r.spaceErr == nil && !r.closed && !r.l0HeldLocked() {
 			r.signal()
 			r.memCond.Wait()
 		}
-		if r.imm == nil && r.bgErr == nil && !r.closed && r.mem.len() > 0 {
-			if err := r.freezeLocked(); err != nil {
-				r.mu.Unlock()
-				return err
-			}
+		if r.imm != nil || r.bgErr != nil || r.closed || r.mem.len() == 0 {
+			break
 		}
+		// The freeze's checkpoint may seal the tail (SealGate).
+		if g := r.listener.sealGate(); g != nil && !waited && !g.SealReady() {
+			r.waitSeal(g)
+			waited = true
+			continue
+		}
+		if err := r.freezeLocked(); err != nil {
+			r.mu.Unlock()
+			return err
+		}
+		break
 	}
 	r.mu.Unlock()
 	return r.WaitIdle()

@@ -4,9 +4,18 @@ import "sync/atomic"
 
 // Listener receives a region's events: the hooks replication builds on.
 // Callbacks run synchronously on the goroutine doing the work (a writer for
-// log events, the compaction goroutine for compaction events), must not call
-// back into the region, and should return quickly. Byte slices are valid
+// log events, the compaction or GC goroutine for compaction and log-free
+// events) and must not call back into the region. Byte slices are valid
 // only during the call.
+//
+// LogAppended and LogSealed run under the region's lock and its log's
+// lock: every read and write of the region waits while they run, so they
+// must not block (no waiting for another process). A listener that needs
+// something before a seal (replication: the backups must have freed the
+// buffer half the next segment reuses) implements SealGate: the engine
+// then waits for it before the seal, without locks. The other events run
+// on the background goroutines without region locks; blocking there holds
+// back compactions and GC only (replication's flow control).
 type Listener interface {
 	// LogAppended reports a record appended to the log tail at Ptr.
 	LogAppended(LogAppend)
@@ -125,6 +134,27 @@ type WriteGate interface {
 	WaitAcknowledged(pos uint64) error
 }
 
+// SealGate is implemented by Listeners whose LogSealed has a
+// precondition that may take time (a replication stream's backups must
+// have persisted the segment that last used the buffer half the next one
+// reuses, and hold the tail being sealed). Before a write or an L0 freeze
+// that may seal the log's tail, the engine asks SealReady under the
+// region's lock; when it is false it releases the lock, calls WaitSeal
+// (once per write), and starts the write over. SealReady must stay true
+// once true until the next LogSealed (the engine relies on it while it
+// holds the lock). LogSealed may still wait when the gate was not asked
+// (a seal by a request-table merge) or gave up: that is the listener's
+// fallback, not the path of a write.
+type SealGate interface {
+	// SealReady reports, without blocking, whether LogSealed may run now
+	// without waiting. Called under the region's lock.
+	SealReady() bool
+	// WaitSeal waits, bounded by the listener's own timeout, until
+	// SealReady (or until the listener gave up: the engine goes on
+	// either way). Called without region locks.
+	WaitSeal()
+}
+
 // RecordListener is implemented by listeners that want LogAppend.Record.
 type RecordListener interface {
 	WantsRecords() bool
@@ -151,6 +181,14 @@ func (h *hooks) set(l Listener) {
 func (h *hooks) get() Listener {
 	if b := h.p.Load(); b != nil {
 		return b.l
+	}
+	return nil
+}
+
+// sealGate is the listener's SealGate, or nil.
+func (h *hooks) sealGate() SealGate {
+	if g, ok := h.get().(SealGate); ok {
+		return g
 	}
 	return nil
 }

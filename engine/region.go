@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -305,19 +306,40 @@ func (r *Region) write(kind uint8, key, value []byte, id RequestID, cond func() 
 		}
 	}
 	k := append([]byte(nil), key...) // L0's copy, made outside the lock
+	n := int64(recordSize(len(key), payloadLen(id, value)))
 	r.mu.Lock()
+	waited := false // a write waits for the gate once: a gate that gave up leaves LogSealed its fallback
 	for {
 		for r.held > 0 && cond == nil && !r.closed { // Quiesce: client writes wait; GC's finish its pass
 			r.memCond.Wait()
 		}
-		if err := r.waitRoomLocked(cond != nil); err != nil {
+		var gate SealGate
+		if !waited {
+			gate = r.listener.sealGate()
+		}
+		err := r.waitRoomLocked(cond != nil, gate)
+		if errors.Is(err, errSealWait) {
+			r.waitSeal(gate)
+			waited = true
+			continue
+		}
+		if err != nil {
 			r.mu.Unlock()
 			return false, err
 		}
 		// A stall in waitRoomLocked may have outlasted a Quiesce's start.
-		if r.held == 0 || cond != nil || r.closed {
-			break
+		if r.held > 0 && cond == nil && !r.closed {
+			continue
 		}
+		// Admission: a record that seals the tail waits, without the
+		// lock, until the listener can take the seal without waiting
+		// (SealGate). Nothing is appended between here and the append.
+		if gate != nil && r.log.maySeal(n) && !gate.SealReady() {
+			r.waitSeal(gate)
+			waited = true
+			continue
+		}
+		break
 	}
 	r.writers.Add(1)
 	defer r.writers.Add(-1)
@@ -367,6 +389,19 @@ func (r *Region) write(kind uint8, key, value []byte, id RequestID, cond func() 
 	return true, nil
 }
 
+// errSealWait: waitRoomLocked would freeze L0 but the listener's
+// SealGate is not ready.
+var errSealWait = errors.New("engine: waiting for the listener's seal gate")
+
+// waitSeal waits for gate with the region's lock released. Called with
+// mu held; it returns with mu held, the region's state to be re-read.
+func (r *Region) waitSeal(gate SealGate) {
+	r.mu.Unlock()
+	gate.WaitSeal()
+	r.v.ctr.sealWaits.Add(1)
+	r.mu.Lock()
+}
+
 func (r *Region) memFull() bool {
 	return r.mem.len() >= r.v.opts.L0Pairs || (r.v.opts.L0Bytes > 0 && r.mem.kvBytes >= r.v.opts.L0Bytes)
 }
@@ -376,7 +411,11 @@ func (r *Region) memFull() bool {
 // held back for replication (l0HeldLocked): it would hold up a Quiesce
 // (the re-attach that ends the hold) from inside a GC pass; L0 takes it
 // over its size.
-func (r *Region) waitRoomLocked(relocation bool) error {
+//
+// A freeze appends the request table's checkpoint, which may seal the
+// log's tail: with a gate that is not ready it returns errSealWait
+// instead, for the caller to wait for the gate without the lock.
+func (r *Region) waitRoomLocked(relocation bool, gate SealGate) error {
 	var start time.Time
 	for {
 		if r.closed {
@@ -389,6 +428,9 @@ func (r *Region) waitRoomLocked(relocation bool) error {
 			break
 		}
 		if r.imm == nil {
+			if gate != nil && !gate.SealReady() {
+				return errSealWait
+			}
 			if err := r.freezeLocked(); err != nil {
 				return err
 			}

@@ -58,6 +58,10 @@ type Stats struct {
 	// switched to the next segment); a partial flush before an L0
 	// compaction is not a seal.
 	LogSeals uint64
+	// SealWaits counts writes (and L0 freezes) that waited, without the
+	// region's lock, for the listener's SealGate before sealing the tail:
+	// replication's flow control at a segment switch.
+	SealWaits uint64
 	// IndexSegmentsBuilt counts index segments written by this volume's
 	// compactions (each is shipped to Send-Index backups as it is built).
 	IndexSegmentsBuilt uint64
@@ -95,6 +99,7 @@ type counters struct {
 	gcFreed     atomic.Uint64
 	stallNanos  atomic.Int64
 	logSeals    atomic.Uint64
+	sealWaits   atomic.Uint64
 	segsBuilt   atomic.Uint64
 }
 
@@ -112,6 +117,7 @@ func (c *counters) snapshot() Stats {
 	s.GCFreed = c.gcFreed.Load()
 	s.StallTime = time.Duration(c.stallNanos.Load())
 	s.LogSeals = c.logSeals.Load()
+	s.SealWaits = c.sealWaits.Load()
 	s.IndexSegmentsBuilt = c.segsBuilt.Load()
 	return s
 }

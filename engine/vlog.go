@@ -359,3 +359,11 @@ func (l *vlog) setLogEntries(b *pebble.Batch, segs []*logSeg) {
 		b.Set(logKey(l.r.desc.ID, s.idx), s.encode(), nil)
 	}
 }
+
+// maySeal reports whether appending a record of n bytes now would seal
+// the tail (it would not fit).
+func (l *vlog) maySeal(n int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.off+n >= l.g.segSize
+}

@@ -339,6 +339,21 @@ func (m *Mirror) Acked(pos Pos) bool {
 	return live > 0 && pos.gen <= m.gen
 }
 
+// TailHeld reports, without waiting, whether every live backup holds
+// everything appended to the tail so far, or none is live (a Switch now
+// would not wait).
+func (m *Mirror) TailHeld() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pollLocked()
+	for _, b := range m.backups {
+		if !b.dropped && m.appended > 0 && (b.ackGen < m.gen || (b.ackGen == m.gen && b.acked < m.appended)) {
+			return false
+		}
+	}
+	return true
+}
+
 // writeProgress is one live backup's WRITEs as the hang watchdog sees
 // them (hung.go).
 type writeProgress struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/pprof"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tebis-go/tebis/engine"
@@ -109,12 +110,15 @@ type Shipper struct {
 	rpSeq     uint64
 	rpOff     int64
 	switching bool // LogSealed is between the mirror's switch and the sealed flush's enqueue
-	backups   []*sender
-	sent      uint64 // command bytes sent, summed over backups
-	closed    bool
-	stopCtx   context.Context
-	stopFunc  context.CancelFunc
-	wg        sync.WaitGroup
+	// sealStalls counts LogSealed calls that had to wait (a seal the
+	// engine did not admit through SealReady).
+	sealStalls atomic.Uint64
+	backups    []*sender
+	sent       uint64 // command bytes sent, summed over backups
+	closed     bool
+	stopCtx    context.Context
+	stopFunc   context.CancelFunc
+	wg         sync.WaitGroup
 }
 
 // sender is one backup's ordered command queue.
@@ -438,14 +442,54 @@ func labelCtx(name string) context.Context {
 
 func setLabel(ctx context.Context) { pprof.SetGoroutineLabels(ctx) }
 
+// halfFreeLocked reports whether the buffer half the next segment reuses
+// is free at every backup in the mirror: each persisted the segment that
+// last used it, or left the mirror (a dropped backup counts until no
+// WRITE can reach it: hung.go).
+func (s *Shipper) halfFreeLocked() bool {
+	return !s.switching && s.allLocked(func(b *sender) bool { return b.sealedDone >= s.gen })
+}
+
+// SealReady reports whether LogSealed would run without waiting
+// (engine.SealGate): the next half is free and every live backup holds the
+// tail being sealed, or the stream is closed.
+func (s *Shipper) SealReady() bool {
+	s.mu.Lock()
+	closed, free := s.closed, s.halfFreeLocked()
+	s.mu.Unlock()
+	return closed || (free && s.cfg.Mirror.TailHeld())
+}
+
+// WaitSeal waits until SealReady (engine.SealGate), without region locks:
+// replication's flow control at a segment switch. The wait for the half
+// ends as LogSealed's would: when the backups behind flushed, or were
+// dropped (a command's Timeout, or HungAfter), or the stream closed; the
+// wait for the tail's WRITEs is bounded by Timeout, which drops a backup
+// still behind.
+func (s *Shipper) WaitSeal() {
+	s.mu.Lock()
+	for !s.closed && !s.halfFreeLocked() {
+		s.cond.Wait()
+	}
+	closed := s.closed
+	s.mu.Unlock()
+	if !closed {
+		_ = s.cfg.Mirror.WaitTimeout(s.cfg.Mirror.Tail(), s.cfg.Timeout) // ErrNoBackups: nothing to wait for
+	}
+}
+
 // LogSealed switches the mirror to the next segment and queues the sealed
-// segment's flush. It first waits until every backup of the stream
-// persisted the segment that last used the buffer half the next one
-// reuses, or left the mirror (a dropped backup counts until no WRITE can
-// reach it: hung.go).
+// segment's flush. The engine calls it under the region's and the log's
+// locks once SealReady (it waited in WaitSeal for that, unlocked), so it
+// waits for nothing; when the seal was not admitted (sealStalls counts
+// those), it waits here for what SealReady checks: the next half free,
+// then the tail's WRITEs complete.
 func (s *Shipper) LogSealed(e engine.LogSeal) {
 	s.mu.Lock()
-	for !s.closed && !s.allLocked(func(b *sender) bool { return b.sealedDone >= s.gen }) {
+	if !s.closed && (!s.halfFreeLocked() || !s.cfg.Mirror.TailHeld()) {
+		s.sealStalls.Add(1)
+	}
+	for !s.closed && !s.halfFreeLocked() {
 		s.cond.Wait()
 	}
 	s.switching = true
