@@ -22,7 +22,7 @@ func (s *Server) Pause() error {
 	deadline := time.Now().Add(pauseWait)
 	for !s.allStopped() {
 		select {
-		case <-s.done:
+		case <-s.Done():
 			return fmt.Errorf("zkserver: pause pid %d: %w", s.PID(), ErrExited)
 		case <-time.After(2 * time.Millisecond):
 		}

@@ -89,8 +89,8 @@ func (s *Server) waitReady(ctx context.Context, ready func(mode string) bool) er
 			return s.startErr(fmt.Errorf("%w: %v", errBindFailed, last))
 		}
 		select {
-		case <-s.done:
-			err := fmt.Errorf("%w before it was ready (%v)", ErrExited, s.waitErr)
+		case <-s.Done():
+			err := fmt.Errorf("%w before it was ready (%v)", ErrExited, s.proc.Wait())
 			if s.bindFailed() {
 				err = fmt.Errorf("%w: %w", errBindFailed, err)
 			}
