@@ -14,7 +14,7 @@ import (
 )
 
 // 64 KiB segments: data area 61440 = 512 records of 11+11+98 bytes.
-func TestReproExactFillPos(t *testing.T) {
+func TestLogPositionAdvancesPastFullSegments(t *testing.T) {
 	o := smallOpts(vfs.NewMem())
 	o.L0Pairs = 100000
 	v := mustOpen(t, o)
@@ -34,7 +34,7 @@ func TestReproExactFillPos(t *testing.T) {
 	}
 }
 
-func TestReproExactFillRecoveryPoint(t *testing.T) {
+func TestReopenAfterCompactingLogThatFillsSegmentExactly(t *testing.T) {
 	o := smallOpts(vfs.NewMem())
 	o.L0Pairs = 512
 	v := mustOpen(t, o)
@@ -71,7 +71,7 @@ func TestReproExactFillRecoveryPoint(t *testing.T) {
 	v.Close()
 }
 
-func TestReproExactFillPanic(t *testing.T) {
+func TestPutAfterRecoveryCompactsLogThatFillsSegmentExactly(t *testing.T) {
 	o := smallOpts(vfs.NewMem())
 	o.L0Pairs = 512
 	v := mustOpen(t, o)
@@ -104,7 +104,7 @@ func TestReproExactFillPanic(t *testing.T) {
 	v.Close()
 }
 
-func TestReproExactFillSync(t *testing.T) {
+func TestSyncPutsSurviveCrashWhenRecordsFillSegmentsExactly(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	o := smallOpts(mem)
 	o.SyncMode = SyncModeSync
@@ -131,7 +131,7 @@ func TestReproExactFillSync(t *testing.T) {
 }
 
 // The largest node size fits the u16 "used" field even when full.
-func TestReproNodeMaxUsed(t *testing.T) {
+func TestLargestNodeSizeFitsUsedField(t *testing.T) {
 	w := newNodeWriter(32<<10, true, 0)
 	for i := 0; w.fits(11); i++ {
 		w.addLeaf([]byte(fmt.Sprintf("key%08d", i)), entry{ptr: 1 << 21, vlen: 1})
@@ -146,7 +146,7 @@ func TestReproNodeMaxUsed(t *testing.T) {
 	}
 }
 
-func TestReproNode32KVolume(t *testing.T) {
+func TestVolumeWith32KiBNodesCompactsAndReads(t *testing.T) {
 	o := smallOpts(vfs.NewMem())
 	o.SegmentSize, o.NodeSize, o.L0Pairs = 1<<20, 32<<10, 4000
 	v := mustOpen(t, o)
@@ -165,7 +165,7 @@ func TestReproNode32KVolume(t *testing.T) {
 	}
 }
 
-func TestReproRegionEndEmpty(t *testing.T) {
+func TestCreateRegionRejectsEmptyEndKey(t *testing.T) {
 	v := mustOpen(t, smallOpts(vfs.NewMem()))
 	defer v.Close()
 	if _, err := v.CreateRegion(RegionDesc{ID: 3, End: []byte{}}); !errors.Is(err, ErrBadOptions) {
