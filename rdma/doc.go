@@ -24,10 +24,19 @@
 //     an OpDisconnect completion is queued, and later posts fail.
 //   - The source bytes of a WRITE must stay untouched until its completion
 //     (or until a protocol-level acknowledgement implies it).
+//   - MR.Revoke fences a region off: every later WRITE into it fails with
+//     ErrAccess, and every WRITE a peer saw complete landed before Revoke
+//     returned (a backup taking over from a primary that may still run).
+//   - MRs, CQs and QPs are safe for concurrent use: PostWrite may be
+//     called from many goroutines (WRITEs are ordered as their calls
+//     returned), and one CQ may serve many QPs.
 //
 // Transports: Loopback (in one process, for unit tests), Shm (processes on
 // one host sharing memfd mappings; a WRITE is a copy into the peer's mapping
 // followed by a release store) and TCP (software RDMA: the passive side's
 // transport goroutine applies WRITE frames into registered memory). One
-// conformance suite (rdmatest) runs against each.
+// conformance suite (rdma/internal/conformance) runs against each.
+//
+// Package rdma/ring builds the client-server message protocol on these
+// WRITEs; the replication log mirror uses them directly.
 package rdma
