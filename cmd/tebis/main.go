@@ -1,7 +1,3 @@
-// Command tebis is the single tebis binary: benchmarks, demos and, as they
-// land, the region server, master and inspection tools. It only wires flags
-// to packages under tools/ (and later region/, master/); the logic lives
-// there.
 package main
 
 import (
