@@ -1,8 +1,9 @@
-// Package regionmap is the cluster's region map: which server is primary
-// (and, later, backup) for which key range, under a version number that
-// grows with every change. Servers and clients read it from a file in
-// standalone mode; the master will publish it through ZooKeeper behind the
-// same Source interface.
+// Package regionmap is the cluster's region map: for each key range, its
+// primary, its backups (and joining ones) and its epoch, with the
+// replication scheme and copy counts, under a version number that grows
+// with every change. Servers and clients read it from a file (File) or
+// take it as given (Static) in standalone mode; in a managed cluster the
+// master publishes it in ZooKeeper (client.ZooKeeper is that Source).
 //
 // A Map is immutable once loaded or built: share it freely between
 // goroutines and replace it as a whole.
@@ -230,8 +231,8 @@ func Parse(b []byte) (*Map, error) {
 // Marshal encodes the map as YAML.
 func (m *Map) Marshal() ([]byte, error) { return yaml.Marshal(m) }
 
-// Source yields the current map. Implementations: File (standalone), and
-// later the master's ZooKeeper publication.
+// Source yields the current map. Implementations: File and Static
+// (standalone), and client.ZooKeeper (the master's publication).
 type Source interface {
 	Load(ctx context.Context) (*Map, error)
 }
