@@ -302,7 +302,7 @@ func (c *Cluster) watchMembers(ctx context.Context) <-chan *member {
 	for _, m := range append([]*member{c.master}, c.servers...) {
 		go func() {
 			select {
-			case <-m.done:
+			case <-m.done():
 				select {
 				case ch <- m:
 				default:
@@ -329,9 +329,9 @@ func (c *Cluster) initMap(ctx context.Context) error {
 	defer cancel()
 	exited := c.watchMembers(wctx)
 	select {
-	case <-m.done:
-		if m.err != nil {
-			return fmt.Errorf("cluster init: %v; %s says:\n%s", m.err, logPath, logTail(logPath, 20))
+	case <-m.done():
+		if err := m.proc.Wait(); err != nil {
+			return fmt.Errorf("cluster init: %w; %s says:\n%s", err, logPath, m.proc.Tail(20))
 		}
 		return nil
 	case x := <-exited:

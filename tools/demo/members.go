@@ -3,12 +3,12 @@ package demo
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tebis-go/tebis/internal/child"
 )
 
 // member is one child process of the local cluster (the master or a
@@ -16,45 +16,36 @@ import (
 // in a log file.
 type member struct {
 	name    string
-	cmd     *exec.Cmd
+	proc    *child.Process
 	logPath string
-	done    chan struct{} // closed once the process is reaped
-	err     error         // cmd.Wait's result, set before done closes
 }
 
 // startMember runs `binary args...` with stdout and stderr appended to
 // logPath. The child gets its own process group, so a Ctrl-C on the
 // terminal reaches only the demo, which then stops its members in order;
-// and SIGKILL if the demo dies (Pdeathsig), so none outlives it.
+// and SIGKILL if the demo dies, so none outlives it.
 func startMember(name, binary string, args []string, logPath string) (*member, error) {
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := child.Start(child.Spec{
+		Argv: append([]string{binary}, args...), Log: logPath, Group: true,
+		Header: fmt.Sprintf("=== demo: %s %s", binary, strings.Join(args, " ")),
+	})
 	if err != nil {
-		return nil, err
-	}
-	defer logf.Close() // the child has its own descriptor
-	fmt.Fprintf(logf, "=== demo: %s %s\n", binary, strings.Join(args, " "))
-	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	m := &member{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		m.err = cmd.Wait()
-		close(m.done)
-	}()
-	return m, nil
+	return &member{name: name, proc: p, logPath: logPath}, nil
 }
 
 // pid is the member's process ID.
-func (m *member) pid() int { return m.cmd.Process.Pid }
+func (m *member) pid() int { return m.proc.PID() }
+
+// done is closed once the member is reaped.
+func (m *member) done() <-chan struct{} { return m.proc.Done() }
 
 // exited reports whether the process has exited, and how.
 func (m *member) exited() (bool, error) {
 	select {
-	case <-m.done:
-		return true, m.err
+	case <-m.proc.Done():
+		return true, m.proc.Wait()
 	default:
 		return false, nil
 	}
@@ -69,13 +60,13 @@ func (m *member) stop(grace time.Duration, force <-chan struct{}) error {
 	if done, _ := m.exited(); done {
 		return nil
 	}
-	_ = m.cmd.Process.Signal(syscall.SIGINT)
+	_ = m.proc.Signal(syscall.SIGINT)
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	select {
-	case <-m.done:
-		if m.err != nil && !diedOf(m.err, syscall.SIGINT) {
-			return fmt.Errorf("%s (pid %d) exited with %v after SIGINT; see %s", m.name, m.pid(), m.err, m.logPath)
+	case <-m.proc.Done():
+		if err := m.proc.Wait(); err != nil && !diedOf(err, syscall.SIGINT) {
+			return fmt.Errorf("%s (pid %d) exited with %v after SIGINT; see %s", m.name, m.pid(), err, m.logPath)
 		}
 		return nil
 	case <-force:
@@ -99,40 +90,11 @@ func diedOf(err error, sig syscall.Signal) bool {
 }
 
 // kill sends SIGKILL (if the process still runs) and waits for the reap.
-func (m *member) kill() {
-	if done, _ := m.exited(); !done {
-		_ = m.cmd.Process.Kill() // os.Process: never a reused PID once reaped
-	}
-	<-m.done
-}
-
-// logTail returns the last lines of the member's log.
-func logTail(path string, lines int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Sprintf("(%v)", err)
-	}
-	defer f.Close()
-	const maxBytes = 8 << 10
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Sprintf("(%v)", err)
-	}
-	from := max(0, fi.Size()-maxBytes)
-	b, err := io.ReadAll(io.NewSectionReader(f, from, fi.Size()-from))
-	if err != nil {
-		return fmt.Sprintf("(%v)", err)
-	}
-	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(ls) > lines {
-		ls = ls[len(ls)-lines:]
-	}
-	return strings.Join(ls, "\n")
-}
+func (m *member) kill() { _ = m.proc.Kill() }
 
 // exitErr describes a member that exited while it should be running.
 func (m *member) exitErr() error {
-	return fmt.Errorf("%w: %s (pid %d) exited: %v; last lines of %s:\n%s", ErrMemberExited, m.name, m.pid(), m.err, m.logPath, logTail(m.logPath, 20))
+	return fmt.Errorf("%w: %s (pid %d) exited: %v; last lines of %s:\n%s", ErrMemberExited, m.name, m.pid(), m.proc.Wait(), m.logPath, m.proc.Tail(20))
 }
 
 // ErrMemberExited reports a cluster process that exited during start-up.
