@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/tebis-go/tebis/client/regionmap"
+	"github.com/tebis-go/tebis/internal/child"
 	"github.com/tebis-go/tebis/tools/demo"
 	"github.com/tebis-go/tebis/tools/progress"
 	"github.com/urfave/cli/v2"
@@ -103,7 +103,8 @@ func runDemo(c *cli.Context) error {
 }
 
 // spawnServer starts `tebis server` on dir (standalone, one region) and
-// returns its map entry and a function that stops it (SIGINT, wait).
+// returns its map entry and a function that stops it (SIGINT, then
+// SIGKILL after 30 s).
 func spawnServer(c *cli.Context, dir string) (regionmap.Server, func(), error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -120,39 +121,22 @@ func spawnServer(c *cli.Context, dir string) (regionmap.Server, func(), error) {
 	l.Close()
 	abs, _ := filepath.Abs(dir)
 	srv := regionmap.Server{Name: "rs1", Shm: filepath.Join(abs, "server.sock"), TCP: tcp}
-	cmd := exec.Command(exe, "--log-level", "warn", "server", "--data-dir", filepath.Join(abs, "server"),
-		"--shm", srv.Shm, "--tcp", srv.TCP, "--sync-mode", c.String("sync-mode"))
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the demo
-	if err := cmd.Start(); err != nil {
+	p, err := child.Start(child.Spec{
+		Argv: []string{exe, "--log-level", "warn", "server", "--data-dir", filepath.Join(abs, "server"),
+			"--shm", srv.Shm, "--tcp", srv.TCP, "--sync-mode", c.String("sync-mode")},
+		Stdout: os.Stderr, Stderr: os.Stderr,
+	})
+	if err != nil {
 		return srv, nil, fmt.Errorf("start server: %w", err)
 	}
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}
+	stop := func() { _ = p.Stop(syscall.SIGINT, 30*time.Second) }
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	defer cancel()
-	for {
-		if conn, err := net.DialTimeout("tcp", tcp, time.Second); err == nil {
-			conn.Close()
-			break
-		}
-		select {
-		case <-ctx.Done():
-			stop()
-			return srv, nil, fmt.Errorf("server on %s not listening after 30s", tcp)
-		case <-time.After(20 * time.Millisecond):
-		}
+	if err := p.WaitTCP(ctx, tcp); err != nil {
+		stop()
+		return srv, nil, fmt.Errorf("server on %s: %w", tcp, err)
 	}
-	fmt.Fprintf(os.Stdout, "demo: started region server (pid %d) on shm %s and tcp %s\n", cmd.Process.Pid, srv.Shm, srv.TCP)
+	fmt.Fprintf(os.Stdout, "demo: started region server (pid %d) on shm %s and tcp %s\n", p.PID(), srv.Shm, srv.TCP)
 	return srv, stop, nil
 }
 
