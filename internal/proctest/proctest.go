@@ -1,10 +1,11 @@
-// Package proctest runs the tebis binary as real child processes in tests:
-// it builds cmd/tebis once per test binary, starts servers, waits until
-// they listen, and stops them by PID (SIGINT, or SIGKILL for a crash). It
-// is for tests only.
+// Package proctest runs the tebis binary as real child processes in tests
+// (with internal/child): it builds cmd/tebis once per test binary, starts
+// servers, waits until they listen, and stops them by PID (SIGINT, or
+// SIGKILL for a crash). It is for tests only.
 package proctest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tebis-go/tebis/internal/child"
 )
 
 var (
@@ -49,88 +52,65 @@ func Binary(t testing.TB) string {
 
 // Proc is a running tebis process.
 type Proc struct {
-	Cmd  *exec.Cmd
-	log  string // the file holding its output
-	done chan struct{}
-	err  error
+	p *child.Process
 }
+
+// PID is the process's ID.
+func (p *Proc) PID() int { return p.p.PID() }
 
 // Output returns what the process printed so far.
 func (p *Proc) Output(t testing.TB) string {
 	t.Helper()
-	b, err := os.ReadFile(p.log)
+	b, err := p.p.Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return string(b)
 }
 
-// Start runs `tebis ARGS...` with its output in the test log's files.
+// Start runs `tebis ARGS...` with its output in a file of the test's
+// temporary directory (logged if the test fails). The process is killed
+// when the test ends, and if the test binary dies.
 func Start(t testing.TB, args ...string) *Proc {
 	t.Helper()
-	cmd := exec.Command(Binary(t), args...)
-	logf, err := os.CreateTemp(t.TempDir(), "proc-*.log")
+	p, err := child.Start(child.Spec{Argv: append([]string{Binary(t)}, args...), Log: filepath.Join(t.TempDir(), "output.log")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &Proc{Cmd: cmd, log: logf.Name(), done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		p.Kill()
+		_ = p.Kill()
 		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
+			b, _ := p.Output()
 			t.Logf("output of %v:\n%s", args, b)
 		}
 	})
-	return p
+	return &Proc{p: p}
 }
 
-// Stop sends SIGINT and waits for a clean exit.
+// Stop sends SIGINT and waits (at most 30 s) for a clean exit.
 func (p *Proc) Stop(t testing.TB) {
 	t.Helper()
-	_ = p.Cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-p.done:
-		if p.err != nil {
-			t.Fatalf("process exited with %v", p.err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("process did not stop within 30s of SIGINT")
+	if err := p.p.Stop(syscall.SIGINT, 30*time.Second); err != nil {
+		t.Fatalf("process did not stop within 30s of SIGINT: %v", err)
+	}
+	if err := p.p.Wait(); err != nil {
+		t.Fatalf("process exited with %v", err)
 	}
 }
 
-// Kill sends SIGKILL (a crash) and waits.
-func (p *Proc) Kill() {
-	_ = p.Cmd.Process.Kill()
-	<-p.done
-}
+// Kill sends SIGKILL (a crash) and waits for the reap.
+func (p *Proc) Kill() { _ = p.p.Kill() }
 
-// Signal sends sig.
-func (p *Proc) Signal(sig os.Signal) { _ = p.Cmd.Process.Signal(sig) }
+// Signal sends sig (if the process still runs).
+func (p *Proc) Signal(sig syscall.Signal) { _ = p.p.Signal(sig) }
 
-// WaitTCP waits until addr accepts connections.
+// WaitTCP waits (at most 30 s) until addr accepts connections.
 func WaitTCP(t testing.TB, p *Proc, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("process exited before listening on %s: %v", addr, p.err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing listens on %s after 30s", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.p.WaitTCP(ctx, addr); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -86,7 +86,7 @@ func TestYCSBCluster(t *testing.T) {
 	p := proctest.Start(t, "--log-level", "warn", "server", "--data-dir", filepath.Join(dir, "d"), "--tcp", tcp, "--shm", filepath.Join(dir, "s"))
 	proctest.WaitTCP(t, p, tcp)
 	m := regionmap.Single(regionmap.Server{Name: "rs1", TCP: tcp, Shm: filepath.Join(dir, "s")})
-	res := runTiny(t, Config{Engines: []string{"server"}, ServerMap: regionmap.Static{M: m}, ServerTransport: "tcp", PIDs: []int{p.Cmd.Process.Pid}})
+	res := runTiny(t, Config{Engines: []string{"server"}, ServerMap: regionmap.Static{M: m}, ServerTransport: "tcp", PIDs: []int{p.PID()}})
 	if res.Phases[0].ServerCPUSeconds <= 0 {
 		t.Fatalf("cluster server CPU not accounted: %+v", res.Phases[0])
 	}
