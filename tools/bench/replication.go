@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"github.com/google/pprof/profile"
 	"github.com/tebis-go/tebis/client"
 	"github.com/tebis-go/tebis/client/regionmap"
+	"github.com/tebis-go/tebis/internal/child"
 	"github.com/tebis-go/tebis/tools/ycsb"
 	"go.uber.org/zap"
 )
@@ -127,8 +127,7 @@ func RunReplication(ctx context.Context, cfg ReplConfig) (*ReplResult, error) {
 // replServer is one started server process.
 type replServer struct {
 	entry   regionmap.Server
-	cmd     *exec.Cmd
-	exited  chan error
+	proc    *child.Process // nil once stopped
 	profile string
 	cg      *memCgroup // with ReplConfig.ServerMemory
 }
@@ -156,22 +155,18 @@ func runReplSetup(ctx context.Context, cfg ReplConfig, b Config, setup ReplSetup
 		}
 	}()
 	for i, e := range m.Servers {
-		s := &replServer{entry: e, profile: filepath.Join(dir, fmt.Sprintf("rs%d.pprof", i+1)), exited: make(chan error, 1)}
+		s := &replServer{entry: e, profile: filepath.Join(dir, fmt.Sprintf("rs%d.pprof", i+1))}
 		args := []string{"--log-level", "warn", "server", "--name", e.Name, "--data-dir", filepath.Join(dir, e.Name),
 			"--shm", e.Shm, "--tcp", e.TCP, "--map-file", mapFile, "--sync-mode", mode, "--segment-size", cfg.SegmentSize,
 			"--l0-pairs", strconv.Itoa(b.L0Pairs), "--growth-factor", strconv.Itoa(b.GrowthFactor),
 			"--replication-transport", cfg.Transport, "--cpuprofile", s.profile}
 		args = append(args, cfg.ServerArgs...)
-		s.cmd = exec.Command(cfg.Binary, args...)
-		s.cmd.Stderr = os.Stderr
-		s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := s.cmd.Start(); err != nil {
+		if s.proc, err = child.Start(child.Spec{Argv: append([]string{cfg.Binary}, args...), Stderr: os.Stderr}); err != nil {
 			return nil, fmt.Errorf("start server: %w", err)
 		}
-		go func() { s.exited <- s.cmd.Wait() }()
 		servers = append(servers, s)
 		if cfg.ServerMemory > 0 {
-			pid := s.cmd.Process.Pid
+			pid := s.proc.PID()
 			if s.cg, err = newMemCgroup(fmt.Sprintf("tebis-bench-%d", pid), cfg.ServerMemory); err == nil {
 				err = s.cg.add(pid)
 			}
@@ -187,7 +182,7 @@ func runReplSetup(ctx context.Context, cfg ReplConfig, b Config, setup ReplSetup
 	b.ServerTransport = cfg.Transport
 	b.PIDs = nil
 	for _, s := range servers {
-		b.PIDs = append(b.PIDs, s.cmd.Process.Pid)
+		b.PIDs = append(b.PIDs, s.proc.PID())
 	}
 	b.Dir = dir
 	b.Keep = true // the setup's directory goes as a whole
@@ -276,24 +271,25 @@ func waitCluster(ctx context.Context, m *regionmap.Map, transport string, b Conf
 	return nil
 }
 
+// stop shuts the server down (SIGINT, then SIGKILL after 60 s) and
+// returns how it exited.
 func (s *replServer) stop() error {
-	_ = s.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-s.exited:
-		s.cmd = nil
-		s.dropCgroup()
-		return err
-	case <-time.After(60 * time.Second):
-		s.kill()
-		return fmt.Errorf("server %s did not stop within 60s", s.entry.Name)
+	err := s.proc.Stop(syscall.SIGINT, 60*time.Second)
+	if err == nil {
+		err = s.proc.Wait()
+	} else {
+		err = fmt.Errorf("server %s did not stop within 60s: %w", s.entry.Name, err)
 	}
+	s.proc = nil
+	s.dropCgroup()
+	return err
 }
 
+// kill kills the server (if it still runs) and waits for the reap.
 func (s *replServer) kill() {
-	if s.cmd != nil {
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-		s.cmd = nil
+	if s.proc != nil {
+		_ = s.proc.Kill()
+		s.proc = nil
 	}
 	s.dropCgroup()
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 	"github.com/tebis-go/tebis/client"
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/child"
 	"github.com/tebis-go/tebis/internal/procstat"
 	"github.com/tebis-go/tebis/region"
 )
@@ -26,10 +26,9 @@ func init() { Register("server", openServer) }
 // server: one it started (TargetOptions.ServerArgv, on the target's
 // directory) or running ones (TargetOptions.ServerMap).
 type serverTarget struct {
-	cl     *client.Client
-	cmd    *exec.Cmd  // nil for running servers
-	exited chan error // receives the started server's exit
-	ctx    context.Context
+	cl   *client.Client
+	proc *child.Process // nil for running servers
+	ctx  context.Context
 }
 
 // processUsage is implemented by targets whose work happens in another
@@ -88,31 +87,22 @@ func (t *serverTarget) spawn(o TargetOptions) (regionmap.Server, error) {
 	if o.GrowthFactor > 0 {
 		args = append(args, "--growth-factor", strconv.Itoa(o.GrowthFactor))
 	}
-	t.cmd = exec.Command(o.ServerArgv[0], args...)
-	t.cmd.Stderr = os.Stderr
 	// The server dies with this process, however it ends.
-	t.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := t.cmd.Start(); err != nil {
+	p, err := child.Start(child.Spec{Argv: append([]string{o.ServerArgv[0]}, args...), Stderr: os.Stderr})
+	if err != nil {
 		return srv, fmt.Errorf("start server: %w", err)
 	}
-	t.exited = make(chan error, 1)
-	go func() { t.exited <- t.cmd.Wait() }()
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if c, err := net.DialTimeout("tcp", tcp, time.Second); err == nil {
-			c.Close()
-			return srv, nil
+	t.proc = p
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.WaitTCP(ctx, tcp); err != nil {
+		if errors.Is(err, child.ErrExited) {
+			t.proc = nil
+			return srv, fmt.Errorf("server exited before listening: %w", err)
 		}
-		select {
-		case err := <-t.exited:
-			t.cmd = nil
-			return srv, fmt.Errorf("server exited before listening: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			return srv, errors.Join(fmt.Errorf("server not listening on %s after 30s", tcp), t.stop())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return srv, errors.Join(fmt.Errorf("server not listening on %s after 30s: %w", tcp, err), t.stop())
 	}
+	return srv, nil
 }
 
 func (t *serverTarget) Put(key, value []byte) error { return t.cl.Put(t.ctx, key, value) }
@@ -201,14 +191,14 @@ func (t *serverTarget) serverStats() []region.ServerStats {
 // usage is the started server's CPU and read/write system-call bytes
 // (file I/O; with shm the socket carries only doorbells).
 func (t *serverTarget) usage() (time.Duration, IOBytes, error) {
-	if t.cmd == nil {
+	if t.proc == nil {
 		return 0, IOBytes{}, nil
 	}
-	cpu, err := procstat.CPU(t.cmd.Process.Pid)
+	cpu, err := procstat.CPU(t.proc.PID())
 	if err != nil {
 		return 0, IOBytes{}, err
 	}
-	io, err := procstat.ReadIO(t.cmd.Process.Pid)
+	io, err := procstat.ReadIO(t.proc.PID())
 	return cpu, IOBytes{Read: io.RChar, Written: io.WChar}, err
 }
 
@@ -220,17 +210,14 @@ func (t *serverTarget) Close() error {
 	return errors.Join(err, t.stop())
 }
 
-// stop shuts the started server down gracefully (SIGINT, then SIGKILL).
+// stop shuts the started server down gracefully (SIGINT, then SIGKILL
+// after 30 s) and returns how it exited.
 func (t *serverTarget) stop() error {
-	if t.cmd == nil {
+	if t.proc == nil {
 		return nil
 	}
-	_ = t.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-t.exited:
-		return err
-	case <-time.After(30 * time.Second):
-		_ = t.cmd.Process.Kill()
-		return fmt.Errorf("server did not stop within 30s: %w", <-t.exited)
+	if err := t.proc.Stop(syscall.SIGINT, 30*time.Second); err != nil {
+		return fmt.Errorf("server did not stop within 30s: %w", err)
 	}
+	return t.proc.Wait()
 }
