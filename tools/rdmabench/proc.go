@@ -5,44 +5,51 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/tebis-go/tebis/internal/child"
 	"github.com/tebis-go/tebis/internal/procstat"
 )
 
 // peerProc is a running peer process.
 type peerProc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
+	proc  *child.Process
+	stdin *os.File // closing it asks the peer to exit
 	addr  string
 }
 
 // startPeer starts `argv... --mode M --transport T --addr A` and waits for
 // its ready line.
 func startPeer(argv []string, mode, transport, addr string) (*peerProc, error) {
-	args := append(append([]string(nil), argv[1:]...), "--mode", mode, "--transport", transport, "--addr", addr)
-	cmd := exec.Command(argv[0], args...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	inR, inW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("rdmabench: %w", err)
 	}
-	stdout, err := cmd.StdoutPipe()
+	outR, outW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		inR.Close()
+		inW.Close()
+		return nil, fmt.Errorf("rdmabench: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("rdmabench: start peer: %w", err)
+	args := append(append(slices.Clone(argv), "--mode", mode), "--transport", transport, "--addr", addr)
+	proc, err := child.Start(child.Spec{Argv: args, Stdin: inR, Stdout: outW, Stderr: os.Stderr})
+	inR.Close() // the peer has its own descriptors
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, fmt.Errorf("rdmabench: peer: %w", err)
 	}
-	p := &peerProc{cmd: cmd, stdin: stdin}
+	p := &peerProc{proc: proc, stdin: inW}
 	line := make(chan string, 1)
 	go func() {
-		s, _ := bufio.NewReader(stdout).ReadString('\n')
+		defer outR.Close()
+		s, _ := bufio.NewReader(outR).ReadString('\n')
 		line <- s
-		_, _ = io.Copy(io.Discard, stdout)
+		_, _ = io.Copy(io.Discard, outR)
 	}()
 	select {
 	case s := <-line:
@@ -61,18 +68,11 @@ func startPeer(argv []string, mode, transport, addr string) (*peerProc, error) {
 // stop closes the peer's stdin, waits a moment, then kills it.
 func (p *peerProc) stop() {
 	p.stdin.Close()
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(3 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
+	_ = p.proc.Stop(0, 3*time.Second)
 }
 
 // cpu is the peer's CPU time so far, summed over its threads.
-func (p *peerProc) cpu() (time.Duration, error) { return procstat.CPU(p.cmd.Process.Pid) }
+func (p *peerProc) cpu() (time.Duration, error) { return procstat.CPU(p.proc.PID()) }
 
 // selfCPU is this process's user+sys CPU time.
 func selfCPU() time.Duration {
