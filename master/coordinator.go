@@ -15,25 +15,20 @@ type Coordinator interface {
 	// Campaign blocks until this candidate leads, or ctx ends.
 	Campaign(ctx context.Context, name string) (Leadership, error)
 	WatchServers(ctx context.Context, fn func(map[string]coord.ServerInfo))
-	WatchJoined(ctx context.Context, fn func(map[coord.Joined]bool))
+	// WatchReports reports the join, drop and log position reports.
+	WatchReports(ctx context.Context, fn func([]coord.Report))
 	// WatchHealth reports the servers' health znodes (coord.Health).
 	WatchHealth(ctx context.Context, fn func(map[string]coord.Health))
 	WatchMap(ctx context.Context, fn func(*regionmap.Map), bad func(error))
 	// ReadMap returns the map and the version WriteMap compares with;
 	// coord.ErrNoMap if there is none.
 	ReadMap(ctx context.Context) (*regionmap.Map, int32, error)
-	ForgetJoined(ctx context.Context, keep map[uint64]uint64) error
+	ForgetReports(ctx context.Context, keep map[uint64]uint64) error
 }
 
-// Leadership is a won election (see coord.Leadership).
-type Leadership interface {
-	// Lost is closed when the leadership ends.
-	Lost() <-chan struct{}
-	Resign()
-	// WriteMap replaces the map if it is still at version and this
-	// leadership holds: coord.ErrConflict, coord.ErrNotLeader otherwise.
-	WriteMap(ctx context.Context, m *regionmap.Map, version int32) error
-}
+// Leadership is a won election (coord.Term, implemented by
+// *coord.Leadership).
+type Leadership = coord.Term
 
 // ZK is the Coordinator of a ZooKeeper session.
 func ZK(s *coord.Session) Coordinator { return zkCoord{s} }
@@ -47,5 +42,3 @@ func (z zkCoord) Campaign(ctx context.Context, name string) (Leadership, error) 
 	}
 	return l, nil
 }
-
-var _ Leadership = (*coord.Leadership)(nil)

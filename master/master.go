@@ -191,23 +191,24 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history) error {
 	}()
 	go func() {
 		defer wg.Done()
-		s.WatchJoined(ctx, func(js map[coord.Joined]bool) {
+		s.WatchReports(ctx, func(rs []coord.Report) {
 			obs.mu.Lock()
 			obs.joins, obs.dropped, obs.logs, obs.incomplete, obs.reports = map[Join]bool{}, map[Join]bool{}, map[Join]uint64{}, map[Join]bool{}, true
-			for j := range js {
-				k := Join{Region: j.Region, Epoch: j.Epoch, Server: j.Server}
-				switch {
-				case j.Log:
-					obs.logs[k] = max(obs.logs[k], j.Pos)
-					if j.Incomplete {
+			for _, r := range rs {
+				key := r.Key()
+				k := Join{Region: key.Region, Epoch: key.Epoch, Server: key.Server}
+				switch r := r.(type) {
+				case coord.LogReport:
+					obs.logs[k] = max(obs.logs[k], r.Pos)
+					if !r.Complete {
 						obs.incomplete[k] = true
 					}
-				case j.Dropped:
+				case coord.DropReport:
 					obs.dropped[k] = true
 					if _, ok := obs.drops[k]; !ok {
 						obs.drops[k] = cfg.Now()
 					}
-				default:
+				case coord.JoinReport:
 					obs.joins[k] = true
 				}
 			}
@@ -280,9 +281,9 @@ func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, sin
 	for _, r := range next.Regions {
 		keep[r.ID] = r.Epoch
 	}
-	if err := cfg.Coord.ForgetJoined(ctx, keep); err != nil && ctx.Err() == nil {
+	if err := cfg.Coord.ForgetReports(ctx, keep); err != nil && ctx.Err() == nil {
 		// Published all the same; stale reports go after the next map.
-		cfg.Log.Warn("old join reports not deleted", zap.Error(err))
+		cfg.Log.Warn("old reports not deleted", zap.Error(err))
 	}
 	return nil
 }

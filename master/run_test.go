@@ -10,10 +10,11 @@ import (
 
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/internal/coord/coordtest"
 )
 
 // runFake runs Run on f with a fake clock at t0 until the test ends.
-func runFake(t *testing.T, f *fakeZK, grace time.Duration) *clock {
+func runFake(t *testing.T, f *coordtest.Coordinator, grace time.Duration) *clock {
 	t.Helper()
 	clk := &clock{t: t0}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -51,21 +52,21 @@ func wait(t *testing.T, what string, cond func() bool) {
 // settle waits until Run made two more decisions: the second began after
 // the first ended, hence after everything the test did before settle
 // (watches deliver synchronously) and the first's write, if any.
-func settle(t *testing.T, f *fakeZK) {
+func settle(t *testing.T, f *coordtest.Coordinator) {
 	t.Helper()
-	n := f.Counters().reads
-	wait(t, "two decisions", func() bool { return f.Counters().reads >= n+2 })
+	n := f.Counters().Reads
+	wait(t, "two decisions", func() bool { return f.Counters().Reads >= n+2 })
 }
 
-func leading(f *fakeZK, terms int) func() bool {
-	return func() bool { c := f.Counters(); return c.terms == terms && c.waiting == 0 }
+func leading(f *coordtest.Coordinator, terms int) func() bool {
+	return func() bool { c := f.Counters(); return c.Terms == terms && c.Waiting == 0 }
 }
 
-func campaigning(f *fakeZK, campaigns int) func() bool {
-	return func() bool { c := f.Counters(); return c.campaigns == campaigns && c.waiting == 1 }
+func campaigning(f *coordtest.Coordinator, campaigns int) func() bool {
+	return func() bool { c := f.Counters(); return c.Campaigns == campaigns && c.Waiting == 1 }
 }
 
-func atVersion(f *fakeZK, ver int32) func() bool {
+func atVersion(f *coordtest.Coordinator, ver int32) func() bool {
 	return func() bool { _, v := f.Map(); return v == ver }
 }
 
@@ -85,9 +86,9 @@ func promoted(t *testing.T, m *regionmap.Map, r regionmap.Region) {
 
 // reportLogs reports log positions for r's backups at r's epoch, the
 // first backup's the highest.
-func reportLogs(f *fakeZK, r regionmap.Region) {
+func reportLogs(f *coordtest.Coordinator, r regionmap.Region) {
 	for i, b := range r.Backups {
-		f.ReportJoined(coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: b, Log: true, Pos: uint64(len(r.Backups)-i) << 32})
+		f.AddReport(coord.LogReport{Region: r.ID, Epoch: r.Epoch, Server: b, Pos: uint64(len(r.Backups)-i) << 32, Complete: true})
 	}
 }
 
@@ -108,14 +109,14 @@ func TestRunPromotesBackup(t *testing.T) {
 	f.RemoveServer(r.Primary)
 	settle(t, f)
 	clk.Advance(900 * time.Millisecond)
-	f.ReportJoined(coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: r.Backups[0], Log: true, Pos: 2<<32 | 500})
+	f.AddReport(coord.LogReport{Region: r.ID, Epoch: r.Epoch, Server: r.Backups[0], Pos: 2<<32 | 500, Complete: true})
 	settle(t, f)
 	// (the dead server's backup roles went at once)
 	got, v := f.Map()
 	if v > 1 || got.Region(r.ID).Primary != r.Primary {
 		t.Fatalf("promoted before every live backup reported its log position (znode version %d): %+v", v, got.Region(r.ID))
 	}
-	f.ReportJoined(coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: r.Backups[1], Log: true, Pos: 2<<32 | 900})
+	f.AddReport(coord.LogReport{Region: r.ID, Epoch: r.Epoch, Server: r.Backups[1], Pos: 2<<32 | 900, Complete: true})
 	wait(t, "a new map", atVersion(f, 2))
 	got, _ = f.Map()
 	if got.Version != m.Version+2 {
@@ -128,11 +129,11 @@ func TestRunPromotesBackup(t *testing.T) {
 	if _, v := f.Map(); v != 2 {
 		t.Fatalf("the map changed again without a cause (znode version %d)", v)
 	}
-	if c := f.Counters(); c.rejected+c.conflicts != 0 || c.forgets != 2 {
+	if c := f.Counters(); c.Rejected+c.Conflicts != 0 || c.Forgets != 2 {
 		t.Fatalf("counters %+v", c)
 	}
-	for j := range f.Joins() {
-		if j.Region == r.ID && j.Epoch == r.Epoch {
+	for _, rep := range f.Reports() {
+		if j := rep.Key(); j.Region == r.ID && j.Epoch == r.Epoch {
 			t.Fatalf("report of the old epoch kept: %+v", j)
 		}
 	}
@@ -153,7 +154,7 @@ func TestRunPromotesBackup(t *testing.T) {
 	if got, v = f.Map(); got.Region(r2.ID).Primary != r2.Primary {
 		t.Fatalf("promoted %s after LogWait without its report (znode version %d)", got.Region(r2.ID).Primary, v)
 	}
-	f.ReportJoined(coord.Joined{Region: r2.ID, Epoch: got.Region(r2.ID).Epoch, Server: r2.Backups[1], Log: true, Pos: 1 << 32})
+	f.AddReport(coord.LogReport{Region: r2.ID, Epoch: got.Region(r2.ID).Epoch, Server: r2.Backups[1], Pos: 1 << 32, Complete: true})
 	wait(t, "the second promotion", func() bool { m, _ := f.Map(); return m.Region(r2.ID).Primary != r2.Primary })
 	got, _ = f.Map()
 	if p := got.Region(r2.ID).Primary; p != r2.Backups[1] {
@@ -176,7 +177,7 @@ func TestRunGraceForUnseenServers(t *testing.T) {
 	}
 	clk.Advance(time.Second)
 	for _, b := range r.Backups { // the backups see their primary gone and report
-		f.ReportJoined(coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: b, Log: true, Pos: 1 << 32})
+		f.AddReport(coord.LogReport{Region: r.ID, Epoch: r.Epoch, Server: b, Pos: 1 << 32, Complete: true})
 	}
 	wait(t, "a new map after the grace", atVersion(f, 1))
 	got, _ := f.Map()
@@ -195,12 +196,12 @@ func TestRunCampaignsAgainAfterLoss(t *testing.T) {
 	// another leads it decides nothing.
 	f.Depose()
 	wait(t, "campaigning again", campaigning(f, 2))
-	reads := f.Counters().reads
+	reads := f.Counters().Reads
 	r := m.Regions[0]
 	f.RemoveServer(r.Primary)
 	reportLogs(f, r)
 	time.Sleep(20 * time.Millisecond) // 10 Rechecks
-	if c := f.Counters(); c.reads != reads || c.writes != 0 {
+	if c := f.Counters(); c.Reads != reads || c.Writes != 0 {
 		t.Fatalf("a deposed master went on deciding: %+v", c)
 	}
 	f.Yield()
@@ -222,14 +223,14 @@ func TestRunCampaignsAgainAfterLoss(t *testing.T) {
 	if _, v := f.Map(); v != 1 {
 		t.Fatalf("a deposed master's write went through (znode version %d)", v)
 	}
-	if c := f.Counters(); c.rejected != 1 {
+	if c := f.Counters(); c.Rejected != 1 {
 		t.Fatalf("counters %+v: want one write refused", c)
 	}
 	f.Yield()
 	wait(t, "the second promotion", atVersion(f, 2))
 	got, _ = f.Map()
 	promoted(t, got, r2)
-	if c := f.Counters(); c.terms != 3 {
+	if c := f.Counters(); c.Terms != 3 {
 		t.Fatalf("counters %+v: want 3 terms", c)
 	}
 }
@@ -250,22 +251,22 @@ func TestRunJoinCompletes(t *testing.T) {
 	}
 	joiner := nr.Joining[0]
 	// A report of an older epoch does not count; the current one does.
-	stale := coord.Joined{Region: r.ID, Epoch: nr.Epoch - 1, Server: joiner}
-	f.ReportJoined(stale)
+	stale := coord.JoinReport{Region: r.ID, Epoch: nr.Epoch - 1, Server: joiner}
+	f.AddReport(stale)
 	settle(t, f)
 	if _, v := f.Map(); v != 1 {
 		t.Fatal("a stale join report was taken")
 	}
-	cur := coord.Joined{Region: r.ID, Epoch: nr.Epoch, Server: joiner}
-	f.ReportJoined(cur)
+	cur := coord.JoinReport{Region: r.ID, Epoch: nr.Epoch, Server: joiner}
+	f.AddReport(cur)
 	wait(t, "the join", atVersion(f, 2))
 	got, _ = f.Map()
 	dr := got.Region(r.ID)
 	if len(dr.Joining) != 0 || !slices.Contains(dr.Backups, joiner) || dr.Epoch != nr.Epoch {
 		t.Fatalf("region after the join: %+v", dr)
 	}
-	if js := f.Joins(); js[stale] || !js[cur] {
-		t.Fatalf("join reports kept: %v; want the stale one forgotten", js)
+	if rs := f.Reports(); slices.Contains(rs, coord.Report(stale)) || !slices.Contains(rs, coord.Report(cur)) {
+		t.Fatalf("reports kept: %v; want the stale one forgotten", rs)
 	}
 }
 
@@ -295,7 +296,7 @@ func TestRunRetriesConflict(t *testing.T) {
 	if got.Version != m.Version+2 {
 		t.Fatalf("map version %d, want %d (after the other writer's)", got.Version, m.Version+2)
 	}
-	if c := f.Counters(); c.conflicts != 1 || c.terms != 1 {
+	if c := f.Counters(); c.Conflicts != 1 || c.Terms != 1 {
 		t.Fatalf("counters %+v: want one conflict in one term", c)
 	}
 }
@@ -306,7 +307,7 @@ func TestRunWithoutMap(t *testing.T) {
 	wait(t, "leading", leading(f, 1))
 	settle(t, f) // the watches delivered: the servers were seen live
 	settle(t, f)
-	if c := f.Counters(); c.writes != 0 {
+	if c := f.Counters(); c.Writes != 0 {
 		t.Fatalf("wrote without a map: %+v", c)
 	}
 	// The map appears (tebis cluster init): Run takes it up.
@@ -336,7 +337,7 @@ func TestRunHoldsBackDroppedServer(t *testing.T) {
 	settle(t, f)
 	r := m.Regions[0]
 	x := r.Backups[0]
-	f.ReportJoined(coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: x, Dropped: true})
+	f.AddReport(coord.DropReport{Region: r.ID, Epoch: r.Epoch, Server: x})
 	wait(t, "the drop", atVersion(f, 1))
 	settle(t, f)
 	got, v := f.Map()
@@ -364,8 +365,8 @@ func TestRunSkipsIncompleteBackup(t *testing.T) {
 	r := m.Regions[0]
 	f.RemoveServer(r.Primary)
 	settle(t, f)
-	f.ReportJoined(coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: r.Backups[0], Log: true, Pos: 2<<32 | 500})
-	f.ReportJoined(coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: r.Backups[1], Log: true, Pos: 9 << 32, Incomplete: true})
+	f.AddReport(coord.LogReport{Region: r.ID, Epoch: r.Epoch, Server: r.Backups[0], Pos: 2<<32 | 500, Complete: true})
+	f.AddReport(coord.LogReport{Region: r.ID, Epoch: r.Epoch, Server: r.Backups[1], Pos: 9 << 32})
 	wait(t, "a new map", func() bool { got, _ := f.Map(); return got.Region(r.ID).Primary != r.Primary })
 	if got, _ := f.Map(); got.Region(r.ID).Primary != r.Backups[0] {
 		t.Fatalf("promoted %s, whose copy is incomplete; want %s", got.Region(r.ID).Primary, r.Backups[0])
@@ -390,7 +391,7 @@ func TestRunUnhealthyServer(t *testing.T) {
 	if _, v := f.Map(); v != 0 {
 		t.Fatalf("a health report of a run not registered changed the map (znode version %d)", v)
 	}
-	f.SetServer("rs1", 2)
+	f.SetServer(coord.ServerInfo{Server: srv("rs1"), Started: 2})
 	reportLogs(f, r)
 	r3 := *m.Region(3) // rs1 is its backup
 	clk.Advance(2 * time.Second)

@@ -123,7 +123,7 @@ func TestRunOnZooKeeper(t *testing.T) {
 			continue
 		}
 		for _, b := range r.Backups {
-			if err := rs[b].ReportJoined(ctx, coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: b, Log: true, Pos: 1 << 32}); err != nil {
+			if err := rs[b].Report(ctx, coord.LogReport{Region: r.ID, Epoch: r.Epoch, Server: b, Pos: 1 << 32, Complete: true}); err != nil {
 				t.Fatal(err)
 			}
 		}

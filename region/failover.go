@@ -99,7 +99,7 @@ func (s *Server) reportJoins(r regionmap.Region, p *primaryRepl) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := c.sess.ReportJoined(ctx, coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: name})
+		err := c.sess.Report(ctx, coord.JoinReport{Region: r.ID, Epoch: r.Epoch, Server: name})
 		cancel()
 		if err != nil {
 			s.log.Warn("reporting a joined backup failed", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))
@@ -178,7 +178,7 @@ func (s *Server) reportDropped(r regionmap.Region, name string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.sess.ReportJoined(ctx, coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: name, Dropped: true}); err != nil {
+	if err := c.sess.Report(ctx, coord.DropReport{Region: r.ID, Epoch: r.Epoch, Server: name}); err != nil {
 		s.log.Warn("reporting a dropped backup failed", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))
 		return
 	}

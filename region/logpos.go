@@ -32,7 +32,7 @@ func (s *Server) reportLogs(live map[string]coord.ServerInfo) (failed bool) {
 	out, failed := s.dueLogReports(st.m, live)
 	for _, j := range out {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := c.sess.ReportJoined(ctx, j)
+		err := c.sess.Report(ctx, j)
 		cancel()
 		if err != nil {
 			s.log.Warn("reporting the log position failed", zap.Uint64("region", j.Region), zap.Error(err))
@@ -46,7 +46,7 @@ func (s *Server) reportLogs(live map[string]coord.ServerInfo) (failed bool) {
 		s.logsReported[[2]uint64{j.Region, j.Epoch}] = true
 		s.replMu.Unlock()
 		s.log.Info("primary failed: log position reported", zap.Uint64("region", j.Region), zap.Uint64("epoch", j.Epoch),
-			zap.Uint64("segment_index", j.Pos>>32), zap.Uint64("offset", j.Pos&(1<<32-1)), zap.Bool("incomplete", j.Incomplete))
+			zap.Uint64("segment_index", j.Pos>>32), zap.Uint64("offset", j.Pos&(1<<32-1)), zap.Bool("incomplete", !j.Complete))
 	}
 	return failed
 }
@@ -55,7 +55,7 @@ func (s *Server) reportLogs(live map[string]coord.ServerInfo) (failed bool) {
 // was reported and the copies are taken under replMu, the copies read
 // without it (a replica's lock is held through a command's disk I/O and a
 // buffer fold; replMu is taken by every command of every region).
-func (s *Server) dueLogReports(m *regionmap.Map, live map[string]coord.ServerInfo) ([]coord.Joined, bool) {
+func (s *Server) dueLogReports(m *regionmap.Map, live map[string]coord.ServerInfo) ([]coord.LogReport, bool) {
 	s.replMu.Lock()
 	for key := range s.logsReported {
 		if r := m.Region(key[0]); r == nil || r.Epoch > key[1] {
@@ -156,7 +156,7 @@ func (c bufferedCopy) report(epoch uint64) (pos uint64, complete, ok bool) {
 // yet. A backup role without a copy (its region failed to open) reports an
 // incomplete copy at position 0: the master must not wait for it. failed:
 // a copy could not be read (to be tried again).
-func logReports(m *regionmap.Map, name string, live map[string]coord.ServerInfo, reported map[[2]uint64]bool, copies map[uint64]logCopy) (out []coord.Joined, failed bool) {
+func logReports(m *regionmap.Map, name string, live map[string]coord.ServerInfo, reported map[[2]uint64]bool, copies map[uint64]logCopy) (out []coord.LogReport, failed bool) {
 	for _, r := range m.Regions {
 		if !slices.Contains(r.Backups, name) || reported[[2]uint64{r.ID, r.Epoch}] {
 			continue
@@ -174,7 +174,7 @@ func logReports(m *regionmap.Map, name string, live map[string]coord.ServerInfo,
 				continue
 			}
 		}
-		out = append(out, coord.Joined{Region: r.ID, Epoch: r.Epoch, Server: name, Log: true, Pos: pos, Incomplete: !complete})
+		out = append(out, coord.LogReport{Region: r.ID, Epoch: r.Epoch, Server: name, Pos: pos, Complete: complete})
 	}
 	return out, failed
 }

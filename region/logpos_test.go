@@ -36,9 +36,9 @@ func TestLogReports(t *testing.T) {
 	copies := map[uint64]logCopy{1: fakeCopy{pos: 3<<32 | 100, complete: true, ok: true}, 2: fakeCopy{ok: true, complete: true}, 5: fakeCopy{ok: true}}
 	reported := map[[2]uint64]bool{{5, 9}: true}
 	out, failed := logReports(m, "b", live, reported, copies)
-	want := []coord.Joined{
-		{Region: 1, Epoch: 3, Server: "b", Log: true, Pos: 3<<32 | 100},
-		{Region: 3, Epoch: 7, Server: "b", Log: true, Incomplete: true},
+	want := []coord.LogReport{
+		{Region: 1, Epoch: 3, Server: "b", Pos: 3<<32 | 100, Complete: true},
+		{Region: 3, Epoch: 7, Server: "b"},
 	}
 	if failed || len(out) != len(want) {
 		t.Fatalf("reports %+v (failed %v), want %+v", out, failed, want)

@@ -315,52 +315,45 @@ func TestWriteMapWithoutMap(t *testing.T) {
 	}
 }
 
-func TestJoins(t *testing.T) {
+func TestReports(t *testing.T) {
 	t.Parallel()
 	addr := zkAddr(t)
 	w, s := dial(t, addr, 0), dial(t, addr, 0)
 	ctx := ctxFor(t, 30*time.Second)
 	var mu sync.Mutex
-	var cur map[Joined]bool
+	var cur []Report
 	wctx, stop := context.WithCancel(ctx)
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
-		w.WatchJoined(wctx, func(js map[Joined]bool) {
+		w.WatchReports(wctx, func(rs []Report) {
 			mu.Lock()
-			cur = js
+			cur = rs
 			mu.Unlock()
 		})
 	}()
 	defer func() { stop(); <-watchDone }()
-	has := func(n int, js ...Joined) func() bool {
+	are := func(want ...Report) func() bool {
+		SortReports(want)
 		return func() bool {
 			mu.Lock()
 			defer mu.Unlock()
-			if len(cur) != n {
-				return false
-			}
-			for _, j := range js {
-				if !cur[j] {
-					return false
-				}
-			}
-			return true
+			return slices.Equal(cur, want)
 		}
 	}
-	old, cur1, other := Joined{Region: 1, Epoch: 2, Server: "rs-a"}, Joined{Region: 1, Epoch: 3, Server: "rs-b"}, Joined{Region: 2, Epoch: 1, Server: "rs-c"}
-	drop := Joined{Region: 2, Epoch: 1, Server: "rs-c", Dropped: true} // a drop report is its own entry
-	pos := Joined{Region: 1, Epoch: 2, Server: "rs-c", Log: true, Pos: 7<<32 | 4096}
-	for _, j := range []Joined{old, cur1, other, cur1, drop, pos} {
-		if err := s.ReportJoined(ctx, j); err != nil {
+	old, cur1, other := JoinReport{Region: 1, Epoch: 2, Server: "rs-a"}, JoinReport{Region: 1, Epoch: 3, Server: "rs-b"}, JoinReport{Region: 2, Epoch: 1, Server: "rs-c"}
+	drop := DropReport{Region: 2, Epoch: 1, Server: "rs-c"} // a drop report is its own entry
+	pos := LogReport{Region: 1, Epoch: 2, Server: "rs-c", Pos: 7<<32 | 4096, Complete: true}
+	for _, r := range []Report{old, cur1, other, cur1, drop, pos} {
+		if err := s.Report(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "three joins, a drop and a log position", has(5, old, cur1, other, drop, pos))
-	if err := s.ForgetJoined(ctx, map[uint64]uint64{1: 3, 2: 1}); err != nil {
+	eventually(t, "three joins, a drop and a log position", are(old, cur1, other, drop, pos))
+	if err := s.ForgetReports(ctx, map[uint64]uint64{1: 3, 2: 1}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the old join and position forgotten", has(3, cur1, other, drop))
+	eventually(t, "the old join and position forgotten", are(cur1, other, drop))
 }
 
 // TestExpiry partitions a session from the server for longer than its
@@ -485,7 +478,7 @@ func TestEnsembleLeaderKill(t *testing.T) {
 	}
 	obs := dial(t, rest[0]+","+rest[1], 10*time.Second)
 	// A write through s proves it is served again.
-	if err := s.ReportJoined(ctx, Joined{Region: 1, Epoch: 1, Server: "rs1"}); err != nil {
+	if err := s.Report(ctx, JoinReport{Region: 1, Epoch: 1, Server: "rs1"}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("served again %v after the leader was killed", time.Since(killed).Round(time.Millisecond))
@@ -502,28 +495,6 @@ func TestEnsembleLeaderKill(t *testing.T) {
 	var si ServerInfo
 	if err != nil || json.Unmarshal(data, &si) != nil || si.Name != "rs1" {
 		t.Fatalf("rs1's znode: %q, %v", data, err)
-	}
-}
-
-// TestReportNames: every kind of report survives its znode name, server
-// names with dashes included; malformed names are not reports.
-func TestReportNames(t *testing.T) {
-	for _, j := range []Joined{
-		{Region: 1, Epoch: 2, Server: "rs-a"},
-		{Region: 3, Epoch: 4, Server: "rs-b-2", Dropped: true},
-		{Region: 5, Epoch: 6, Server: "rs-c", Log: true, Pos: 9<<32 | 65536},
-		{Region: 7, Epoch: 8, Server: "x", Log: true},
-		{Region: 9, Epoch: 10, Server: "rs-d", Log: true, Pos: 3<<32 | 100, Incomplete: true},
-	} {
-		got, ok := parseJoined(j.name())
-		if !ok || got != j {
-			t.Errorf("%+v: name %q parsed as %+v, %v", j, j.name(), got, ok)
-		}
-	}
-	for _, bad := range []string{"", "1-2-", "1-x-rs", "drop-1-2", "log-1-2-rs", "log-1-2-x-rs", "log--2-3-rs", "logi-1-2-rs", "nope"} {
-		if j, ok := parseJoined(bad); ok {
-			t.Errorf("%q parsed as %+v", bad, j)
-		}
 	}
 }
 

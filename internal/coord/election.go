@@ -16,6 +16,22 @@ import (
 	"github.com/tebis-go/tebis/client/regionmap"
 )
 
+// Term is a won master election as its holder uses it: *Leadership
+// implements it, and so does the in-memory coordinator of tests
+// (coordtest). Its methods are safe for concurrent use.
+type Term interface {
+	// Lost is closed when the leadership ends.
+	Lost() <-chan struct{}
+	// Resign ends the leadership: the next candidate takes over.
+	Resign()
+	// WriteMap replaces the region map if its znode is still at version
+	// and the leadership holds: ErrConflict, ErrNotLeader or ErrNoMap
+	// otherwise.
+	WriteMap(ctx context.Context, m *regionmap.Map, version int32) error
+}
+
+var _ Term = (*Leadership)(nil)
+
 // Leadership is a won master election. It lasts while its candidate znode
 // exists: until Resign, or the session's expiry or Close (Lost is closed
 // then). Map writes made through it are fenced: they fail with

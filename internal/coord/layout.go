@@ -25,9 +25,15 @@ import (
 //	                         the leading master with compare-and-set
 //	<root>/reports/<region>-<epoch>-<server>
 //	                         persistent: a primary reports that a joining
-//	                         backup finished its seeding
+//	                         backup finished its seeding (JoinReport)
 //	<root>/reports/drop-<region>-<epoch>-<server>
-//	                         persistent: a primary reports a backup it dropped
+//	                         persistent: a primary reports a backup it
+//	                         dropped (DropReport)
+//	<root>/reports/log-<region>-<epoch>-<pos>-<server>
+//	<root>/reports/logi-<region>-<epoch>-<pos>-<server>
+//	                         persistent: a backup reports how much of its
+//	                         failed primary's log it holds, its copy
+//	                         complete (log-) or not (logi-) (LogReport)
 
 // Errors of the layout operations.
 var (
