@@ -20,7 +20,7 @@ import (
 // (an ephemeral znode; the master fails the server over when it goes) and
 // the region map it serves, installed as the master publishes it.
 type clusterLink struct {
-	sess   *coord.Session
+	sess   Coordinator
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -49,9 +49,13 @@ func (s *Server) joinCluster() error {
 	timeout := time.Duration(cfg.ZKSessionTimeout)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*timeout+20*time.Second)
 	defer cancel()
-	sess, err := coord.Dial(ctx, coord.Config{Servers: []string{cfg.Zookeeper}, Root: cfg.ZKRoot, SessionTimeout: timeout, Log: s.log.Named("zk")})
-	if err != nil {
-		return err
+	sess := s.deps.coord // owned by the cluster link from here
+	if sess == nil {
+		zs, err := coord.Dial(ctx, coord.Config{Servers: []string{cfg.Zookeeper}, Root: cfg.ZKRoot, SessionTimeout: timeout, Log: s.log.Named("zk")})
+		if err != nil {
+			return err
+		}
+		sess = zs
 	}
 	c := &clusterLink{sess: sess, logs: newLogReporter()}
 	if err := s.register(ctx, c); err != nil {

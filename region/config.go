@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"gopkg.in/yaml.v3"
 
 	"github.com/tebis-go/tebis/engine"
@@ -77,8 +76,6 @@ type Config struct {
 	// the control file FaultFile in DataDir (faultfs.go): a testing
 	// feature (the hidden flag --fault-fs), not a configuration key.
 	FaultFS bool `yaml:"-"`
-	// fs, if set, is the volume's file system (tests); default vfs.Default.
-	fs vfs.FS
 }
 
 // DefaultConfig is what an empty configuration file means.

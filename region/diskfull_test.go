@@ -26,8 +26,9 @@ import (
 // again; nothing acknowledged is lost, also across a restart.
 
 // loneServer starts a standalone server "p" serving one region over all
-// keys in dir, with edit applied to its configuration, and a client.
-func loneServer(t *testing.T, dir string, edit func(*Config)) (*Server, *client.Client) {
+// keys in dir, with edit applied to its configuration and opts given to
+// Start, and a client.
+func loneServer(t *testing.T, dir string, edit func(*Config), opts ...Option) (*Server, *client.Client) {
 	t.Helper()
 	m := &regionmap.Map{Version: 1, Servers: []regionmap.Server{{Name: "p", Shm: filepath.Join(dir, "p.sock")}},
 		Regions: []regionmap.Region{{ID: 1, Primary: "p", Epoch: 1}}}
@@ -41,7 +42,7 @@ func loneServer(t *testing.T, dir string, edit func(*Config)) (*Server, *client.
 	if edit != nil {
 		edit(&cfg)
 	}
-	s, err := Start(cfg, zaptest.NewLogger(t).Named("p"))
+	s, err := Start(cfg, zaptest.NewLogger(t).Named("p"), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,8 +129,8 @@ func TestServerDiskFullRefusesWritesThenResumes(t *testing.T) {
 	dir := t.TempDir()
 	mem := vfs.NewMem()
 	mem.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 30, TotalBytes: 2 << 30, UsedBytes: 1 << 30})
-	edit := func(c *Config) { c.fs, c.GrowStep = mem, 256<<10 }
-	s, cl := loneServer(t, dir, edit)
+	edit := func(c *Config) { c.GrowStep = 256 << 10 }
+	s, cl := loneServer(t, dir, edit, WithFS(mem))
 	acked := map[int]string{}
 	for i := range 200 {
 		acked[i] = fmt.Sprintf("%02048d", i)
@@ -159,7 +160,7 @@ func TestServerDiskFullRefusesWritesThenResumes(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, cl = loneServer(t, dir, edit)
+	_, cl = loneServer(t, dir, edit, WithFS(mem))
 	readAcked(t, cl, acked, "restarted")
 }
 

@@ -45,7 +45,7 @@ func startHealthRig(t *testing.T, edit func(*Config)) *healthRig {
 	cfg.Name, cfg.DataDir, cfg.TCP, cfg.Shm = "rs2", filepath.Join(dir, "rs2"), "", filepath.Join(dir, "rs2.sock")
 	cfg.Zookeeper, cfg.ZKSessionTimeout = r.zk.Addr(), Duration(time.Second)
 	cfg.SegmentSize, cfg.L0Pairs, cfg.GrowthFactor = 64<<10, 256, 2
-	cfg.fs, cfg.GrowStep = r.mem, 256<<10
+	cfg.GrowStep = 256 << 10
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -54,7 +54,7 @@ func startHealthRig(t *testing.T, edit func(*Config)) *healthRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.ts.Close)
-	if r.s, err = Start(cfg, zaptest.NewLogger(t).Named("rs2")); err != nil {
+	if r.s, err = Start(cfg, zaptest.NewLogger(t).Named("rs2"), WithFS(r.mem)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.s.Close() })

@@ -407,6 +407,9 @@ func (s *Server) replTransport(peer regionmap.Server) (rdma.Transport, string, e
 	if addr == "" {
 		return nil, "", fmt.Errorf("%w: server %s has no %s address", ErrConfig, peer.Name, want)
 	}
+	if s.deps.dial != nil {
+		return s.deps.dial, addr, nil
+	}
 	if want == "shm" {
 		return &rdma.Shm{}, addr, nil
 	}

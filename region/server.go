@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,9 +23,10 @@ import (
 
 // Server is a running region server.
 type Server struct {
-	cfg Config
-	log *zap.Logger
-	vol *engine.Volume
+	cfg  Config
+	deps deps // Start's options
+	log  *zap.Logger
+	vol  *engine.Volume
 
 	state  atomic.Pointer[routing]
 	mapMu  sync.Mutex // serializes map changes
@@ -88,24 +88,37 @@ type routing struct {
 	incomplete map[uint64]bool
 }
 
-// Start opens the volume, loads the map and starts listening.
-func Start(cfg Config, log *zap.Logger) (*Server, error) {
+// Start opens the volume, loads the map and starts listening; opts
+// replace what it would reach outside cfg (options.go).
+func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
+	var d deps
+	for _, o := range opts {
+		o(&d)
+	}
+	defer func() {
+		if err != nil && d.coord != nil {
+			d.coord.Close() // the server owns it (WithCoordinator)
+		}
+	}()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if d.coord != nil && cfg.Zookeeper == "" {
+		return nil, fmt.Errorf("%w: a coordinator given to a standalone server (zookeeper is empty)", ErrConfig)
 	}
 	if log == nil {
 		log = zap.NewNop()
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	fs, fault := d.fs, (*faultInjector)(nil)
+	if fs == nil {
+		fs = vfs.Default
+	}
+	if err := fs.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("region: data dir: %w", err)
 	}
 	mode := engine.SyncModeSync
 	if cfg.SyncMode == "async" {
 		mode = engine.SyncModeAsync
-	}
-	fs, fault := cfg.fs, (*faultInjector)(nil)
-	if fs == nil {
-		fs = vfs.Default
 	}
 	if cfg.FaultFS {
 		fault = newFaultInjector(cfg.DataDir, log.Named("fault-fs"))
@@ -122,7 +135,7 @@ func Start(cfg Config, log *zap.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, vol: vol, backups: map[uint64]*backupRegion{}, primaries: map[uint64]*primaryRepl{}, resumed: map[uint64]bool{},
+	s := &Server{cfg: cfg, deps: d, log: log, vol: vol, backups: map[uint64]*backupRegion{}, primaries: map[uint64]*primaryRepl{}, resumed: map[uint64]bool{},
 		peers: map[string]*ring.Client{}, replCQ: rdma.NewCQ(), fault: fault}
 	s.health.kick = make(chan struct{}, 1)
 	s.replRing = ring.NewServer(ring.ServerConfig{Handlers: map[uint16]ring.HandlerFunc{wire.TypeReplicate: s.handleReplicate},
@@ -231,10 +244,14 @@ func (s *Server) MapVersion() uint64 { return s.state.Load().m.Version }
 
 func (s *Server) listen() error {
 	handlers := s.handlers()
+	var shm, tcp rdma.Transport = &rdma.Shm{}, &rdma.TCP{}
+	if s.deps.listen != nil {
+		shm, tcp = s.deps.listen, s.deps.listen
+	}
 	for _, l := range []struct {
 		tr   rdma.Transport
 		addr string
-	}{{&rdma.Shm{}, s.cfg.Shm}, {&rdma.TCP{}, s.cfg.TCP}} {
+	}{{shm, s.cfg.Shm}, {tcp, s.cfg.TCP}} {
 		if l.addr == "" {
 			continue
 		}
