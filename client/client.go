@@ -20,7 +20,11 @@ type Config struct {
 	// Transport is "tcp" (default) or "shm"; a server without an address
 	// on it is reached on the other.
 	Transport string
-	RingSize  int // bytes per ring (default ring.DefaultRing)
+	// DialTransport, if set, carries every connection in place of the tcp
+	// and shm transports, at the address Transport picks (an in-process
+	// rdma.Loopback, in tests).
+	DialTransport rdma.Transport
+	RingSize      int // bytes per ring (default ring.DefaultRing)
 	// Retries bounds the WRONG_REGION redirects (and reconnections) of
 	// one operation (default 8).
 	Retries int
@@ -160,7 +164,10 @@ func (c *Client) conn(ctx context.Context, m *regionmap.Map, name string) (*ring
 		addr = srv.Addr(tname)
 	}
 	var tr rdma.Transport = &rdma.TCP{}
-	if tname == "shm" {
+	switch {
+	case c.cfg.DialTransport != nil:
+		tr = c.cfg.DialTransport
+	case tname == "shm":
 		tr = &rdma.Shm{}
 	}
 	rc, err := ring.Dial(ctx, ring.ClientConfig{Transport: tr, Addr: addr, RequestRing: c.cfg.RingSize, ReplyRing: c.cfg.RingSize, ReplyHint: c.cfg.ReplyHint})
