@@ -1,0 +1,362 @@
+package region_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/tebis-go/tebis/client"
+	"github.com/tebis-go/tebis/client/regionmap"
+	"github.com/tebis-go/tebis/internal/coord/coordtest"
+	"github.com/tebis-go/tebis/master"
+	"github.com/tebis-go/tebis/rdma"
+	"github.com/tebis-go/tebis/region"
+)
+
+var _ region.Coordinator = (*coordtest.Session)(nil)
+
+// inprocCluster is a managed cluster in this process: an in-memory
+// coordinator, master.Run on it, and region servers on one loopback
+// fabric, each with its volume in a crashable in-memory file system.
+// Everything is stopped when the test ends.
+type inprocCluster struct {
+	t      *testing.T
+	coord  *coordtest.Coordinator
+	fabric *rdma.Loopback
+	nodes  map[string]*inprocNode
+	cl     *client.Client
+	logs   *logGate
+}
+
+// inprocNode is one region server: its file system outlives its runs.
+type inprocNode struct {
+	name string
+	mem  *vfs.MemFS
+	// The current run (nil srv: stopped).
+	srv  *region.Server
+	sess *coordtest.Session
+	tr   *cuttable
+}
+
+// inprocSessionTimeout is the coordinator's session timeout (the servers'
+// leases last half of it) and the servers' zk_session_timeout.
+const inprocSessionTimeout = time.Second
+
+// inprocSplits split the keys k000000..k009999 into three regions.
+var inprocSplits = []string{"k003200", "k006400"}
+
+// startInprocCluster starts n servers, publishes the initial map (three
+// regions, three replicas, as `tebis cluster init` does from the
+// registrations), starts the master and a client, and waits until every
+// region serves.
+func startInprocCluster(t *testing.T, n int) *inprocCluster {
+	t.Helper()
+	c := &inprocCluster{t: t, coord: coordtest.New(nil, nil, coordtest.WithSessionTimeout(inprocSessionTimeout)),
+		fabric: rdma.NewLoopback(), nodes: map[string]*inprocNode{}, logs: newLogGate(t)}
+	t.Cleanup(func() {
+		for _, name := range slices.Sorted(maps.Keys(c.nodes)) {
+			c.stop(name)
+		}
+	})
+	for i := range n {
+		name := fmt.Sprintf("rs%d", i+1)
+		c.nodes[name] = &inprocNode{name: name, mem: vfs.NewCrashableMem()}
+		c.start(name)
+	}
+	var srvs []regionmap.Server
+	for _, si := range c.coord.Servers() {
+		srv := si.Server
+		srv.Started = si.Started
+		srvs = append(srvs, srv)
+	}
+	m, err := master.InitialMap(srvs, master.Layout{Splits: inprocSplits, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.coord.PutMap(m)
+	c.startMaster()
+	c.cl, err = client.Open(ctxFor(t, 10*time.Second), client.Config{Map: c.coord.Source(), DialTransport: c.fabric, RetryWindow: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.cl.Close() })
+	c.waitServing("the initial map")
+	return c
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return c
+}
+
+// startMaster runs master.Run on the coordinator until the test ends.
+func (c *inprocCluster) startMaster() {
+	t := c.t
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		// A crash ends a session at once here: a short DropHold (how long
+		// a server reported dropped gets no role) is as safe as the
+		// default with real sessions, and restarts rejoin without a wait.
+		done <- master.Run(ctx, master.Config{Name: "m", Coord: c.coord, Recheck: 20 * time.Millisecond, DropHold: 100 * time.Millisecond,
+			Log: c.logs.logger(t, "master")})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("master: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("the master did not stop 10 s after its context ended")
+		}
+	})
+}
+
+// start starts a run of server name on its file system, with a new
+// session and a new view of the fabric.
+func (c *inprocCluster) start(name string) *region.Server {
+	t := c.t
+	t.Helper()
+	nd := c.nodes[name]
+	cfg := region.DefaultConfig()
+	cfg.Name, cfg.DataDir, cfg.TCP, cfg.Shm = name, "/"+name, name, ""
+	cfg.Zookeeper, cfg.ZKSessionTimeout = "coordtest", region.Duration(inprocSessionTimeout)
+	cfg.SegmentSize, cfg.L0Pairs, cfg.GrowthFactor, cfg.GrowStep = 64<<10, 256, 2, 256<<10
+	cfg.CacheSize, cfg.Workers, cfg.SpinTime = 4<<20, 4, region.Duration(time.Microsecond)
+	cfg.ReplicationConnect = region.Duration(3 * time.Second)
+	nd.sess, nd.tr = c.coord.NewSession(), &cuttable{inner: c.fabric}
+	srv, err := region.Start(cfg, c.logs.logger(t, name),
+		region.WithCoordinator(nd.sess), region.WithFS(nd.mem), region.WithListenTransport(nd.tr), region.WithDialTransport(nd.tr))
+	if err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	nd.srv = srv
+	return srv
+}
+
+// stop closes server name's run (a clean stop: it syncs its volume and
+// ends its session), if it runs.
+func (c *inprocCluster) stop(name string) {
+	nd := c.nodes[name]
+	if nd.srv == nil {
+		return
+	}
+	if err := nd.srv.Close(); err != nil {
+		c.t.Errorf("close %s: %v", name, err)
+	}
+	nd.srv = nil
+}
+
+// crash stops server name's run as a crash would: its file system keeps
+// only what it synced, every connection it had breaks, and its session
+// ends (its registration goes at once, as its expiry would after the
+// session timeout). The dead run is then closed to free it; nothing it
+// does meanwhile reaches the cluster or the file system a restart uses.
+func (c *inprocCluster) crash(name string) {
+	nd := c.nodes[name]
+	synced := nd.mem.CrashClone(vfs.CrashCloneCfg{})
+	nd.tr.Cut()
+	nd.sess.Close()
+	nd.mem = synced
+	if err := nd.srv.Close(); err != nil {
+		c.t.Logf("closing the crashed run of %s: %v", name, err)
+	}
+	nd.srv = nil
+}
+
+// run is server name's registered run (0: not registered).
+func (c *inprocCluster) run(name string) int64 { return c.coord.Servers()[name].Started }
+
+// waitMap waits (event-driven, up to 20 s) until the published map
+// satisfies ok, and returns it.
+func (c *inprocCluster) waitMap(what string, ok func(*regionmap.Map) bool) *regionmap.Map {
+	t := c.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	found := make(chan *regionmap.Map, 1)
+	go c.coord.WatchMap(ctx, func(m *regionmap.Map) {
+		if ok(m) {
+			select {
+			case found <- m:
+			default:
+			}
+		}
+	}, nil)
+	select {
+	case m := <-found:
+		return m
+	case <-ctx.Done():
+		m, _ := c.coord.Map()
+		t.Fatalf("timed out after 20 s waiting for %s; the map: %+v", what, m)
+		return nil
+	}
+}
+
+// waitServing waits (up to 20 s) until a read of each region gets an
+// answer.
+func (c *inprocCluster) waitServing(what string) {
+	t := c.t
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, k := range append([]string{"k000000"}, inprocSplits...) {
+		for {
+			_, err := c.cl.Get(ctxFor(t, 5*time.Second), []byte(k))
+			if err == nil || errors.Is(err, client.ErrNotFound) {
+				break
+			}
+			if !errors.Is(err, client.ErrUnavailable) && !errors.Is(err, client.ErrWrongRegion) || time.Now().After(deadline) {
+				t.Fatalf("%s: the region of %s does not serve: %v", what, k, err)
+			}
+			time.Sleep(5 * time.Millisecond) // a server installing the map, or a lease being renewed
+		}
+	}
+}
+
+// write puts keys from..from+n-1 of a permutation of k000000..k009999
+// (spread over every region), values tagged with tag, and returns them.
+func (c *inprocCluster) write(from, n int, tag string) map[string]string {
+	t := c.t
+	t.Helper()
+	acked := map[string]string{}
+	ctx := ctxFor(t, 30*time.Second)
+	for i := from; i < from+n; i++ {
+		k := fmt.Sprintf("k%06d", i*9973%10000)
+		v := fmt.Sprintf("%s-%d", tag, i)
+		if err := c.cl.Put(ctx, []byte(k), []byte(v)); err != nil {
+			t.Fatalf("put %s: %v", k, err)
+		}
+		acked[k] = v
+	}
+	return acked
+}
+
+// readBack checks that every key of acked reads as its value.
+func (c *inprocCluster) readBack(what string, acked map[string]string) {
+	t := c.t
+	t.Helper()
+	ctx := ctxFor(t, 30*time.Second)
+	for k, want := range acked {
+		got, err := c.cl.Get(ctx, []byte(k))
+		if err != nil || string(got) != want {
+			t.Fatalf("%s: get %s = %q, %v; want %q", what, k, got, err, want)
+		}
+	}
+}
+
+// without reports whether name has no role in m.
+func without(name string) func(*regionmap.Map) bool {
+	return func(m *regionmap.Map) bool {
+		return !slices.ContainsFunc(m.Regions, func(r regionmap.Region) bool { return r.Primary == name || slices.Contains(r.Group(), name) })
+	}
+}
+
+// backupOfAll reports whether m lists name's run run as a backup (not
+// joining) of every region.
+func backupOfAll(name string, run int64) func(*regionmap.Map) bool {
+	return func(m *regionmap.Map) bool {
+		srv, ok := m.Server(name)
+		return ok && srv.Started == run && !slices.ContainsFunc(m.Regions, func(r regionmap.Region) bool { return !slices.Contains(r.Backups, name) })
+	}
+}
+
+// writers are client goroutines putting keys until stopped; they record
+// the writes acknowledged.
+type writers struct {
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	mu    sync.Mutex
+	acked map[string]string
+}
+
+// startWriters starts n goroutines putting keys through the cluster's
+// client, up to 10000 each: every put a new key (spread over every
+// region), so that a put that failed (a failover beyond the client's
+// retry window), applied or not, leaves no acknowledged value in doubt.
+// Failed puts are not recorded.
+func (c *inprocCluster) startWriters(n int) *writers {
+	w := &writers{stop: make(chan struct{}), acked: map[string]string{}}
+	for g := range n {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			for i := range 10000 {
+				select {
+				case <-w.stop:
+					return
+				default:
+				}
+				k := fmt.Sprintf("k%06d-w%d", i*9973%10000, g)
+				v := fmt.Sprintf("w%d-%d", g, i)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				err := c.cl.Put(ctx, []byte(k), []byte(v))
+				cancel()
+				if err == nil {
+					w.mu.Lock()
+					w.acked[k] = v
+					w.mu.Unlock()
+				}
+			}
+		}()
+	}
+	c.t.Cleanup(w.halt)
+	return w
+}
+
+// count is the number of keys acknowledged so far.
+func (w *writers) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.acked)
+}
+
+// halt stops the writers and waits for them (idempotent).
+func (w *writers) halt() {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	w.wg.Wait()
+}
+
+// result stops the writers and returns the writes acknowledged.
+func (w *writers) result() map[string]string {
+	w.halt()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.acked)
+}
+
+// waitCopiesComplete waits (up to 20 s) until srv, the run of server
+// name, holds a complete copy of every region the map makes it a backup
+// of, at the map's epoch.
+func (c *inprocCluster) waitCopiesComplete(name string, srv *region.Server) {
+	c.t.Helper()
+	waitFor(c.t, 20*time.Second, name+"'s copies complete at the map's epochs", func() bool {
+		m, _ := c.coord.Map()
+		complete := map[uint64]uint64{}
+		for _, cp := range srv.Stats().Copies {
+			if cp.Complete {
+				complete[cp.Region] = cp.Epoch
+			}
+		}
+		for _, r := range m.Regions {
+			if slices.Contains(r.Backups, name) && complete[r.ID] != r.Epoch {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -1,0 +1,104 @@
+package region_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/tebis-go/tebis/rdma"
+)
+
+// cuttable is one server's view of a shared in-process fabric: Cut
+// breaks every connection it made or accepted and closes its listeners,
+// as a crash of its process would, and refuses whatever it tries after.
+type cuttable struct {
+	inner rdma.Transport
+
+	mu  sync.Mutex
+	cut bool
+	qps []rdma.QP
+	lns []rdma.Listener
+}
+
+func (c *cuttable) Name() string { return c.inner.Name() }
+
+// track keeps qp to break at Cut; after Cut it is broken at once.
+func (c *cuttable) track(qp rdma.QP) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cut {
+		qp.Close()
+		return fmt.Errorf("cuttable: cut: %w", rdma.ErrClosed)
+	}
+	c.qps = append(c.qps, qp)
+	return nil
+}
+
+func (c *cuttable) Dial(ctx context.Context, addr string, cfg rdma.ConnConfig) (rdma.QP, error) {
+	qp, err := c.inner.Dial(ctx, addr, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.track(qp); err != nil {
+		return nil, err
+	}
+	return qp, nil
+}
+
+func (c *cuttable) Listen(addr string) (rdma.Listener, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cut {
+		return nil, fmt.Errorf("cuttable: cut: %w", rdma.ErrClosed)
+	}
+	ln, err := c.inner.Listen(addr)
+	if err != nil {
+		return nil, err
+	}
+	c.lns = append(c.lns, ln)
+	return cutListener{Listener: ln, c: c}, nil
+}
+
+// Cut breaks every connection and closes every listener of this view.
+func (c *cuttable) Cut() {
+	c.mu.Lock()
+	c.cut = true
+	qps, lns := c.qps, c.lns
+	c.qps, c.lns = nil, nil
+	c.mu.Unlock()
+	for _, ln := range lns {
+		ln.Close()
+	}
+	for _, qp := range qps {
+		qp.Close()
+	}
+}
+
+type cutListener struct {
+	rdma.Listener
+	c *cuttable
+}
+
+func (l cutListener) Accept(ctx context.Context) (rdma.ConnRequest, error) {
+	req, err := l.Listener.Accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return cutRequest{ConnRequest: req, c: l.c}, nil
+}
+
+type cutRequest struct {
+	rdma.ConnRequest
+	c *cuttable
+}
+
+func (r cutRequest) Accept(cfg rdma.ConnConfig) (rdma.QP, error) {
+	qp, err := r.ConnRequest.Accept(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.c.track(qp); err != nil {
+		return nil, err
+	}
+	return qp, nil
+}
