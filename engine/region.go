@@ -396,9 +396,9 @@ var errSealWait = errors.New("engine: waiting for the listener's seal gate")
 // waitSeal waits for gate with the region's lock released. Called with
 // mu held; it returns with mu held, the region's state to be re-read.
 func (r *Region) waitSeal(gate SealGate) {
+	r.v.ctr.sealWaits.Add(1)
 	r.mu.Unlock()
 	gate.WaitSeal()
-	r.v.ctr.sealWaits.Add(1)
 	r.mu.Lock()
 }
 
