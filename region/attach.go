@@ -33,17 +33,23 @@ import (
 //     attached is dialed at once, each attempt bounded by dialAttempt and
 //     retried until ReplicationConnect (a backup not listening yet fails
 //     fast);
+//     Still without mapMu, the new stream is attached on the dialed
+//     connections (replication.Shipper.Attach: check, catch-up, seed,
+//     IN_SYNC), which may take as long as seeds take;
 //  3. under mapMu again: if the published map still gives the region
-//     the same role, epoch and group, the stream starts on the dialed
-//     connections (check, catch-up, seed) and the quiesce ends;
-//     otherwise the connections are closed.
+//     the same role, epoch and group, the stream serves the region
+//     (Shipper.Serve) and the quiesce ends; otherwise the stream and its
+//     connections are closed.
 //
 // An install whose map changes a region being attached (another primary,
 // epoch or group, or drops it) supersedes the job before anything else:
-// the dials are cancelled and a quiesced region is released refusing writes
-// (its stream is retired), so an install never waits for a dial and never
-// demotes a region an attach holds still. Install then attaches it anew
-// for its own map if it still hosts it.
+// the dials and the stream's attach are cancelled, the install waits for
+// step 2 to return (promptly: every wait in it ends with the job's
+// contexts), and a quiesced region is released refusing writes (its
+// stream is retired), so an install never waits for a dial or a seed and
+// never demotes a region an attach holds still, and no seed reads a
+// region that is no longer still. Install then attaches it anew for its
+// own map if it still hosts it.
 
 // dialAttempt bounds one connection attempt to a backup (its transport
 // handshake included): a backup whose socket exists but whose server does
@@ -65,8 +71,17 @@ type attachJob struct {
 	m      *regionmap.Map
 	r      regionmap.Region
 	er     *engine.Region
-	ctx    context.Context
+	ctx    context.Context // the dials (bounded by ReplicationConnect)
 	cancel context.CancelFunc
+	// attachCtx is the stream's attach in step 2 (not bounded: seeds take
+	// their time; its commands are bounded by their own timeout).
+	attachCtx  context.Context
+	stopAttach context.CancelFunc
+	// stepped is closed when step 2 returned; p and err are its result
+	// (written before, read after).
+	stepped chan struct{}
+	p       *primaryRepl
+	err     error
 	// release ends the quiesce of a serving region; nil when it was not
 	// serving or is released.
 	release func()
@@ -89,6 +104,14 @@ func (j *attachJob) abort() {
 	}
 	j.aborted = true
 	j.cancel()
+	j.stopAttach()
+	// The region stays still until step 2 returned: a seed must not read
+	// a region that moves on.
+	<-j.stepped
+	if j.p != nil {
+		j.p.close() // attached but never served
+		j.p = nil
+	}
 	j.end(replication.Refuse{Err: replication.ErrNoBackups})
 }
 
@@ -158,6 +181,12 @@ func (s *Server) attachRegions(st *routing, ids []uint64) (map[uint64]bool, erro
 		go func() {
 			s.retireOld(j)
 			j.dialed = s.dialGroup(j.ctx, j.m, j.r)
+			if err := j.attachCtx.Err(); err != nil {
+				j.err = err // superseded while dialing
+			} else {
+				j.p, j.err = s.attachDialed(j.attachCtx, j.m, j.r, j.er, j.dialed)
+			}
+			close(j.stepped)
 			dialed <- j
 		}()
 	}
@@ -193,6 +222,7 @@ func (s *Server) finishJob(st *routing, j *attachJob) error {
 		return fmt.Errorf("region %d: %w", j.id, errSuperseded)
 	}
 	j.cancel()
+	j.stopAttach()
 	return s.finishAttach(j)
 }
 
@@ -248,7 +278,9 @@ func (s *Server) prepareAttach(st *routing, id uint64) (*attachJob, error) {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(s.bgCtx, time.Duration(s.cfg.ReplicationConnect))
-	j := &attachJob{id: id, m: st.m, r: *r, er: er, ctx: ctx, cancel: cancel, release: release, old: old}
+	actx, stopAttach := context.WithCancel(s.bgCtx)
+	j := &attachJob{id: id, m: st.m, r: *r, er: er, ctx: ctx, cancel: cancel, attachCtx: actx, stopAttach: stopAttach,
+		stepped: make(chan struct{}), release: release, old: old}
 	j.after, j.retired = s.retireSlot(id, old != nil)
 	if s.attachJobs == nil {
 		s.attachJobs = map[uint64]*attachJob{}
@@ -257,9 +289,10 @@ func (s *Server) prepareAttach(st *routing, id uint64) (*attachJob, error) {
 	return j, nil
 }
 
-// finishAttach is step 3 for j (not superseded). Called with mapMu held.
+// finishAttach is step 3 for j (not superseded): the stream step 2
+// attached serves the region. Called with mapMu held.
 func (s *Server) finishAttach(j *attachJob) error {
-	p, err := s.attachDialed(j.m, j.r, j.er, j.dialed)
+	p, err := j.p, j.err
 	switch {
 	case err != nil:
 		// The old stream is retired: until an attach succeeds no write may
@@ -271,6 +304,8 @@ func (s *Server) finishAttach(j *attachJob) error {
 		// Only joining backups, none pre-seeded yet: it serves alone until
 		// they are attached (set explicitly, as above).
 		s.serveAlone(j.m, j.r, j.er)
+	default:
+		p.shipper.Serve()
 	}
 	j.end(nil)
 	s.replMu.Lock()

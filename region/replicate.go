@@ -440,12 +440,16 @@ func (s *Server) peer(ctx context.Context, tr rdma.Transport, addr string) (*rin
 	return c, nil
 }
 
-// attachDialed starts replicating a hosted region to the backups d
-// connected to (dialGroup). A backup that could not be reached is left
-// out (logged) in a static map; in a managed cluster it is reported to
-// the master and, unless it is only joining, fails the attach. The
-// region must be still. Called with mapMu held.
-func (s *Server) attachDialed(m *regionmap.Map, r regionmap.Region, er *engine.Region, d *dialedGroup) (*primaryRepl, error) {
+// attachDialed attaches a stream of a hosted region to the backups d
+// connected to (dialGroup): replication.Shipper.Attach, until ctx ends;
+// the caller makes it serve (Serve). A backup that could not be reached
+// is left out (logged) in a static map; in a managed cluster it is
+// reported to the master and, unless it is only joining, fails the
+// attach. With only joining backups, none pre-seeded, it returns a
+// primaryRepl without a stream: the region is to serve alone. The region
+// must be still. It takes no Server lock but replMu briefly (step 2 of
+// attach.go: without mapMu).
+func (s *Server) attachDialed(ctx context.Context, m *regionmap.Map, r regionmap.Region, er *engine.Region, d *dialedGroup) (*primaryRepl, error) {
 	var backups []replication.Backup
 	links := map[string]replication.Link{}
 	p := &primaryRepl{group: r.Group(), epoch: r.Epoch, pending: d.pending}
@@ -486,9 +490,9 @@ func (s *Server) attachDialed(m *regionmap.Map, r regionmap.Region, er *engine.R
 		// None holds the old primary's segments: a promotion's rebase is
 		// for no one (the pre-seeds name this primary's segments).
 		s.takeRebase(r.ID, er)
-		// The primary is the only copy: it syncs every write before the
-		// acknowledgement (and refuses writes under min_copies > 1).
-		s.serveAlone(m, r, er)
+		// The primary is the only copy (the caller makes it serve alone:
+		// it syncs every write before the acknowledgement, and refuses
+		// writes under min_copies > 1).
 		s.log.Info("region serves alone until its joining backups are pre-seeded", zap.Uint64("region", r.ID), zap.Strings("joining", p.pending))
 		return p, nil
 	}
@@ -513,8 +517,11 @@ func (s *Server) attachDialed(m *regionmap.Map, r regionmap.Region, er *engine.R
 		SegSize: s.vol.SegmentSize(), Mirror: p.mirror, Links: links, Credits: s.cfg.ReplicationCredits, Log: s.log.Named("replication"),
 		Rebase: s.takeRebase(r.ID, er), OnDrop: onDrop, Strict: s.cluster != nil, Preseeded: pre,
 		MinCopies: m.Copies(), Joining: r.Joining, HungAfter: s.cfg.HungBackupAfter()})
+	if err == nil {
+		err = p.shipper.Attach(ctx) // closes the shipper when it fails
+	}
 	if err != nil {
-		p.mirror.Close()
+		p.closeConns()
 		return nil, err
 	}
 	dropped := p.shipper.Dropped()

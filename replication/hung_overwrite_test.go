@@ -16,15 +16,30 @@ import (
 )
 
 // sealSpy is the region's listener in front of a Shipper: it reports each
-// segment seal before the shipper handles it.
+// segment seal before the shipper handles it, and each writer that waits
+// for a seal because a backup has not freed the buffer half.
 type sealSpy struct {
 	*Shipper
-	sealed chan engine.LogSeal
+	sealed  chan engine.LogSeal
+	waiting chan struct{}
 }
 
 func (s *sealSpy) LogSealed(e engine.LogSeal) {
 	s.sealed <- e
 	s.Shipper.LogSealed(e)
+}
+
+func (s *sealSpy) WaitSeal() {
+	s.Shipper.mu.Lock()
+	blocked := !s.Shipper.halfFreeLocked()
+	s.Shipper.mu.Unlock()
+	if blocked {
+		select {
+		case s.waiting <- struct{}{}:
+		default:
+		}
+	}
+	s.Shipper.WaitSeal()
 }
 
 // dropLogged is the message a stream logs when it drops a backup.
@@ -45,7 +60,7 @@ const dropLogged = "backup dropped from the region's replica set"
 // promoted backup must hold every acknowledged write.
 //
 // The interleaving is forced, not raced for: the drop's log line is held
-// until the writer blocked in the switch has either posted into the half
+// until the writer waiting for the switch has either posted into the half
 // (the bug) or returned (the switch went on only once the backup had left
 // the mirror). With the bug, the log line sat between the stream's mark of
 // the backup as dead (which released the switch) and Mirror.Drop.
@@ -87,7 +102,7 @@ func testHungBackupLeavesMirrorBeforeSwitch(t *testing.T, resumes bool) {
 		t.Fatal(err)
 	}
 	r.quiet()
-	spy := &sealSpy{Shipper: g.shipper, sealed: make(chan engine.LogSeal, 16)}
+	spy := &sealSpy{Shipper: g.shipper, sealed: make(chan engine.LogSeal, 16), waiting: make(chan struct{}, 1)}
 	g.pr.SetListener(spy)
 	// Every put is acknowledged and recorded, each in a record of its own.
 	var acked sync.Map
@@ -152,7 +167,13 @@ func testHungBackupLeavesMirrorBeforeSwitch(t *testing.T, resumes bool) {
 			vOnce.Do(func() { close(violation) })
 		}
 	})
-	<-spy.sealed // segment S+1: the writer waits for b1's flush of S
+	// S+1 fills: the writer waits (engine.SealGate) for b1's flush of S
+	// before it seals S+1 and switches to S+2, in S's half.
+	select {
+	case <-spy.waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer did not wait for b1's flush of the sealed segment")
+	}
 	close(stop)
 
 	r.hangUntilDropped("its flush of a sealed segment completing")

@@ -182,7 +182,7 @@ func newHungRig(t *testing.T, strict bool, minCopies int, opts ...func(*ShipperC
 	for _, o := range opts {
 		o(&cfg)
 	}
-	sh, err := NewShipper(cfg)
+	sh, err := startShipper(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

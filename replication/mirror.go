@@ -195,6 +195,29 @@ func (m *Mirror) WaitTimeout(pos Pos, timeout time.Duration) error {
 	})
 }
 
+// WaitStopped is WaitTimeout that also ends, with ctx's error, when ctx
+// does (a stream closing while it waits).
+func (m *Mirror) WaitStopped(ctx context.Context, pos Pos, timeout time.Duration) error {
+	stop := context.AfterFunc(ctx, func() {
+		m.mu.Lock()
+		m.cond.Broadcast()
+		m.mu.Unlock()
+	})
+	defer stop()
+	var deadline time.Time
+	return m.wait(pos, func() error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(timeout)
+		} else if time.Now().After(deadline) {
+			return context.DeadlineExceeded
+		}
+		return nil
+	})
+}
+
 // wait is Wait's loop; stopped says whether to give up (a deadline:
 // drop the backups behind; any other error: return it).
 func (m *Mirror) wait(pos Pos, stopped func() error) error {

@@ -50,7 +50,7 @@ func TestPromoteBackup(t *testing.T) {
 	}
 	g.pr, g.pv = np, g.bvs[0]
 	g.reps, g.ends = g.reps[1:], ends
-	g.shipper, err = NewShipper(ShipperConfig{Region: np, Epoch: 4, Mode: SendIndex, SegSize: mirrorSeg, Mirror: g.mirror,
+	g.shipper, err = startShipper(ShipperConfig{Region: np, Epoch: 4, Mode: SendIndex, SegSize: mirrorSeg, Mirror: g.mirror,
 		Links: map[string]Link{bs[0].Name: &LocalLink{Replica: g.reps[0]}}, Credits: 2, Rebase: pairs, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +223,7 @@ func (g *replGroup) follow(np *engine.Region, epoch uint64, reps []*Replica, reb
 	if np != g.pr {
 		g.logID++ // a new primaryship
 	}
-	sh, err := NewShipper(ShipperConfig{Region: np, Epoch: epoch, Mode: g.modes[0], SegSize: mirrorSeg, Mirror: m,
+	sh, err := startShipper(ShipperConfig{Region: np, Epoch: epoch, Mode: g.modes[0], SegSize: mirrorSeg, Mirror: m,
 		Links: links, Credits: g.creditsOr2(), Rebase: rebase, Log: zaptest.NewLogger(t), Strict: g.strict, OnDrop: g.onDrop, Preseeded: g.preseeded,
 		LogID: g.logID, Handover: g.handover, MinCopies: g.minCopies, Joining: g.joining})
 	if err != nil {

@@ -72,7 +72,7 @@ func (g *replGroup) reattach(epoch uint64, must bool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	sh, err := NewShipper(ShipperConfig{Region: g.pr, Epoch: epoch, Mode: g.modes[0], SegSize: mirrorSeg, Mirror: m,
+	sh, err := startShipper(ShipperConfig{Region: g.pr, Epoch: epoch, Mode: g.modes[0], SegSize: mirrorSeg, Mirror: m,
 		Links: links, Credits: g.creditsOr2(), Log: zaptest.NewLogger(t), LogID: g.logID})
 	g.mirror = m
 	switch {

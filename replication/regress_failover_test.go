@@ -141,7 +141,7 @@ func TestCatchUpBeforeServing(t *testing.T) {
 	}
 	defer m.Close()
 	dropped := make(chan string, 1)
-	sh, err := NewShipper(ShipperConfig{Region: np, Epoch: 4, Mode: SendIndex, SegSize: mirrorSeg, Mirror: m,
+	sh, err := startShipper(ShipperConfig{Region: np, Epoch: 4, Mode: SendIndex, SegSize: mirrorSeg, Mirror: m,
 		Links: map[string]Link{bs[0].Name: link}, Credits: 2, Rebase: PromotedPairs(np), Strict: true,
 		OnDrop: func(name string, _ error) { dropped <- name }, Log: zaptest.NewLogger(t)})
 	if err != nil {

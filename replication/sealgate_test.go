@@ -54,7 +54,7 @@ func newSealStream(t *testing.T, fs vfs.FS, pv *engine.Volume, id uint64) *sealS
 	}
 	t.Cleanup(func() { m.Close() })
 	s := &sealStream{r: r, link: newStallLink(&LocalLink{Replica: rep})}
-	s.shipper, err = NewShipper(ShipperConfig{Region: r, Epoch: 3, Mode: SendIndex, SegSize: mirrorSeg, Mirror: m,
+	s.shipper, err = startShipper(ShipperConfig{Region: r, Epoch: 3, Mode: SendIndex, SegSize: mirrorSeg, Mirror: m,
 		Links: map[string]Link{"b0": s.link}, Credits: 2, Timeout: time.Minute, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)

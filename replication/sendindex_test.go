@@ -109,7 +109,7 @@ func newReplGroup(t *testing.T, l0 int, modes []Mode, fail map[int]func(*Command
 		links[bs[i].Name] = &LocalLink{Replica: rep, Fail: fail[i]}
 	}
 	g.logID = 1
-	g.shipper, err = NewShipper(ShipperConfig{Region: g.pr, Epoch: 3, Mode: modes[0], SegSize: mirrorSeg, Mirror: g.mirror,
+	g.shipper, err = startShipper(ShipperConfig{Region: g.pr, Epoch: 3, Mode: modes[0], SegSize: mirrorSeg, Mirror: g.mirror,
 		Links: links, Credits: 2, Log: zaptest.NewLogger(t), LogID: g.logID})
 	if err != nil {
 		t.Fatal(err)
@@ -666,7 +666,7 @@ func TestCompactionOfEmptyTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	sh, err := NewShipper(ShipperConfig{Region: pr, Epoch: 1, Mode: SendIndex, SegSize: mirrorSeg, Mirror: m,
+	sh, err := startShipper(ShipperConfig{Region: pr, Epoch: 1, Mode: SendIndex, SegSize: mirrorSeg, Mirror: m,
 		Links: map[string]Link{bs[0].Name: &LocalLink{Replica: rep}}, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)

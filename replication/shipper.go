@@ -113,6 +113,7 @@ type Shipper struct {
 	// sealStalls counts LogSealed calls that had to wait (a seal the
 	// engine did not admit through SealReady).
 	sealStalls atomic.Uint64
+	served     atomic.Bool // Serve made it the region's listener
 	backups    []*sender
 	sent       uint64 // command bytes sent, summed over backups
 	closed     bool
@@ -142,14 +143,12 @@ type sender struct {
 	cancel context.CancelFunc
 }
 
-// NewShipper attaches replication to cfg.Region: it seeds the mirror with
-// the log tail written so far, checks every Send-Index backup against the
-// region (and reads from the region's log what a backup must be caught up
-// on), and installs itself as the region's listener and replicator. The
-// region must be still meanwhile: no writes, compactions or GC (a region
-// server opens its volume with Options.HoldBackground and serves the
-// region only once attached).
+// NewShipper makes the primary side of cfg.Region's replication: nothing
+// is sent and the region is not touched until Attach.
 func NewShipper(cfg ShipperConfig) (*Shipper, error) {
+	if cfg.Region == nil || cfg.Mirror == nil {
+		return nil, errors.New("replication: a shipper needs a region and a mirror")
+	}
 	if cfg.Credits <= 0 {
 		cfg.Credits = 4
 	}
@@ -159,22 +158,50 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	tail, err := cfg.Region.LogTail()
-	if err != nil {
-		return nil, err
-	}
-	s := &Shipper{cfg: cfg, base: tail.Index, tailSeg: tail.Segment, tailSeq: tail.Seq}
+	s := &Shipper{cfg: cfg}
 	for s.shift = 0; int64(1)<<s.shift < cfg.SegSize; s.shift++ {
 	}
 	s.cond = sync.NewCond(&s.mu)
 	s.stopCtx, s.stopFunc = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Attach brings every backup in sync with the region: it seeds the mirror
+// with the log tail written so far, checks every Send-Index backup against
+// the region (catching up one that only lost the end of the log, seeding
+// one that missed more), or starts Build-Index backups from their applied
+// point, waits until every live backup holds all that, and tells them
+// their copies are complete (IN_SYNC). A backup that cannot be reached or
+// seeded is dropped (OnDrop). It returns an error, and the shipper is
+// closed, when the stream cannot start: ctx ended (every send in flight
+// ends with it) or no backup could be brought in sync in time.
+//
+// The region must be still from Attach until Serve: no writes,
+// compactions or GC (a region server opens its volume with
+// Options.HoldBackground and quiesces a serving region). Attach takes no
+// lock of its caller's and may run for as long as seeds take: a region
+// server runs it without its map lock.
+func (s *Shipper) Attach(ctx context.Context) (err error) {
+	stop := context.AfterFunc(ctx, s.stopFunc)
+	defer func() {
+		stop()
+		if err != nil {
+			s.Close()
+		}
+	}()
+	cfg := s.cfg
+	tail, err := cfg.Region.LogTail()
+	if err != nil {
+		return err
+	}
+	s.base, s.tailSeg, s.tailSeq = tail.Index, tail.Segment, tail.Seq
 	id := cfg.Region.Desc().ID
 	if _, err := cfg.Mirror.Append(0, Marker{Region: id, Segment: tail.Segment, Seq: tail.Seq, Index: tail.Index}.encode()); err != nil {
-		return nil, err
+		return err
 	}
 	if tail.Offset > engine.SegmentHeaderSize {
 		if _, err := cfg.Mirror.Append(engine.SegmentHeaderSize, tail.Image[engine.SegmentHeaderSize:]); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	cfg.Mirror.OnDrop(s.mirrorDropped)
@@ -189,6 +216,9 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 		check = &Command{Kind: CmdCheck, Region: cfg.Region.Desc().ID, Epoch: cfg.Epoch, Data: EncodeState(PrimaryState(cfg.Region))}
 	}
 	for name, link := range cfg.Links {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("replication: attach: %w", err)
+		}
 		b := &sender{name: name}
 		l := &watchedLink{s: s, b: b, l: link}
 		b.link = l
@@ -218,7 +248,7 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 			} else {
 				catch, err = s.checkBackup(l, check, true)
 			}
-			if err != nil {
+			if err != nil && ctx.Err() == nil {
 				cfg.Log.Info("backup out of sync: seeding it", zap.Uint64("region", check.Region), zap.String("backup", name), zap.Error(err))
 				catch = nil
 				if err = s.seed(l, check.Region, check.Epoch); err == nil {
@@ -256,8 +286,7 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 	// applied: a new backup's buffer is empty, and a re-attached one's half
 	// may hold that undelivered segment).
 	if err := s.settle(); err != nil {
-		s.Close()
-		return nil, err
+		return err
 	}
 	// Every live backup holds what was acknowledged before: tell them
 	// (their copies are complete: promotable), then serve.
@@ -265,15 +294,24 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 	s.enqueueLocked(&Command{Kind: CmdInSync})
 	s.mu.Unlock()
 	if err := s.settle(); err != nil {
-		s.Close()
-		return nil, err
+		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("replication: attach: %w", err)
+	}
+	return nil
+}
+
+// Serve makes the attached stream the region's replicator and listener:
+// writes from then on are mirrored and wait for the backups. Call it once
+// Attach returned nil, the region still still.
+func (s *Shipper) Serve() {
+	s.served.Store(true)
 	// Replicator before listener: a write the listener mirrored always
 	// finds the replicator to wait on (Close swaps it for a refusing one
 	// before it detaches the listener).
-	cfg.Region.SetReplicator(s)
-	cfg.Region.SetListener(s)
-	return s, nil
+	s.cfg.Region.SetReplicator(s)
+	s.cfg.Region.SetListener(s)
 }
 
 // settle waits until the queued commands, then the mirrored tail, reached
@@ -293,7 +331,7 @@ func (s *Shipper) settle() error {
 	if err := s.Idle(ctx); err != nil {
 		return fmt.Errorf("replication: catching the backups up at attach: %w", err)
 	}
-	if err := s.cfg.Mirror.WaitTimeout(s.cfg.Mirror.Tail(), s.cfg.Timeout); err != nil && !errors.Is(err, ErrNoBackups) {
+	if err := s.cfg.Mirror.WaitStopped(s.stopCtx, s.cfg.Mirror.Tail(), s.cfg.Timeout); err != nil && !errors.Is(err, ErrNoBackups) {
 		return fmt.Errorf("replication: mirroring the tail at attach: %w", err)
 	}
 	return nil
@@ -799,7 +837,9 @@ func (s *Shipper) Dropped() map[string]error { return s.cfg.Mirror.Dropped() }
 // which fails them once its mirror closes unless their backups held them.
 func (s *Shipper) Close() {
 	s.cfg.Region.ReplaceReplicator(s, Refuse{Err: ErrStreamClosed})
-	s.cfg.Region.SetListener(nil)
+	if s.served.Load() {
+		s.cfg.Region.SetListener(nil)
+	}
 	s.mu.Lock()
 	s.closed = true
 	s.cond.Broadcast()
