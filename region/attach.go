@@ -137,15 +137,11 @@ func supersedes(was regionmap.Region, cur *regionmap.Region, name string, known 
 		!slices.Equal(cur.Group(), was.Group()) || !slices.Equal(cur.Joining, was.Joining)
 }
 
-// abortAttaches supersedes the attach jobs that m (known: for this run)
-// ends; all of them when m is nil. Called with mapMu held.
-func (s *Server) abortAttaches(m *regionmap.Map, known bool) {
-	for id, j := range s.attachJobs {
-		if m == nil || supersedes(j.r, m.Region(id), s.cfg.Name, known) {
-			j.abort()
-			delete(s.attachJobs, id)
-			s.log.Info("attach superseded by a newer map", zap.Uint64("region", id), zap.Uint64("epoch", j.r.Epoch))
-		}
+// abortAttaches supersedes every attach job (the server closes, or its
+// session ended). Called with mapMu held.
+func (s *Server) abortAttaches() {
+	for id := range s.attachJobs {
+		s.supersede(id)
 	}
 }
 

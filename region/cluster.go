@@ -179,7 +179,7 @@ func (s *Server) watchExpiry(ctx context.Context, c *clusterLink) {
 func (s *Server) fence() {
 	s.mapMu.Lock()
 	defer s.mapMu.Unlock()
-	s.abortAttaches(nil, false) // none may go on attaching for the map it dialed for
+	s.abortAttaches() // none may go on attaching for the map it dialed for
 	old := s.state.Load()
 	refuse(old.hosted, slices.Collect(maps.Keys(old.hosted)))
 	s.state.Store(&routing{m: &regionmap.Map{}, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}})

@@ -3,11 +3,9 @@ package region
 import (
 	"fmt"
 	"maps"
-	"slices"
 
 	"go.uber.org/zap"
 
-	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/replication"
 )
@@ -28,23 +26,6 @@ import (
 
 // errDeposed is the refusal of a region no longer served here as primary.
 var errDeposed = fmt.Errorf("%w: the region is no longer served here as primary", replication.ErrStreamClosed)
-
-// deposed returns, sorted, the regions old serves as primary that m no
-// longer lets this server (name) serve: m names another primary, lacks
-// the region, or is not for this run of the server (known false).
-func deposed(old *routing, m *regionmap.Map, name string, known bool) []uint64 {
-	if old == nil {
-		return nil
-	}
-	var out []uint64
-	for id := range old.hosted {
-		if r := m.Region(id); !known || r == nil || r.Primary != name {
-			out = append(out, id)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
 
 // without returns a copy of st that serves none of ids: their requests
 // get StatusUnavailable until the next routing is published (a client on

@@ -2,47 +2,12 @@ package region
 
 import (
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/tebis-go/tebis/client/regionmap"
-	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/replication"
 )
-
-func TestDeposedRegions(t *testing.T) {
-	hosted := func(ids ...uint64) *routing {
-		st := &routing{hosted: map[uint64]*engine.Region{}}
-		for _, id := range ids {
-			st.hosted[id] = nil
-		}
-		return st
-	}
-	m := &regionmap.Map{Regions: []regionmap.Region{
-		{ID: 1, Primary: "p", Backups: []string{"b"}},
-		{ID: 2, Primary: "b", Backups: []string{"p"}}, // moved: p is its backup now
-		{ID: 3, Primary: "b"},                         // moved away entirely
-	}}
-	for _, tc := range []struct {
-		name  string
-		old   *routing
-		known bool
-		want  []uint64
-	}{
-		{"first map", nil, true, nil},
-		{"nothing hosted", hosted(), true, nil},
-		{"kept", hosted(1), true, nil},
-		{"moved to a backup, moved away, dropped from the map", hosted(1, 2, 3, 4), true, []uint64{2, 3, 4}},
-		{"a map not for this run deposes all", hosted(1, 2), false, []uint64{1, 2}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := deposed(tc.old, m, "p", tc.known); !slices.Equal(got, tc.want) {
-				t.Fatalf("deposed = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
 
 // twoServers starts p (primary of region 1) and b (its backup) from a
 // static map and waits until region 1 is attached on p.

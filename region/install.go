@@ -21,12 +21,13 @@ import (
 // replication (at start, after a promotion, when a group changes).
 
 // install opens the regions m assigns to this server and switches routing
-// to m. A region this server backed up and m names it primary of is
-// promoted (fenced from the old primary, its buffer persisted, L0
-// rebuilt). Regions no longer assigned stay in the volume but are no
-// longer served, and stop replicating. In a managed cluster a region that
-// cannot be opened is logged and left out (the master sees it unserved);
-// a standalone map must open whole.
+// to m, carrying out plan's actions (plan.go) in order. A region this
+// server backed up and m names it primary of is promoted (fenced from the
+// old primary, its buffer persisted, L0 rebuilt). Regions no longer
+// assigned stay in the volume but are no longer served, and stop
+// replicating. In a managed cluster a region that cannot be opened is
+// logged and left out (the master sees it unserved); a standalone map
+// must open whole.
 func (s *Server) install(m *regionmap.Map) error {
 	s.mapMu.Lock()
 	defer s.mapMu.Unlock()
@@ -34,32 +35,44 @@ func (s *Server) install(m *regionmap.Map) error {
 	if (old != nil && m.Version <= old.m.Version) || s.closed.Load() {
 		return nil
 	}
-	next := &routing{m: m, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}}
-	var errs []error
-	regions := m.Regions
 	known := true
 	if c := s.cluster; c != nil && !c.knows(m, s.cfg.Name) {
 		// The master has not published this run yet: whatever roles the
 		// map gives the server were for an earlier run.
 		s.log.Info("the region map is not for this run of the server yet: no roles", zap.Uint64("version", m.Version))
-		regions, known = nil, false
+		known = false
 	}
-	// Attaches in flight for what m changes end now (attach.go): none
-	// of them may hold a region still or use a connection of the old map.
-	s.abortAttaches(m, known)
-	// Regions m moves away stop being served before anything else happens
-	// (depose.go: refuse first, detach after), in particular before one of
-	// them is reopened here as a backup.
-	old = s.depose(deposed(old, m, s.cfg.Name, known))
-	for _, r := range regions {
-		if err := s.installRegion(m, r, old, next); err != nil {
-			err = fmt.Errorf("region %d: %w", r.ID, err)
+	acts := plan(m, s.cfg.Name, known, s.cluster != nil, s.holdings(old, m))
+	next := &routing{m: m, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}}
+	var errs []error
+	var deposing []uint64
+	ers := map[uint64]*engine.Region{} // the role steps' handles, for the serving steps
+	for _, a := range acts {
+		switch a.step {
+		case stepSupersede:
+			s.supersede(a.region)
+			continue
+		case stepDepose:
+			deposing = append(deposing, a.region)
+			continue
+		}
+		if len(deposing) > 0 {
+			// Regions m moves away stop being served before anything
+			// else happens (depose.go: refuse first, detach after), in
+			// particular before one of them is reopened here as a backup.
+			old, deposing = s.depose(deposing), nil
+		}
+		if err := s.apply(m, a, old, next, ers); err != nil {
+			err = fmt.Errorf("region %d: %w", a.region, err)
 			if s.cfg.Zookeeper == "" {
 				return err
 			}
-			s.log.Error("region not installed", zap.Uint64("region", r.ID), zap.Error(err))
+			s.log.Error("region not installed", zap.Uint64("region", a.region), zap.Error(err))
 			errs = append(errs, err)
 		}
+	}
+	if len(deposing) > 0 {
+		old = s.depose(deposing)
 	}
 	s.state.Store(next)
 	if s.cluster != nil {
@@ -78,24 +91,79 @@ func (s *Server) install(m *regionmap.Map) error {
 	return errors.Join(errs...)
 }
 
-// installRegion opens one region of m into next.
-func (s *Server) installRegion(m *regionmap.Map, r regionmap.Region, old, next *routing) error {
-	if slices.Contains(r.Group(), s.cfg.Name) {
-		_, err := s.openBackup(m, r)
-		return err
-	}
-	if r.Primary != s.cfg.Name {
-		return nil
-	}
+// holdings is what the server holds of each region, as plan reads it:
+// its role (old's hosted regions, the open replicas), its primary stream,
+// its attach in flight, and for a region m names it primary of that it
+// neither hosts nor backs up, whether the volume holds a copy. Called
+// with mapMu held.
+func (s *Server) holdings(old *routing, m *regionmap.Map) map[uint64]held {
+	hs := map[uint64]held{}
 	s.replMu.Lock()
-	p, attached := s.primaries[r.ID]
-	b := s.backups[r.ID]
+	for id := range s.backups {
+		hs[id] = held{role: roleBackup}
+	}
+	for id, p := range s.primaries {
+		h := hs[id]
+		h.stream, h.epoch, h.group = true, p.epoch, p.group
+		hs[id] = h
+	}
 	s.replMu.Unlock()
-	var er *engine.Region
-	switch {
-	case b != nil:
-		var err error
-		if er, err = s.promote(r, b); err != nil {
+	if old != nil {
+		for id := range old.hosted {
+			h := hs[id]
+			h.role = rolePrimary
+			hs[id] = h
+		}
+	}
+	for id, j := range s.attachJobs {
+		h := hs[id]
+		h.job = &j.r
+		hs[id] = h
+	}
+	for _, r := range m.Regions {
+		if r.Primary != s.cfg.Name || hs[r.ID].role != roleNone {
+			continue
+		}
+		if _, ok := s.vol.Region(r.ID); ok {
+			h := hs[r.ID]
+			if h.copy, h.copyErr = s.vol.IsCopy(r.ID); h.copyErr != nil {
+				h.copyErr = fmt.Errorf("open: %w", h.copyErr)
+			}
+			hs[r.ID] = h
+		}
+	}
+	return hs
+}
+
+// supersede cancels region id's attach in flight (attach.go). Called
+// with mapMu held.
+func (s *Server) supersede(id uint64) {
+	j := s.attachJobs[id]
+	if j == nil {
+		return
+	}
+	j.abort()
+	delete(s.attachJobs, id)
+	s.log.Info("attach superseded by a newer map", zap.Uint64("region", id), zap.Uint64("epoch", j.r.Epoch))
+}
+
+// apply carries out one role or serving step of plan for map m into
+// next (ers: the handles the role steps opened, by region). Called with
+// mapMu held.
+func (s *Server) apply(m *regionmap.Map, a action, old, next *routing, ers map[uint64]*engine.Region) error {
+	r := m.Region(a.region)
+	switch a.step {
+	case stepFail:
+		return a.err
+	case stepOpenBackup:
+		_, err := s.openBackup(m, *r)
+		return err
+	case stepPromote:
+		s.replMu.Lock()
+		b := s.backups[r.ID]
+		s.replMu.Unlock()
+		er, err := s.promote(*r, b)
+		if err != nil {
 			return err
 		}
 		delete(s.resumed, r.ID) // a new handle, held until attached
@@ -104,43 +172,30 @@ func (s *Server) installRegion(m *regionmap.Map, r regionmap.Region, old, next *
 			// for its attach like a serving one.
 			s.resumed[r.ID] = true
 		}
-	case old != nil && old.hosted[r.ID] != nil:
-		// Still its primary: a group change under a new epoch needs
-		// nothing here (dead backups were dropped by the shipper already;
-		// the commands' epoch stays the stream's).
-		er = old.hosted[r.ID]
-		if attached && (p.epoch != r.Epoch || !sameSet(p.group, r.Group())) {
-			// Backups joined or left (the epoch grows with every group
-			// change, also one whose removal and return this server never
-			// saw apart): re-attach (attachLocked quiesces the region,
-			// retires the old stream, seeds the joining ones).
-			attached = false
+		ers[r.ID] = er
+	case stepKeep, stepReattach:
+		// Still its primary. A group change under a new epoch
+		// (reattach) gets a new stream: attachLocked quiesces the region,
+		// retires the old stream, seeds the joining backups.
+		ers[r.ID] = old.hosted[r.ID]
+	case stepIncomplete:
+		// Named primary while it was down, as a backup: the newest writes
+		// its primary acknowledged were in the replication buffer the
+		// restart lost. Managed, it is not served (the master promotes
+		// only complete copies; this one is not).
+		s.log.Error("named primary of a region this server holds an incomplete copy of (it backed the region up and restarted: its replication buffer is gone): not serving it",
+			zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch))
+		if next.incomplete == nil {
+			next.incomplete = map[uint64]bool{}
 		}
-	default:
-		var err error
-		er, _, err = s.vol.OpenRegion(engine.RegionDesc{ID: r.ID, Epoch: r.Epoch})
+		next.incomplete[r.ID] = true
+	case stepOpen, stepOpenCopy:
+		er, _, err := s.vol.OpenRegion(engine.RegionDesc{ID: r.ID, Epoch: r.Epoch})
 		if err != nil {
 			return fmt.Errorf("open: %w", err)
 		}
-		copied, err := s.vol.IsCopy(r.ID)
-		if err != nil {
-			return fmt.Errorf("open: %w", err)
-		}
-		if copied {
-			// Named primary while it was down, as a backup: the newest
-			// writes its primary acknowledged were in the replication
-			// buffer the restart lost. Managed, it is not served (the
-			// master promotes only complete copies; this one is not);
-			// a static map is the operator's word.
-			if s.cluster != nil {
-				s.log.Error("named primary of a region this server holds an incomplete copy of (it backed the region up and restarted: its replication buffer is gone): not serving it",
-					zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch))
-				if next.incomplete == nil {
-					next.incomplete = map[uint64]bool{}
-				}
-				next.incomplete[r.ID] = true
-				return nil
-			}
+		if a.step == stepOpenCopy {
+			// A static map is the operator's word.
 			s.log.Warn("static map: promoting a copy without its replication buffer", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch))
 			if er.IsBackup() {
 				if er, err = s.vol.PromoteBackup(r.ID, r.Epoch, nil); err != nil {
@@ -153,19 +208,26 @@ func (s *Server) installRegion(m *regionmap.Map, r regionmap.Region, old, next *
 			}
 		}
 		s.startBuildLog(r.ID, nil) // a new primaryship
-	}
-	if !attached && (len(r.Group()) > 0 || p != nil) { // p: a stream to retire (an emptied group)
-		next.attaching[r.ID] = true
-	}
-	next.hosted[r.ID] = er
-	if !next.attaching[r.ID] {
-		if !attached {
+		ers[r.ID] = er
+	case stepAttach, stepAlone, stepServe:
+		er := ers[r.ID]
+		if er == nil {
+			return nil // its role step failed (reported)
+		}
+		next.hosted[r.ID] = er
+		if a.step == stepAttach {
+			next.attaching[r.ID] = true
+			return nil
+		}
+		if a.step == stepAlone {
 			// No backups and no stream: it serves alone, its only copy,
 			// explicitly (a handle deposed earlier still refuses).
-			s.serveAlone(m, r, er)
+			s.serveAlone(m, *r, er)
 		}
 		er.Resume()
 		s.resumed[r.ID] = true
+	default:
+		return fmt.Errorf("region: plan step %s not carried out", a.step)
 	}
 	return nil
 }

@@ -294,7 +294,7 @@ func (s *Server) Close() error {
 		s.replStop() // no reattach from now on
 	}
 	s.mapMu.Lock() // an install or attach in progress ends first (later ones see closed)
-	s.abortAttaches(nil, false)
+	s.abortAttaches()
 	s.mapMu.Unlock()
 	s.attachWG.Wait()  // attach passes dialing (their dials end with replStop)
 	s.bg.Wait()        // pre-seeds (their context ended with replStop)
