@@ -32,7 +32,7 @@ test: deps vet
 	# a spurious "context deadline exceeded" when it expires (golang/go#75804).
 	$(GO) test ./rdma/ring -run '^$$' -fuzz FuzzServerPoll -fuzztime 400000x
 	$(GO) test ./rdma/ring -run '^$$' -fuzz FuzzDecodeHeader -fuzztime 200000x
-	$(GO) test ./replication -run '^$$' -fuzz FuzzDecodeCommand -fuzztime 50000x
+	$(GO) test ./internal/replwire -run '^$$' -fuzz FuzzDecodeCommand -fuzztime 50000x
 
 # Jepsen-style runs of `tebis torture` (a seeded schedule of kills, pauses,
 # partitions, slow and lossy links against a cluster in network namespaces,
@@ -85,8 +85,8 @@ fuzz:
 		$(GO) test ./rdma/ring -run '^$$' -fuzz $$f -fuzztime 1000000x || exit 1; \
 	done
 	$(GO) test ./internal/wire -run '^$$' -fuzz FuzzDecode -fuzztime 1000000x
-	$(GO) test ./replication -run '^$$' -fuzz FuzzDecodeSegMap -fuzztime 1000000x
-	$(GO) test ./replication -run '^$$' -fuzz FuzzDecodeCommand -fuzztime 1000000x
+	$(GO) test ./internal/replwire -run '^$$' -fuzz FuzzDecodeSegMap -fuzztime 1000000x
+	$(GO) test ./internal/replwire -run '^$$' -fuzz FuzzDecodeCommand -fuzztime 1000000x
 
 # The engine against pebble, one process, the paper's KV-size mixes
 # (docs/benchmarks.md has the latest figures). BENCH_DIR should be on the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 	"github.com/tebis-go/tebis/rdma"
 	"github.com/tebis-go/tebis/replication"
 )
@@ -89,7 +90,7 @@ func (h *helloBackup) setMap(epoch uint64, primary string, started int64) {
 // hello offers a primary's replication hello at epoch; it returns the
 // accepted connection, or nil and the error when it was rejected.
 func (h *helloBackup) hello(epoch uint64) (*closeQP, error) {
-	req := &helloReq{hello: replication.Hello{Region: 1, Epoch: epoch, SegSize: helloSeg}.Encode()}
+	req := &helloReq{hello: replwire.Hello{Region: 1, Epoch: epoch, SegSize: helloSeg}.Encode()}
 	if err := h.s.acceptReplication(req); err != nil || req.rejected {
 		if err == nil {
 			err = errors.New("rejected")

@@ -16,6 +16,7 @@ import (
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/internal/replwire"
 	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/rdma"
 	"github.com/tebis-go/tebis/rdma/ring"
@@ -147,7 +148,7 @@ func TestBuildIndexFoldStallsNoOtherRegion(t *testing.T) {
 	}
 	b1 := s.backups[1]
 	hello := func(epoch uint64) *exposeReq {
-		req := &exposeReq{hello: replication.Hello{Region: 1, Epoch: epoch, SegSize: helloSeg}.Encode()}
+		req := &exposeReq{hello: replwire.Hello{Region: 1, Epoch: epoch, SegSize: helloSeg}.Encode()}
 		if err := s.acceptReplication(req); err != nil || req.rejected {
 			t.Errorf("hello of region 1 at epoch %d: %v (rejected %v)", epoch, err, req.rejected)
 		}
@@ -186,7 +187,7 @@ func TestBuildIndexFoldStallsNoOtherRegion(t *testing.T) {
 	point := replication.Position{Log: 1, Index: tail.Index, Segment: tail.Segment, Seq: tail.Seq, Off: engine.SegmentHeaderSize}
 	for _, c := range []*replication.Command{
 		{Kind: replication.CmdCheck, Region: 1, Epoch: 1},
-		{Kind: replication.CmdApplyFrom, Region: 1, Epoch: 1, Data: replication.Applied{Position: point}.Encode()},
+		{Kind: replication.CmdApplyFrom, Region: 1, Epoch: 1, Data: replwire.Applied{Position: point}.Encode()},
 		{Kind: replication.CmdInSync, Region: 1, Epoch: 1},
 	} {
 		if err := b1.rep.Handle(c); err != nil {
@@ -279,7 +280,7 @@ func TestBuildIndexFoldStallsNoOtherRegion(t *testing.T) {
 		t.Fatalf("the old primary's command after the fold: status %d (%s), want stale epoch", rep.Status, rep.Payload)
 	}
 	rep := wait("the new stream's CHECK", fresh)
-	a, ok, err := replication.DecodeApplied(rep.Payload)
+	a, ok, err := replwire.DecodeApplied(rep.Payload)
 	if rep.Status != 0 || err != nil || !ok || a.Position.Off != tail.Offset || a.Position.Segment != tail.Segment {
 		t.Fatalf("the new stream's CHECK after the fold: status %d, %+v %v %v; want the point after the folded records (offset %d)", rep.Status, a, ok, err, tail.Offset)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/rdma"
 	"github.com/tebis-go/tebis/rdma/ring"
@@ -201,7 +202,7 @@ func (s *Server) otherConn(req rdma.ConnRequest) error {
 // the new primary's can only come once this connection is accepted,
 // after it.
 func (s *Server) acceptReplication(req rdma.ConnRequest) error {
-	h, err := replication.DecodeHello(req.Private())
+	h, err := replwire.DecodeHello(req.Private())
 	if err != nil {
 		req.Reject()
 		return err
@@ -343,7 +344,7 @@ func (s *Server) rebuffer(b *backupRegion) error {
 
 // handleReplicate applies one command to a backup region.
 func (s *Server) handleReplicate(h *ring.ServerRequest) ring.Reply {
-	c, err := replication.DecodeCommand(h.Payload)
+	c, err := replwire.DecodeCommand(h.Payload)
 	if err != nil {
 		return badRequest(err)
 	}

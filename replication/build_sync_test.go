@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 )
 
 // A Build-Index backup in sync mode makes each command's records durable
@@ -100,7 +101,7 @@ func buildSyncBackup(tb testing.TB, fs vfs.FS, dir string) (*engine.Volume, *Rep
 // tailFlush is the stream's start at the tail's first record, then its
 // sealed flush as a catch-up (the records in Data) at epoch.
 func tailFlush(tail engine.LogTail, epoch uint64) (start []*Command, flush *Command) {
-	at := Applied{Position: Position{Log: 1, Index: tail.Index, Segment: tail.Segment, Seq: tail.Seq, Off: engine.SegmentHeaderSize}}
+	at := replwire.Applied{Position: Position{Log: 1, Index: tail.Index, Segment: tail.Segment, Seq: tail.Seq, Off: engine.SegmentHeaderSize}}
 	start = []*Command{
 		{Kind: CmdCheck, Region: 1, Epoch: epoch},
 		{Kind: CmdApplyFrom, Region: 1, Epoch: epoch, Data: at.Encode()},
@@ -199,7 +200,7 @@ func TestBuildIndexSyncOncePerCommand(t *testing.T) {
 	seeded := map[string][]byte{}
 	for i := 0; len(data) < int(smallRecordSeg/2); i++ {
 		k, val := fmt.Sprintf("seed%08d", i), bytes.Repeat([]byte{byte('A' + i%26)}, 64)
-		data = EncodePairs(data, []byte(k), val)
+		data = replwire.EncodePairs(data, []byte(k), val)
 		seeded[k] = val
 	}
 	syncs = handleCounted(t, v, rep, &Command{Kind: CmdPairs, Region: 1, Epoch: 3, Data: data})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 	"github.com/tebis-go/tebis/internal/testseed"
 )
 
@@ -273,7 +274,7 @@ func TestBuildIndexFlushOfAnotherStreamRefused(t *testing.T) {
 	copy(buf[:mirrorSeg], a.Image)
 	for _, c := range []*Command{
 		{Kind: CmdCheck, Epoch: 3},
-		{Kind: CmdApplyFrom, Epoch: 3, Data: Applied{Position: Position{Log: 1, Index: a.Index, Segment: a.Segment, Seq: a.Seq, Off: engine.SegmentHeaderSize}}.Encode()},
+		{Kind: CmdApplyFrom, Epoch: 3, Data: replwire.Applied{Position: Position{Log: 1, Index: a.Index, Segment: a.Segment, Seq: a.Seq, Off: engine.SegmentHeaderSize}}.Encode()},
 		{Kind: CmdFlush, Epoch: 3, Segment: a.Segment, Seq: a.Seq, End: a.Offset, Half: 0},
 	} {
 		if err := handle(c); err != nil {

@@ -1,45 +1,9 @@
 package replication
 
 import (
-	"fmt"
-
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 )
-
-// Applied is a Build-Index backup's answer to CmdCheck: the point of its
-// primary's log it applied up to, and whether that segment was flushed
-// sealed up to it (the next one starts at its header). Encoded as the
-// position followed by one byte (1: sealed); empty when the backup holds
-// no known point (new, restarted, or reset).
-type Applied struct {
-	Position
-	Sealed bool
-}
-
-// Encode is the answer's encoding.
-func (a Applied) Encode() []byte {
-	b := a.Position.Encode()
-	if a.Sealed {
-		return append(b, 1)
-	}
-	return append(b, 0)
-}
-
-// DecodeApplied parses a Build-Index backup's answer to CmdCheck (ok false:
-// the backup holds no known point).
-func DecodeApplied(b []byte) (a Applied, ok bool, err error) {
-	if len(b) == 0 {
-		return Applied{}, false, nil
-	}
-	if len(b) != positionSize+1 || b[positionSize] > 1 {
-		return Applied{}, false, fmt.Errorf("%w: applied point of %d bytes", ErrMalformed, len(b))
-	}
-	p, err := DecodePosition(b[:positionSize])
-	if err != nil {
-		return Applied{}, false, err
-	}
-	return Applied{Position: p, Sealed: b[positionSize] == 1}, true, nil
-}
 
 // span is a part of a log segment a Build-Index backup lacks: bytes
 // [From, End) of segment Segment (records sealed with Seq, at Index in its
@@ -59,7 +23,7 @@ type span struct {
 // the tail. Seed: no common point, the backup is seeded whole.
 type buildPlan struct {
 	Seed     bool
-	Have     Applied // the backup's point, confirmed first (CmdApplyFrom)
+	Have     replwire.Applied // the backup's point, confirmed first (CmdApplyFrom)
 	Handover []span
 	From     *Position
 	Own      []span
@@ -73,7 +37,7 @@ type buildPlan struct {
 // identity and index, whose segment the primary (or its handover) still
 // holds with the same number and record seed, with nothing freed between
 // it and the tail; anything else is a seed (never a skip).
-func planBuild(have *Applied, log uint64, logs []engine.LogSegment, tail engine.LogTail, ho *Handover) buildPlan {
+func planBuild(have *replwire.Applied, log uint64, logs []engine.LogSegment, tail engine.LogTail, ho *Handover) buildPlan {
 	seed := buildPlan{Seed: true}
 	switch {
 	case have == nil || log == 0:
@@ -91,7 +55,7 @@ func planBuild(have *Applied, log uint64, logs []engine.LogSegment, tail engine.
 		}
 		at := ho.At
 		at.Log = log
-		own, ok := ownSpans(Applied{Position: at}, logs, tail)
+		own, ok := ownSpans(replwire.Applied{Position: at}, logs, tail)
 		if !ok {
 			return seed
 		}
@@ -102,7 +66,7 @@ func planBuild(have *Applied, log uint64, logs []engine.LogSegment, tail engine.
 
 // ownSpans lists the primary's sealed log from point p up to its tail
 // (ok false: p is not a point of it, or a segment between was freed).
-func ownSpans(p Applied, logs []engine.LogSegment, tail engine.LogTail) ([]span, bool) {
+func ownSpans(p replwire.Applied, logs []engine.LogSegment, tail engine.LogTail) ([]span, bool) {
 	const header = engine.SegmentHeaderSize
 	if p.Off < header || p.Index > tail.Index {
 		return nil, false
@@ -141,7 +105,7 @@ func ownSpans(p Applied, logs []engine.LogSegment, tail engine.LogTail) ([]span,
 
 // handoverSpans lists the old primary's records in the handover's halves
 // from point p on (ok false: p is not in them).
-func handoverSpans(p Applied, halves []HalfImage) ([]span, bool) {
+func handoverSpans(p replwire.Applied, halves []HalfImage) ([]span, bool) {
 	const header = engine.SegmentHeaderSize
 	for i, h := range halves {
 		var from int64

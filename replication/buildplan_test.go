@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 )
 
 // TestPlanBuild: where a Build-Index stream starts a backup from, for
@@ -20,8 +21,8 @@ func TestPlanBuild(t *testing.T) {
 	// this log.
 	ho := &Handover{Log: 5, Halves: []HalfImage{{Index: 11, Segment: 30, Seq: 300, End: 7000}, {Index: 12, Segment: 31, Seq: 310, End: 6000}},
 		At: Position{Index: 5, Segment: 21, Seq: 210, Off: 7000}}
-	pos := func(log, idx, seg, seq uint64, off int64, sealed bool) *Applied {
-		return &Applied{Position: Position{Log: log, Index: idx, Segment: seg, Seq: seq, Off: off}, Sealed: sealed}
+	pos := func(log, idx, seg, seq uint64, off int64, sealed bool) *replwire.Applied {
+		return &replwire.Applied{Position: Position{Log: log, Index: idx, Segment: seg, Seq: seq, Off: off}, Sealed: sealed}
 	}
 	type want struct {
 		seed     bool
@@ -30,7 +31,7 @@ func TestPlanBuild(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		have *Applied
+		have *replwire.Applied
 		ho   *Handover
 		want want
 	}{

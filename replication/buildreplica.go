@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 )
 
 // The Build-Index backup: every stream starts with CmdCheck, which the
@@ -41,8 +42,8 @@ func (r *Replica) handleBuild(c *Command) error {
 		}
 		r.known, r.sealed, r.agreed = false, false, false
 		r.incomplete = true // a seed: complete again at the stream's IN_SYNC
-		clearMarker(r.buf[:r.segSize])
-		clearMarker(r.buf[r.segSize : 2*r.segSize])
+		replwire.ClearMarker(r.buf[:r.segSize])
+		replwire.ClearMarker(r.buf[r.segSize : 2*r.segSize])
 		// The region takes the primary's pairs and completion table
 		// (CmdRequests): outcomes of its own are not the primary's.
 		if err := r.region.ResetRequestTable(); err != nil {
@@ -53,14 +54,14 @@ func (r *Replica) handleBuild(c *Command) error {
 		if r.stream != c.Epoch || r.known {
 			return fmt.Errorf("%w: pairs outside a seed", ErrOutOfOrder)
 		}
-		return decodePairs(c.Data, r.region.ApplyPut)
+		return replwire.DecodePairs(c.Data, r.region.ApplyPut)
 	case CmdRequests:
 		if r.stream != c.Epoch || r.known {
 			return fmt.Errorf("%w: completion table outside a seed", ErrOutOfOrder)
 		}
 		return r.region.MergeRequestTable(c.Data)
 	case CmdApplyFrom:
-		a, ok, err := DecodeApplied(c.Data)
+		a, ok, err := replwire.DecodeApplied(c.Data)
 		if err == nil && !ok {
 			err = fmt.Errorf("%w: apply-from without a point", ErrMalformed)
 		}
@@ -99,7 +100,7 @@ func (r *Replica) appliedReply() []byte {
 	if !r.known {
 		return nil
 	}
-	return Applied{Position: r.applied, Sealed: r.sealed}.Encode()
+	return replwire.Applied{Position: r.applied, Sealed: r.sealed}.Encode()
 }
 
 // applyFlush applies the records of a flushed segment part: from the

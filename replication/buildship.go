@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"go.uber.org/zap"
+
+	"github.com/tebis-go/tebis/internal/replwire"
 )
 
 // startBuild starts a Build-Index backup's stream (the region still): it
@@ -20,11 +22,11 @@ func (s *Shipper) startBuild(l Link, region, epoch uint64) error {
 	if err != nil {
 		return err
 	}
-	a, ok, err := DecodeApplied(reply)
+	a, ok, err := replwire.DecodeApplied(reply)
 	if err != nil {
 		return fmt.Errorf("the backup's applied point: %w", err)
 	}
-	var have *Applied
+	var have *replwire.Applied
 	if ok {
 		have = &a
 	}
@@ -65,7 +67,7 @@ func (s *Shipper) catchUpBuild(send sendFunc, plan buildPlan) error {
 		}
 	}
 	if plan.From != nil {
-		if err := send(&Command{Kind: CmdApplyFrom, Data: Applied{Position: *plan.From}.Encode()}); err != nil {
+		if err := send(&Command{Kind: CmdApplyFrom, Data: replwire.Applied{Position: *plan.From}.Encode()}); err != nil {
 			return err
 		}
 	}
@@ -100,7 +102,7 @@ func (s *Shipper) seedBuild(send sendFunc, from Position) error {
 	limit := int(s.cfg.SegSize / 2)
 	var batch []byte
 	for it.Next() {
-		batch = EncodePairs(batch, it.Key(), it.Value())
+		batch = replwire.EncodePairs(batch, it.Key(), it.Value())
 		if len(batch) >= limit {
 			if err := send(&Command{Kind: CmdPairs, Data: batch}); err != nil {
 				it.Close()
@@ -128,5 +130,5 @@ func (s *Shipper) seedBuild(send sendFunc, from Position) error {
 			return err
 		}
 	}
-	return send(&Command{Kind: CmdApplyFrom, Data: Applied{Position: from}.Encode()})
+	return send(&Command{Kind: CmdApplyFrom, Data: replwire.Applied{Position: from}.Encode()})
 }

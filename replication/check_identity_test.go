@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 )
 
 // TestCheckRefusesMissedSameShapeCompaction: a backup misses an L0->L1
@@ -69,12 +70,12 @@ func TestCheckRefusesMissedSameShapeCompaction(t *testing.T) {
 	if after := g.pr.Levels(); len(after) != len(before) || after[0].Segments[0] == before[0].Segments[0] && after[0].Seqs[0] == before[0].Seqs[0] {
 		t.Fatalf("setup: L1 was not replaced: %+v -> %+v", before, after)
 	}
-	st := PrimaryState(g.pr)
-	d, err := DecodeState(EncodeState(st))
+	st := primaryState(g.pr)
+	d, err := replwire.DecodeState(st.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = g.reps[0].Handle(&Command{Kind: CmdCheck, Region: 7, Epoch: 3, Data: EncodeState(d)})
+	err = g.reps[0].Handle(&Command{Kind: CmdCheck, Region: 7, Epoch: 3, Data: d.Encode()})
 	if !errors.Is(err, ErrOutOfSync) {
 		t.Fatalf("check of a backup that missed an L0->L1 compaction of the same shape: %v, want %v", err, ErrOutOfSync)
 	}
@@ -83,12 +84,12 @@ func TestCheckRefusesMissedSameShapeCompaction(t *testing.T) {
 // TestStateRecoveryPointRoundTrip: the recovery point travels in the
 // check's state; a malformed one is refused.
 func TestStateRecoveryPointRoundTrip(t *testing.T) {
-	st := State{Logs: []engine.LogSegment{{Segment: 3, Seq: 9, End: 100}}, RP: RecoveryPoint{Segment: 3, Seq: 9, Offset: 4096}}
-	d, err := DecodeState(EncodeState(st))
+	st := replwire.State{Logs: []engine.LogSegment{{Segment: 3, Seq: 9, End: 100}}, RP: replwire.RecoveryPoint{Segment: 3, Seq: 9, Offset: 4096}}
+	d, err := replwire.DecodeState(st.Encode())
 	if err != nil || d.RP != st.RP {
 		t.Fatalf("round trip: %+v %v", d.RP, err)
 	}
-	for name, rp := range map[string]RecoveryPoint{
+	for name, rp := range map[string]replwire.RecoveryPoint{
 		"segment without seq":   {Segment: 3, Offset: 4096},
 		"seq without segment":   {Seq: 9, Offset: 4096},
 		"offset without either": {Offset: 4096},
@@ -96,12 +97,12 @@ func TestStateRecoveryPointRoundTrip(t *testing.T) {
 	} {
 		bad := st
 		bad.RP = rp
-		if _, err := DecodeState(EncodeState(bad)); !errors.Is(err, ErrMalformed) {
+		if _, err := replwire.DecodeState(bad.Encode()); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	b := EncodeState(st)
-	if _, err := DecodeState(b[:len(b)-1]); !errors.Is(err, ErrMalformed) {
+	b := st.Encode()
+	if _, err := replwire.DecodeState(b[:len(b)-1]); !errors.Is(err, ErrMalformed) {
 		t.Errorf("truncated recovery point: %v", err)
 	}
 }

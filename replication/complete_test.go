@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tebis-go/tebis/internal/replwire"
 	"github.com/tebis-go/tebis/internal/testseed"
 )
 
@@ -86,7 +87,7 @@ func TestReportedCopyRefusesReseedAtItsEpoch(t *testing.T) {
 	}
 	for _, c := range []*Command{
 		{Kind: CmdReset, Region: 7, Epoch: epoch},
-		{Kind: CmdRebase, Region: 7, Epoch: epoch, Data: EncodeRebase(nil)},
+		{Kind: CmdRebase, Region: 7, Epoch: epoch, Data: replwire.EncodeRebase(nil)},
 		{Kind: CmdCheck, Region: 7, Epoch: epoch},
 		{Kind: CmdFlush, Region: 7, Epoch: epoch, Segment: 1, Seq: 1, End: 2 * mirrorSeg},
 	} {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 )
 
 // newLoneReplica is a Send-Index replica of region 7 at epoch 1 on a
@@ -34,8 +35,8 @@ func newLoneReplica(t *testing.T) (*Replica, []byte) {
 
 // mark writes a tail marker into buffer half h, as the primary's mirror
 // does when its tail moves into it.
-func mark(buf []byte, h int, m Marker) {
-	copy(buf[int64(h)*mirrorSeg:], m.encode())
+func mark(buf []byte, h int, m replwire.Marker) {
+	copy(buf[int64(h)*mirrorSeg:], m.Encode())
 }
 
 // TestFlushOfAnotherSegmentsHalfRefused: a flush is applied only from a
@@ -47,7 +48,7 @@ func mark(buf []byte, h int, m Marker) {
 func TestFlushOfAnotherSegmentsHalfRefused(t *testing.T) {
 	rep, buf := newLoneReplica(t)
 	end := int64(engine.SegmentHeaderSize + 64)
-	mark(buf, 0, Marker{Region: 7, Segment: 6, Seq: 8, Index: 12}) // S+2 over S's half
+	mark(buf, 0, replwire.Marker{Region: 7, Segment: 6, Seq: 8, Index: 12}) // S+2 over S's half
 	for _, c := range []*Command{
 		{Kind: CmdFlush, Region: 7, Epoch: 1, Segment: 4, Seq: 6, End: end, Half: 0, Sealed: true}, // another segment
 		{Kind: CmdFlush, Region: 7, Epoch: 1, Segment: 6, Seq: 7, End: end, Half: 0, Sealed: true}, // the number, another sequence
@@ -79,14 +80,14 @@ func TestFlushOfAnotherSegmentsHalfRefused(t *testing.T) {
 func TestReportAndPromoteRefuseLogGap(t *testing.T) {
 	rep, buf := newLoneReplica(t)
 	end := int64(engine.SegmentHeaderSize + 64)
-	mark(buf, 0, Marker{Region: 7, Segment: 3, Seq: 5, Index: 9})
+	mark(buf, 0, replwire.Marker{Region: 7, Segment: 3, Seq: 5, Index: 9})
 	if err := rep.Handle(&Command{Kind: CmdFlush, Region: 7, Epoch: 1, Segment: 3, Seq: 5, End: end, Half: 0, Sealed: true}); err != nil {
 		t.Fatal(err)
 	}
 	// Segment S (index 10) went into half 1 and was never flushed; S+1
 	// and S+2 overwrote both halves.
-	mark(buf, 1, Marker{Region: 7, Segment: 5, Seq: 7, Index: 11})
-	mark(buf, 0, Marker{Region: 7, Segment: 6, Seq: 8, Index: 12})
+	mark(buf, 1, replwire.Marker{Region: 7, Segment: 5, Seq: 7, Index: 11})
+	mark(buf, 0, replwire.Marker{Region: 7, Segment: 6, Seq: 8, Index: 12})
 	if _, complete := rep.Report(2); complete {
 		t.Fatal("a copy missing segment index 10 reported complete")
 	}
@@ -94,8 +95,8 @@ func TestReportAndPromoteRefuseLogGap(t *testing.T) {
 		t.Fatalf("promoting a copy missing segment index 10: %v, want ErrIncompleteCopy", err)
 	}
 	// S in half 1 (its flush not come), S+1 the tail: the log continues.
-	mark(buf, 1, Marker{Region: 7, Segment: 4, Seq: 6, Index: 10})
-	mark(buf, 0, Marker{Region: 7, Segment: 5, Seq: 7, Index: 11})
+	mark(buf, 1, replwire.Marker{Region: 7, Segment: 4, Seq: 6, Index: 10})
+	mark(buf, 0, replwire.Marker{Region: 7, Segment: 5, Seq: 7, Index: 11})
 	if _, complete := rep.Report(2); !complete {
 		t.Fatal("a copy whose halves continue its flushed log reported incomplete")
 	}

@@ -1,6 +1,10 @@
 package replication
 
-import "context"
+import (
+	"context"
+
+	"github.com/tebis-go/tebis/internal/replwire"
+)
 
 // LocalLink delivers commands to a Replica in the same process, through
 // the wire encoding (the in-memory twin of the region server's link).
@@ -21,7 +25,7 @@ func (l *LocalLink) Send(ctx context.Context, c *Command) ([]byte, error) {
 			return nil, err
 		}
 	}
-	d, err := DecodeCommand(c.Encode(nil))
+	d, err := replwire.DecodeCommand(c.Encode(nil))
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,10 @@
 package replication
 
-import "github.com/tebis-go/tebis/engine"
+import (
+	"github.com/tebis-go/tebis/engine"
+
+	"github.com/tebis-go/tebis/internal/replwire"
+)
 
 // LogPosition orders backups of one primary by how much of its log their
 // buffers hold: the newest buffer half's position in the primary's log
@@ -24,7 +28,7 @@ func (r *Replica) logPositionLocked() uint64 {
 	var pos uint64
 	for h := range 2 {
 		img := r.buf[int64(h)*r.segSize : int64(h+1)*r.segSize]
-		m, ok := decodeMarker(img)
+		m, ok := replwire.DecodeMarker(img)
 		if !ok || m.Region != id {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 )
 
 // Promote turns the backup's region into the primary at epoch (the old
@@ -105,7 +106,7 @@ func bufferHalves(buf []byte, segSize int64, id uint64) []promoteHalf {
 	var out []promoteHalf
 	for h := range 2 {
 		img := buf[int64(h)*segSize : int64(h+1)*segSize]
-		m, ok := decodeMarker(img)
+		m, ok := replwire.DecodeMarker(img)
 		if !ok || m.Region != id {
 			continue
 		}
@@ -123,14 +124,14 @@ func bufferHalves(buf []byte, segSize int64, id uint64) []promoteHalf {
 
 // sameLogSegment reports whether two tail markers name the same segment of
 // the same primary log (position, number and sequence).
-func sameLogSegment(a, b Marker) bool {
+func sameLogSegment(a, b replwire.Marker) bool {
 	return a.Index == b.Index && a.Segment == b.Segment && a.Seq == b.Seq
 }
 
 // promoteHalf is a buffer half a promotion reads: its marker, image and
 // the end of its verified records; older: not the newest half.
 type promoteHalf struct {
-	m     Marker
+	m     replwire.Marker
 	img   []byte
 	end   int64
 	older bool

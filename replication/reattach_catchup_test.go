@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tebis-go/tebis/internal/replwire"
 )
 
 // errPrimaryDied is the link failure of a primary that died (test).
@@ -78,8 +80,8 @@ func TestReattachCatchUpLandsBeforeTailOverwritesHalf(t *testing.T) {
 				if c.Kind == CmdFlush && c.Segment == start.Segment && len(c.Data) > 0 {
 					// X's catch-up: the primary dies before it lands.
 					for deadline := time.Now().Add(overwriteWait); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-						var m Marker
-						g.ends[0].buf.View(func(b []byte) { m, _ = decodeMarker(b[:mirrorSeg]) })
+						var m replwire.Marker
+						g.ends[0].buf.View(func(b []byte) { m, _ = replwire.DecodeMarker(b[:mirrorSeg]) })
 						if m.Segment == tail.Segment {
 							overwritten.Store(true)
 							break

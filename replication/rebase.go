@@ -1,41 +1,15 @@
 package replication
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 )
 
 // RebasePair maps a log segment of an old primary (its number and record
 // seed) to the segment of the new primary holding the same bytes.
-type RebasePair struct {
-	Old, Seq, New uint64
-}
-
-// EncodeRebase encodes pairs as CmdRebase data: n x (old, seq, new) u64.
-func EncodeRebase(pairs []RebasePair) []byte {
-	b := make([]byte, 0, 24*len(pairs))
-	for _, p := range pairs {
-		b = binary.LittleEndian.AppendUint64(b, p.Old)
-		b = binary.LittleEndian.AppendUint64(b, p.Seq)
-		b = binary.LittleEndian.AppendUint64(b, p.New)
-	}
-	return b
-}
-
-// DecodeRebase decodes CmdRebase data.
-func DecodeRebase(b []byte) ([]RebasePair, error) {
-	if len(b)%24 != 0 {
-		return nil, fmt.Errorf("%w: rebase data of %d bytes", ErrMalformed, len(b))
-	}
-	out := make([]RebasePair, len(b)/24)
-	for i := range out {
-		le := binary.LittleEndian
-		out[i] = RebasePair{Old: le.Uint64(b[24*i:]), Seq: le.Uint64(b[24*i+8:]), New: le.Uint64(b[24*i+16:])}
-	}
-	return out, nil
-}
+type RebasePair = replwire.RebasePair
 
 // PromotedPairs lists, for a region promoted from a backup, its log
 // segments adopted from the old primary: what its backups must rebase.

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 )
 
 // Mode is a cluster's replication scheme.
@@ -152,13 +153,13 @@ func (r *Replica) RaiseEpoch(epoch uint64) {
 func (r *Replica) Region() *engine.Region { return r.region }
 
 // Reply applies one command and returns what the backup answers: its
-// state (EncodeState) for a check, nothing otherwise.
+// state (replwire.State) for a check, nothing otherwise.
 func (r *Replica) Reply(c *Command) ([]byte, error) {
 	if err := r.Handle(c); err != nil {
 		return nil, err
 	}
 	if c.Kind == CmdCheck && r.mode == SendIndex {
-		return EncodeState(State{Logs: backupLogs(r.region), Levels: r.region.Levels(), RP: regionRP(r.region)}), nil
+		return replwire.State{Logs: backupLogs(r.region), Levels: r.region.Levels(), RP: regionRP(r.region)}.Encode(), nil
 	}
 	if c.Kind == CmdCheck {
 		return r.appliedReply(), nil
@@ -237,7 +238,7 @@ func (r *Replica) handle(c *Command) error {
 		}
 		h := int64(c.Half) * r.segSize
 		img := r.buf[h : h+r.segSize]
-		var m Marker
+		var m replwire.Marker
 		if c.End > engine.SegmentHeaderSize { // else no byte of the half is read
 			var err error
 			if m, err = r.checkHalf(c, img); err != nil {
@@ -271,11 +272,11 @@ func (r *Replica) handle(c *Command) error {
 		r.incomplete = true
 		// What the halves hold predates the seed: the stream re-sends the
 		// tail (with its marker) after it.
-		clearMarker(r.buf[:r.segSize])
-		clearMarker(r.buf[r.segSize : 2*r.segSize])
+		replwire.ClearMarker(r.buf[:r.segSize])
+		replwire.ClearMarker(r.buf[r.segSize : 2*r.segSize])
 		return r.region.ResetBackup()
 	case CmdRebase:
-		pairs, err := DecodeRebase(c.Data)
+		pairs, err := replwire.DecodeRebase(c.Data)
 		if err != nil {
 			return err
 		}
@@ -285,7 +286,7 @@ func (r *Replica) handle(c *Command) error {
 		return rebase(r.region, pairs)
 	case CmdCheck:
 		r.flushedKnown = false // a new stream: its tail starts afresh
-		st, err := DecodeState(c.Data)
+		st, err := replwire.DecodeState(c.Data)
 		if err != nil {
 			return err
 		}
@@ -303,8 +304,8 @@ func (r *Replica) handle(c *Command) error {
 // segment overwrote before its flush is what a backup dropped late would
 // find (the flush of the half, cancelled, applied when it resumes), and a
 // half the mirror never reached, one dropped early.
-func (r *Replica) checkHalf(c *Command, img []byte) (Marker, error) {
-	m, ok := decodeMarker(img)
+func (r *Replica) checkHalf(c *Command, img []byte) (replwire.Marker, error) {
+	m, ok := replwire.DecodeMarker(img)
 	switch {
 	case !ok:
 		return m, fmt.Errorf("%w: flush of log segment %d (seq %d) from buffer half %d, which holds no tail marker", ErrOutOfSync, c.Segment, c.Seq, c.Half)
@@ -326,7 +327,7 @@ func (r *Replica) gapLocked(halves []promoteHalf) error {
 	if r.mode != SendIndex || !r.flushedKnown {
 		return nil
 	}
-	var newest Marker
+	var newest replwire.Marker
 	for _, h := range halves {
 		if h.m.Index == r.flushed+1 {
 			return nil // the segment after the flushed one: its flush has not come

@@ -80,7 +80,7 @@ func TestRetireHandsQueuedCompactionToBackup(t *testing.T) {
 	if err := g.shipper.Retire(ctx); err != nil {
 		t.Fatalf("retire: %v", err)
 	}
-	if err := checkState(g.reps[0].Region(), mirrorSeg, PrimaryState(np)); err != nil {
+	if err := checkState(g.reps[0].Region(), mirrorSeg, primaryState(np)); err != nil {
 		t.Fatalf("after the retired stream the backup fails the next stream's check: %v", err)
 	}
 

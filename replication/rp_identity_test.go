@@ -7,6 +7,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 )
 
 // TestCompactionDoneNamesRecoveryPointBySeq: an L0 compaction-done names
@@ -48,7 +49,7 @@ func TestCompactionDoneNamesRecoveryPointBySeq(t *testing.T) {
 		t.Fatalf("compaction-done into the segment the backup holds: %v", err)
 	}
 	b := (&Command{Kind: CmdCompactionDone, Region: 7, Epoch: 1, Src: 0, Dst: 1, RPSeg: 13, RPOff: engine.SegmentHeaderSize}).Encode(nil)
-	if _, err := DecodeCommand(b); !errors.Is(err, ErrMalformed) {
+	if _, err := replwire.DecodeCommand(b); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("L0 compaction-done without the seed decoded: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 	"github.com/tebis-go/tebis/internal/testseed"
 	"go.uber.org/zap/zaptest"
 )
@@ -201,7 +202,7 @@ func TestBuildIndexRequestsOnlyInSeed(t *testing.T) {
 		_, err := rep.Reply(c)
 		return err
 	}
-	from := Applied{Position: Position{Log: 1, Index: 1, Segment: 3, Seq: 3, Off: engine.SegmentHeaderSize}}.Encode()
+	from := replwire.Applied{Position: Position{Log: 1, Index: 1, Segment: 3, Seq: 3, Off: engine.SegmentHeaderSize}}.Encode()
 	for _, step := range []struct {
 		c       *Command
 		refused bool

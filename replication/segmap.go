@@ -1,10 +1,8 @@
 package replication
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"sort"
 )
 
 var (
@@ -13,8 +11,6 @@ var (
 	// ErrConflict: a segment is mapped twice to different targets, or two
 	// segments to one target.
 	ErrConflict = errors.New("replication: conflicting segment mapping")
-	// ErrBadEncoding: an encoded map does not decode.
-	ErrBadEncoding = errors.New("replication: malformed segment map")
 )
 
 // SegMap maps the primary's segment numbers to this server's. The log map
@@ -62,39 +58,3 @@ func (m *SegMap) Lookup(primary uint64) (uint64, bool) {
 
 // Len is the number of mappings.
 func (m *SegMap) Len() int { return len(m.to) }
-
-// Encode serializes the map (count u32, then primary u64, local u64 pairs
-// sorted by primary; little-endian): what a backup persists so that it
-// still translates after a restart.
-func (m *SegMap) Encode() []byte {
-	keys := make([]uint64, 0, len(m.to))
-	for k := range m.to {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-	b := binary.LittleEndian.AppendUint32(make([]byte, 0, 4+16*len(keys)), uint32(len(keys)))
-	for _, k := range keys {
-		b = binary.LittleEndian.AppendUint64(b, k)
-		b = binary.LittleEndian.AppendUint64(b, m.to[k])
-	}
-	return b
-}
-
-// DecodeSegMap parses what Encode wrote.
-func DecodeSegMap(b []byte) (*SegMap, error) {
-	if len(b) < 4 {
-		return nil, fmt.Errorf("%w: %d bytes", ErrBadEncoding, len(b))
-	}
-	n := binary.LittleEndian.Uint32(b)
-	if uint64(len(b)-4) != uint64(n)*16 {
-		return nil, fmt.Errorf("%w: %d pairs in %d bytes", ErrBadEncoding, n, len(b))
-	}
-	m := NewSegMap()
-	for i := range int(n) {
-		o := 4 + 16*i
-		if err := m.Add(binary.LittleEndian.Uint64(b[o:]), binary.LittleEndian.Uint64(b[o+8:])); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBadEncoding, err)
-		}
-	}
-	return m, nil
-}

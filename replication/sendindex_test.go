@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 	"github.com/tebis-go/tebis/internal/testseed"
 	"github.com/tebis-go/tebis/rdma"
 	"go.uber.org/zap/zaptest"
@@ -558,14 +559,14 @@ func TestCheckState(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.settle()
-	check := func(st State) error {
-		d, err := DecodeState(EncodeState(st))
+	check := func(st replwire.State) error {
+		d, err := replwire.DecodeState(st.Encode())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return g.reps[0].Handle(&Command{Kind: CmdCheck, Region: 7, Epoch: 3, Data: EncodeState(d)})
+		return g.reps[0].Handle(&Command{Kind: CmdCheck, Region: 7, Epoch: 3, Data: d.Encode()})
 	}
-	st := PrimaryState(g.pr)
+	st := primaryState(g.pr)
 	if len(st.Logs) < 2 || len(st.Levels) == 0 {
 		t.Fatalf("state too small to test: %d logs, %d levels", len(st.Logs), len(st.Levels))
 	}
@@ -603,7 +604,7 @@ func TestCheckState(t *testing.T) {
 	if err := check(lv); !errors.Is(err, ErrOutOfSync) {
 		t.Fatalf("a level of another shape: %v", err)
 	}
-	if _, err := DecodeState([]byte{1, 0, 0, 0}); !errors.Is(err, ErrMalformed) {
+	if _, err := replwire.DecodeState([]byte{1, 0, 0, 0}); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("short state: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 	"go.uber.org/zap"
 )
 
@@ -196,7 +197,7 @@ func (s *Shipper) Attach(ctx context.Context) (err error) {
 	}
 	s.base, s.tailSeg, s.tailSeq = tail.Index, tail.Segment, tail.Seq
 	id := cfg.Region.Desc().ID
-	if _, err := cfg.Mirror.Append(0, Marker{Region: id, Segment: tail.Segment, Seq: tail.Seq, Index: tail.Index}.encode()); err != nil {
+	if _, err := cfg.Mirror.Append(0, replwire.Marker{Region: id, Segment: tail.Segment, Seq: tail.Seq, Index: tail.Index}.Encode()); err != nil {
 		return err
 	}
 	if tail.Offset > engine.SegmentHeaderSize {
@@ -213,7 +214,7 @@ func (s *Shipper) Attach(ctx context.Context) (err error) {
 	}
 	var check *Command
 	if cfg.Mode == SendIndex {
-		check = &Command{Kind: CmdCheck, Region: cfg.Region.Desc().ID, Epoch: cfg.Epoch, Data: EncodeState(PrimaryState(cfg.Region))}
+		check = &Command{Kind: CmdCheck, Region: cfg.Region.Desc().ID, Epoch: cfg.Epoch, Data: primaryState(cfg.Region).Encode()}
 	}
 	for name, link := range cfg.Links {
 		if err := ctx.Err(); err != nil {
@@ -343,7 +344,7 @@ func (s *Shipper) checkBackup(l Link, check *Command, rebase bool) ([]*Command, 
 	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
 	defer cancel()
 	if rebase && len(s.cfg.Rebase) > 0 {
-		rb := &Command{Kind: CmdRebase, Region: check.Region, Epoch: check.Epoch, Data: EncodeRebase(s.cfg.Rebase)}
+		rb := &Command{Kind: CmdRebase, Region: check.Region, Epoch: check.Epoch, Data: replwire.EncodeRebase(s.cfg.Rebase)}
 		if _, err := l.Send(ctx, rb); err != nil {
 			return nil, err
 		}
@@ -538,7 +539,7 @@ func (s *Shipper) LogSealed(e engine.LogSeal) {
 	if err != nil {
 		s.cfg.Log.Error("switching the log mirror failed", zap.Uint64("region", e.Region), zap.Error(err))
 	}
-	if _, err := s.cfg.Mirror.Append(0, Marker{Region: e.Region, Segment: e.Next, Seq: e.NextSeq, Index: e.Index + 1}.encode()); err != nil {
+	if _, err := s.cfg.Mirror.Append(0, replwire.Marker{Region: e.Region, Segment: e.Next, Seq: e.NextSeq, Index: e.Index + 1}.Encode()); err != nil {
 		s.cfg.Log.Error("marking the mirrored tail failed", zap.Uint64("region", e.Region), zap.Error(err))
 	}
 	s.mu.Lock()
@@ -735,11 +736,11 @@ func (s *Shipper) run(b *sender) {
 // catchUpCommands turns a backup's answer to the check into flushes of
 // what it lacks of the sealed log (read back from the primary's log).
 func (s *Shipper) catchUpCommands(check *Command, reply []byte) ([]*Command, error) {
-	mine, err := DecodeState(check.Data)
+	mine, err := replwire.DecodeState(check.Data)
 	if err != nil {
 		return nil, err
 	}
-	theirs, err := DecodeState(reply)
+	theirs, err := replwire.DecodeState(reply)
 	if err != nil {
 		return nil, fmt.Errorf("the backup's state: %w", err)
 	}

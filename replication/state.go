@@ -1,112 +1,24 @@
 package replication
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 )
 
-// State is what a primary and an in-sync Send-Index backup agree on: the
-// primary's live log segments (number, records' seed, sealed end; 0 for
-// the tail and the segment prepared to follow it), the shape of every
-// level and the recovery point (which log the levels index). A check
-// command carries it when a stream starts.
-type State struct {
-	Logs   []engine.LogSegment // Segment is the primary's number
-	Levels []engine.LevelInfo  // Segments and Root compared by shape only
-	RP     RecoveryPoint
-}
-
-// RecoveryPoint is a region's L0 recovery point in the primary's terms:
-// the log segment (number and records' seed) and the offset. The zero
-// value: unknown (no log segment holds it).
-type RecoveryPoint struct {
-	Segment, Seq uint64
-	Offset       int64
-}
-
 // regionRP reads a region's recovery point in the primary's terms.
-func regionRP(r *engine.Region) RecoveryPoint {
+func regionRP(r *engine.Region) replwire.RecoveryPoint {
 	ls, off, ok := r.LogRecoveryPoint()
 	if !ok {
-		return RecoveryPoint{}
+		return replwire.RecoveryPoint{}
 	}
-	return RecoveryPoint{Segment: ls.Segment, Seq: ls.Seq, Offset: off}
+	return replwire.RecoveryPoint{Segment: ls.Segment, Seq: ls.Seq, Offset: off}
 }
 
-// PrimaryState reads a primary region's state.
-func PrimaryState(r *engine.Region) State {
-	return State{Logs: r.LogSegments(), Levels: r.Levels(), RP: regionRP(r)}
-}
-
-// EncodeState: u32 log count, per log u64 segment u64 seq i64 end; u32
-// level count, per level u32 height u32 segment count u64 root offset
-// (root modulo the segment size is not known here: the root itself) i64
-// pairs i64 kv bytes i64 nodes; then the recovery point: u64 segment u64
-// seq i64 offset (all zero: unknown).
-func EncodeState(st State) []byte {
-	le := binary.LittleEndian
-	b := le.AppendUint32(nil, uint32(len(st.Logs)))
-	for _, l := range st.Logs {
-		b = le.AppendUint64(b, l.Segment)
-		b = le.AppendUint64(b, l.Seq)
-		b = le.AppendUint64(b, uint64(l.End))
-	}
-	b = le.AppendUint32(b, uint32(len(st.Levels)))
-	for _, l := range st.Levels {
-		b = le.AppendUint32(b, uint32(l.Height))
-		b = le.AppendUint32(b, uint32(len(l.Segments)))
-		b = le.AppendUint64(b, l.Root)
-		b = le.AppendUint64(b, uint64(l.Pairs))
-		b = le.AppendUint64(b, uint64(l.KVBytes))
-		b = le.AppendUint64(b, uint64(l.Nodes))
-	}
-	b = le.AppendUint64(b, st.RP.Segment)
-	b = le.AppendUint64(b, st.RP.Seq)
-	return le.AppendUint64(b, uint64(st.RP.Offset))
-}
-
-// DecodeState parses EncodeState's bytes. Level segment lists come back
-// with the right length and zero numbers.
-func DecodeState(b []byte) (State, error) {
-	le := binary.LittleEndian
-	var st State
-	bad := fmt.Errorf("%w: state of %d bytes", ErrMalformed, len(b))
-	if len(b) < 4 {
-		return st, bad
-	}
-	n := int(le.Uint32(b))
-	b = b[4:]
-	if n > len(b)/24 {
-		return st, bad
-	}
-	for range n {
-		st.Logs = append(st.Logs, engine.LogSegment{Segment: le.Uint64(b), Seq: le.Uint64(b[8:]), End: int64(le.Uint64(b[16:]))})
-		b = b[24:]
-	}
-	if len(b) < 4 {
-		return st, bad
-	}
-	n = int(le.Uint32(b))
-	b = b[4:]
-	if n > len(b)/40 || len(b) != 40*n+24 {
-		return st, bad
-	}
-	for range n {
-		segs := int(le.Uint32(b[4:]))
-		if segs > maxCmdSeg {
-			return st, bad
-		}
-		st.Levels = append(st.Levels, engine.LevelInfo{Height: int(le.Uint32(b)), Segments: make([]uint64, segs), Root: le.Uint64(b[8:]),
-			Pairs: int64(le.Uint64(b[16:])), KVBytes: int64(le.Uint64(b[24:])), Nodes: int64(le.Uint64(b[32:]))})
-		b = b[40:]
-	}
-	st.RP = RecoveryPoint{Segment: le.Uint64(b), Seq: le.Uint64(b[8:]), Offset: int64(le.Uint64(b[16:]))}
-	if (st.RP.Segment == 0) != (st.RP.Seq == 0) || st.RP.Offset < 0 || (st.RP.Segment == 0 && st.RP.Offset != 0) {
-		return st, bad
-	}
-	return st, nil
+// primaryState reads a primary region's state.
+func primaryState(r *engine.Region) replwire.State {
+	return replwire.State{Logs: r.LogSegments(), Levels: r.Levels(), RP: regionRP(r)}
 }
 
 // checkState compares a backup region with its primary's state. It
@@ -126,7 +38,7 @@ func DecodeState(b []byte) (State, error) {
 // but a compaction from the level above it, which the run does not
 // hold): the shapes differ. The recovery points are compared when either
 // side has a level (a seed carries the recovery point only with a level).
-func checkState(r *engine.Region, segSize int64, st State) error {
+func checkState(r *engine.Region, segSize int64, st replwire.State) error {
 	_, err := catchUp(st.Logs, backupLogs(r))
 	if err != nil {
 		return err

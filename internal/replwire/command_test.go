@@ -1,18 +1,19 @@
-package replication
+package replwire
 
 import (
 	"encoding/hex"
 	"errors"
 	"flag"
-	"github.com/tebis-go/tebis/engine"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tebis-go/tebis/engine"
 )
 
-var updateGolden = flag.Bool("update-golden", false, "rewrite replication/testdata/commands.golden")
+var updateGolden = flag.Bool("update-golden", false, "rewrite internal/replwire/testdata/commands.golden")
 
 // goldenCommands is one command of every kind with every field it uses.
 func goldenCommands() []*Command {
@@ -24,11 +25,11 @@ func goldenCommands() []*Command {
 		{Kind: CmdCompactionDone, Region: 7, Epoch: 3, Src: 0, Dst: 1, Root: 40<<16 | 4096, Height: 2, Pairs: 1000,
 			KVBytes: 52000, Nodes: 30, RPSeg: 13, Seq: 100, RPOff: 4096, Segments: []uint64{40, 41}},
 		{Kind: CmdLogFree, Region: 7, Epoch: 3, Segment: 12, Seq: 99},
-		{Kind: CmdCheck, Region: 7, Epoch: 3, Data: EncodeState(State{
+		{Kind: CmdCheck, Region: 7, Epoch: 3, Data: State{
 			Logs:   []engine.LogSegment{{Segment: 12, Seq: 99, End: 65000}, {Segment: 13, Seq: 100}},
 			Levels: []engine.LevelInfo{{}, {Height: 2, Segments: make([]uint64, 2), Root: 40<<16 | 4096, Pairs: 1000, KVBytes: 52000, Nodes: 30}},
 			RP:     RecoveryPoint{Segment: 13, Seq: 100, Offset: 4096},
-		})},
+		}.Encode()},
 		{Kind: CmdRebase, Region: 7, Epoch: 4, Data: EncodeRebase([]RebasePair{{Old: 12, Seq: 99, New: 30}, {Old: 13, Seq: 100, New: 31}})},
 		{Kind: CmdReset, Region: 7, Epoch: 5},
 		{Kind: CmdInSync, Region: 7, Epoch: 5},

@@ -1,4 +1,4 @@
-package replication
+package replwire
 
 import (
 	"encoding/binary"
@@ -7,8 +7,8 @@ import (
 )
 
 // A tail marker names the primary log segment a buffer half mirrors. The
-// primary's Shipper writes it at offset 0 of the half (the segment header's
-// place, which records never use) before the segment's first record, so a
+// primary writes it at offset 0 of the half (the segment header's place,
+// which records never use) before the segment's first record, so a
 // backup promoted after its primary died knows which half holds the tail
 // and with which seed its records verify.
 //
@@ -23,7 +23,8 @@ type Marker struct {
 	Region, Segment, Seq, Index uint64
 }
 
-func (m Marker) encode() []byte {
+// Encode returns the marker's bytes.
+func (m Marker) Encode() []byte {
 	b := make([]byte, markerSize)
 	copy(b, markerMagic[:])
 	binary.LittleEndian.PutUint64(b[8:], m.Region)
@@ -33,16 +34,16 @@ func (m Marker) encode() []byte {
 	return b
 }
 
-// decodeMarker reads the marker of a buffer half (ok false: none).
-func decodeMarker(half []byte) (Marker, bool) {
+// DecodeMarker reads the marker of a buffer half (ok false: none).
+func DecodeMarker(half []byte) (m Marker, ok bool) {
 	if len(half) < engine.SegmentHeaderSize || [4]byte(half[:4]) != markerMagic || binary.LittleEndian.Uint32(half[4:]) != 0 {
 		return Marker{}, false
 	}
-	m := Marker{Region: binary.LittleEndian.Uint64(half[8:]), Segment: binary.LittleEndian.Uint64(half[16:]), Seq: binary.LittleEndian.Uint64(half[24:]),
+	m = Marker{Region: binary.LittleEndian.Uint64(half[8:]), Segment: binary.LittleEndian.Uint64(half[16:]), Seq: binary.LittleEndian.Uint64(half[24:]),
 		Index: binary.LittleEndian.Uint64(half[32:])}
 	return m, m.Segment != 0
 }
 
-// clearMarker erases a buffer half's marker (what the half holds is no
-// longer a candidate for a promotion).
-func clearMarker(half []byte) { clear(half[:markerSize]) }
+// ClearMarker erases a buffer half's marker: DecodeMarker finds none
+// there afterwards.
+func ClearMarker(half []byte) { clear(half[:markerSize]) }
