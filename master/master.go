@@ -98,12 +98,23 @@ type history struct {
 	drops map[Join]time.Time   // drop reports, first seen
 }
 
-// suspects is when each server was last reported dropped.
-func (h *history) suspects() map[string]time.Time {
-	out := map[string]time.Time{}
+// observations is what h holds of each server.
+func (h *history) observations() map[string]Observed {
+	out := map[string]Observed{}
+	for n, at := range h.seen {
+		o := out[n]
+		o.LastLive = at
+		out[n] = o
+	}
+	for n, at := range h.gone {
+		o := out[n]
+		o.Gone = at
+		out[n] = o
+	}
 	for j, at := range h.drops {
-		if at.After(out[j.Server]) {
-			out[j.Server] = at
+		if o := out[j.Server]; at.After(o.Dropped) {
+			o.Dropped = at
+			out[j.Server] = o
 		}
 	}
 	return out
@@ -227,7 +238,7 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history) error {
 			cfg.Log.Error("the region map in zookeeper is invalid", zap.Error(err))
 		})
 	}()
-	since := cfg.Now()
+	termStart := cfg.Now()
 	tick := time.NewTicker(cfg.Recheck)
 	defer tick.Stop()
 	for {
@@ -239,7 +250,7 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history) error {
 		case <-kick:
 		case <-tick.C:
 		}
-		err := decide(ctx, cfg, lead, obs, since)
+		err := decide(ctx, cfg, lead, obs, termStart)
 		if errors.Is(err, coord.ErrNotLeader) {
 			return err
 		}
@@ -252,8 +263,9 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history) error {
 	}
 }
 
-// decide reads the map, runs Next and publishes its result.
-func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, since time.Time) error {
+// decide reads the map, runs Next and publishes its result; termStart is
+// when this term began.
+func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, termStart time.Time) error {
 	obs.mu.Lock()
 	ready := obs.ready && obs.reports && obs.healthReady
 	obs.mu.Unlock()
@@ -265,16 +277,20 @@ func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, sin
 		return err
 	}
 	obs.mu.Lock()
-	v := View{Map: m, Live: obs.live, Seen: obs.seen, Since: since, Now: cfg.Now(), Grace: cfg.Grace, Joins: obs.joins, Dropped: obs.dropped,
-		Logs: obs.logs, Incomplete: obs.incomplete, Gone: obs.gone, LogWait: cfg.LogWait, Suspect: obs.suspects(), Hold: cfg.DropHold,
-		Unhealthy: obs.unhealthy()}
-	next := Next(v)
+	v := View{Map: m, Live: obs.live, Now: cfg.Now(), TermStart: termStart, Servers: obs.observations(),
+		Timing: Timing{Grace: cfg.Grace, LogWait: cfg.LogWait, DropHold: cfg.DropHold},
+		Joins:  obs.joins, Dropped: obs.dropped, Logs: obs.logs, Incomplete: obs.incomplete, Unhealthy: obs.unhealthy()}
+	d := Next(v)
 	obs.mu.Unlock()
+	next := d.Map
 	if next == nil {
 		return nil
 	}
 	if err := lead.WriteMap(ctx, next, ver); err != nil {
 		return err
+	}
+	if len(d.Restarted) > 0 {
+		cfg.Log.Info("restarted servers failed over", zap.Strings("servers", d.Restarted))
 	}
 	logChanges(cfg.Log, m, next, v.Logs)
 	keep := map[uint64]uint64{}

@@ -15,17 +15,24 @@ type Join struct {
 	Server        string
 }
 
-// View is what the master observes; Next decides from it alone.
+// View is what the master observes at one decision; Next decides from it
+// alone and does not modify it.
 type View struct {
 	Map  *regionmap.Map
 	Live map[string]regionmap.Server // registered region servers by name
-	// Seen is when this master last saw each server live; a server never
-	// seen live counts as dead only once Grace has passed since Since.
-	Seen  map[string]time.Time
-	Since time.Time // when this master started leading
-	Now   time.Time
-	Grace time.Duration
-	Joins map[Join]bool // joins reported done
+	// Now is the decision's time: the times of the View are compared
+	// with it.
+	Now time.Time
+	// TermStart is when this master's term as leader began: what
+	// Timing.Grace counts from for a server with no LastLive time, and
+	// Timing.LogWait for a failed primary with no Gone time.
+	TermStart time.Time
+	// Servers is what this master observed of each server (across its
+	// terms); a server without an entry was never observed.
+	Servers map[string]Observed
+	// Timing is how long decisions wait for what they wait on.
+	Timing Timing
+	Joins  map[Join]bool // joins reported done
 	// Dropped are backups their primary dropped from its replication
 	// stream at the region's epoch (a late WRITE or a failed command): the
 	// primary serves no write until the map leaves them out.
@@ -38,20 +45,6 @@ type View struct {
 	// new primary's catch-up or a restart not finished): promoted, they
 	// would lose acknowledged writes.
 	Incomplete map[Join]bool
-	// Gone is when this master saw each server's registration end or
-	// change (a new run); LogWait bounds how long after that a failed
-	// primary's promotion waits for its live backups' log positions (from
-	// Since for a primary this master never saw go).
-	Gone    map[string]time.Time
-	LogWait time.Duration
-	// Suspect is when a primary last reported each server dropped from
-	// its stream (first seen by this master); for Hold after that the
-	// server joins no group unless it registered again since (Gone).
-	// A server dropped because it died is still registered until its
-	// session expires: adding it back at once would stall the group's
-	// attach on a dead peer.
-	Suspect map[string]time.Time
-	Hold    time.Duration
 	// Unhealthy are live servers whose volume cannot store writes (their
 	// health znode names their registered run: a full or failing disk).
 	// A server that was primary of a region stepped down before it
@@ -63,24 +56,73 @@ type View struct {
 	// it is promoted only when no healthy backup holds a complete copy
 	// (made primary so, it steps down then).
 	Unhealthy map[string]bool
+}
 
-	// restarted: live servers whose registered run differs from the map's
-	// (set by Next): failed for this decision, they take roles again later.
+// Observed is when the master observed events of one server; a zero time:
+// never.
+type Observed struct {
+	// LastLive is when the server was last seen registered. A server of
+	// the map not in View.Live is dead if it has a LastLive time, and
+	// otherwise once Timing.Grace has passed since View.TermStart.
+	LastLive time.Time
+	// Gone is when the server's registration was last seen ending or
+	// changing to a new run. A failed primary's promotion waits for its
+	// live backups' log positions until Timing.LogWait has passed since
+	// Gone (since View.TermStart without a Gone time).
+	Gone time.Time
+	// Dropped is when a primary last reported the server dropped from
+	// its stream (each report timed when first seen). Until
+	// Timing.DropHold has passed since Dropped, the server joins no group
+	// unless its Gone time is later (it registered again since).
+	Dropped time.Time
+}
+
+// Timing is the master's waiting policy.
+type Timing struct {
+	// Grace is how long after View.TermStart a server of the map that
+	// was never seen live counts as alive.
+	Grace time.Duration
+	// LogWait bounds how long a failed primary's promotion waits, from
+	// the primary's Observed.Gone, for its live backups' log positions
+	// (0: it does not wait).
+	LogWait time.Duration
+	// DropHold is how long after Observed.Dropped a server joins no
+	// group: a server dropped because it died is still registered until
+	// its session expires, and adding it back at once would stall the
+	// group's attach on a dead peer.
+	DropHold time.Duration
+}
+
+// Decision is what Next decided.
+type Decision struct {
+	// Map is the map to publish after View.Map; nil: View.Map needs no
+	// change.
+	Map *regionmap.Map
+	// Restarted are the live servers whose registered run differs from
+	// View.Map's, sorted: the decision failed them over as dead servers;
+	// they take roles again once the map names their new run.
+	Restarted []string
+}
+
+// plan is one decision's inputs: the View and the servers Next found
+// restarted.
+type plan struct {
+	*View
 	restarted map[string]bool
 }
 
 // dead reports whether the master treats server name as failed.
-func (v *View) dead(name string) bool {
+func (v *plan) dead(name string) bool {
 	if v.restarted[name] {
 		return true
 	}
 	if _, ok := v.Live[name]; ok {
 		return false
 	}
-	if _, seen := v.Seen[name]; seen {
+	if !v.Servers[name].LastLive.IsZero() {
 		return true
 	}
-	return v.Now.Sub(v.Since) >= v.Grace
+	return v.Now.Sub(v.TermStart) >= v.Timing.Grace
 }
 
 // Next returns the map the master should publish after v.Map, or nil when
@@ -95,10 +137,10 @@ func (v *View) dead(name string) bool {
 //   - a dead primary is replaced by its live backup with the most complete
 //     log (then the first in the map's order); the region's epoch grows;
 //     with no live backup the region waits for its primary; until every
-//     live backup reported its log position, or LogWait passed, the
-//     region is left as it is;
+//     live backup reported its log position, or Timing.LogWait passed,
+//     the region is left as it is;
 //   - only a backup that reported its log position with a complete copy
-//     is promoted; while no live backup did (after LogWait too: one that
+//     is promoted; while no live backup did (after Timing.LogWait too: one that
 //     never reports, or reported its copy incomplete), the region is left
 //     as it is: it waits for a report or for its primary (unavailable
 //     rather than without acknowledged writes);
@@ -110,8 +152,8 @@ func (v *View) dead(name string) bool {
 //   - a joining backup reported done at the current epoch becomes a backup;
 //   - a group short of Replicas-1 gets live servers that hold the fewest
 //     regions (then by name) as joining backups (epoch grows), except
-//     servers reported dropped within Hold (Suspect) and unhealthy ones
-//     (a full or failing disk: Unhealthy);
+//     servers reported dropped within Timing.DropHold (Observed.Dropped)
+//     and unhealthy ones (a full or failing disk: Unhealthy);
 //   - among the backups that may replace a failed primary, healthy ones
 //     come first (an unhealthy one only when no healthy one reported a
 //     complete copy).
@@ -126,10 +168,10 @@ func (v *View) dead(name string) bool {
 // role until it reports itself healthy again.
 //
 // The version grows by one whenever anything changed.
-func Next(v View) *regionmap.Map {
+func Next(view View) Decision {
+	v := &plan{View: &view, restarted: map[string]bool{}}
 	m := v.Map.Clone()
 	changed := false
-	v.restarted = map[string]bool{}
 	for name, srv := range v.Live {
 		if old, ok := v.Map.Server(name); ok && old.Started != 0 && srv.Started != 0 && old.Started != srv.Started {
 			// It restarted (perhaps within its session timeout, unseen by
@@ -140,18 +182,18 @@ func Next(v View) *regionmap.Map {
 	}
 	if m.Replicas > 0 {
 		for i := range m.Regions {
-			if heal(&v, &m.Regions[i]) {
+			if heal(v, &m.Regions[i]) {
 				changed = true
 			}
 		}
 		for i := range m.Regions {
-			if grow(&v, m, &m.Regions[i]) {
+			if grow(v, m, &m.Regions[i]) {
 				changed = true
 			}
 		}
 	}
 	for name, srv := range v.Live {
-		if v.restarted[name] && m.Replicas > 0 && failingOver(&v, m, name) {
+		if v.restarted[name] && m.Replicas > 0 && failingOver(v, m, name) {
 			// The map keeps the old run until the server's roles are gone:
 			// with its new run in the map it would take them back, its
 			// copies perhaps lacking what it acknowledged.
@@ -181,11 +223,16 @@ func Next(v View) *regionmap.Map {
 		}
 	}
 	sort.Slice(m.Servers, func(i, j int) bool { return m.Servers[i].Name < m.Servers[j].Name })
-	if !changed {
-		return nil
+	d := Decision{}
+	for name := range v.restarted {
+		d.Restarted = append(d.Restarted, name)
 	}
-	m.Version = v.Map.Version + 1
-	return m
+	slices.Sort(d.Restarted)
+	if changed {
+		m.Version = v.Map.Version + 1
+		d.Map = m
+	}
+	return d
 }
 
 // failingOver reports whether a region of m still gives server name a
@@ -194,7 +241,7 @@ func Next(v View) *regionmap.Map {
 // is not failed over, nor one whose live backups all reported an
 // incomplete copy: the region waits for it, and it resumes with its new
 // run.
-func failingOver(v *View, m *regionmap.Map, name string) bool {
+func failingOver(v *plan, m *regionmap.Map, name string) bool {
 	for _, r := range m.Regions {
 		if r.Primary == name {
 			if slices.ContainsFunc(r.Backups, func(b string) bool { return !v.dead(b) && !v.Incomplete[Join{r.ID, r.Epoch, b}] }) {
@@ -210,7 +257,7 @@ func failingOver(v *View, m *regionmap.Map, name string) bool {
 }
 
 // heal handles failures and finished joins in one region.
-func heal(v *View, r *regionmap.Region) bool {
+func heal(v *plan, r *regionmap.Region) bool {
 	changed := false
 	epoch := r.Epoch // the epoch backups report their log positions at
 	// A failed primary's drop reports do not count: a backup dropped by a
@@ -274,7 +321,7 @@ func heal(v *View, r *regionmap.Region) bool {
 // primary: those that reported their log position at r's epoch with a
 // complete copy. A backup that did not report (hung, its report lost, its
 // seed perhaps unfinished) is not: its copy may lack acknowledged writes.
-func promotable(v *View, r *regionmap.Region, backups []string) []int {
+func promotable(v *plan, r *regionmap.Region, backups []string) []int {
 	var out []int
 	for i, b := range backups {
 		j := Join{r.ID, r.Epoch, b}
@@ -286,25 +333,25 @@ func promotable(v *View, r *regionmap.Region, backups []string) []int {
 }
 
 // held reports whether server name is held back from joining groups: a
-// primary dropped it within Hold, and it has not registered again since.
-func (v *View) held(name string) bool {
-	at, ok := v.Suspect[name]
-	if !ok || v.Now.Sub(at) >= v.Hold {
+// primary dropped it within Timing.DropHold, and it has not registered
+// again since.
+func (v *plan) held(name string) bool {
+	o := v.Servers[name]
+	if o.Dropped.IsZero() || v.Now.Sub(o.Dropped) >= v.Timing.DropHold {
 		return false
 	}
-	g, ok := v.Gone[name]
-	return !ok || !g.After(at)
+	return !o.Gone.After(o.Dropped)
 }
 
 // waitLogs reports whether r's failover waits for log positions: a live
-// backup has not reported one at r's epoch, and LogWait has not passed
-// since its primary went.
-func waitLogs(v *View, r *regionmap.Region, backups []string) bool {
-	since, ok := v.Gone[r.Primary]
-	if !ok {
-		since = v.Since
+// backup has not reported one at r's epoch, and Timing.LogWait has not
+// passed since its primary went.
+func waitLogs(v *plan, r *regionmap.Region, backups []string) bool {
+	since := v.Servers[r.Primary].Gone
+	if since.IsZero() {
+		since = v.TermStart
 	}
-	if v.LogWait <= 0 || v.Now.Sub(since) >= v.LogWait {
+	if v.Timing.LogWait <= 0 || v.Now.Sub(since) >= v.Timing.LogWait {
 		return false
 	}
 	for _, b := range backups {
@@ -316,7 +363,7 @@ func waitLogs(v *View, r *regionmap.Region, backups []string) bool {
 }
 
 // grow adds joining backups to a region short of replicas.
-func grow(v *View, m *regionmap.Map, r *regionmap.Region) bool {
+func grow(v *plan, m *regionmap.Map, r *regionmap.Region) bool {
 	want := m.Replicas - 1 - len(r.Backups) - len(r.Joining)
 	if want <= 0 || v.dead(r.Primary) {
 		return false

@@ -21,12 +21,35 @@ func live(names ...string) map[string]regionmap.Server {
 	return out
 }
 
-func seen(names ...string) map[string]time.Time {
-	out := map[string]time.Time{}
+// seen is names last seen live at t0.
+func seen(names ...string) map[string]Observed {
+	out := map[string]Observed{}
 	for _, n := range names {
-		out[n] = t0
+		out[n] = Observed{LastLive: t0}
 	}
 	return out
+}
+
+// goneAt sets name's Gone time in obs (made if nil) and returns obs.
+func goneAt(obs map[string]Observed, name string, at time.Time) map[string]Observed {
+	if obs == nil {
+		obs = map[string]Observed{}
+	}
+	o := obs[name]
+	o.Gone = at
+	obs[name] = o
+	return obs
+}
+
+// droppedAt sets name's Dropped time in obs (made if nil) and returns obs.
+func droppedAt(obs map[string]Observed, name string, at time.Time) map[string]Observed {
+	if obs == nil {
+		obs = map[string]Observed{}
+	}
+	o := obs[name]
+	o.Dropped = at
+	obs[name] = o
+	return obs
 }
 
 // reported is every backup of m's regions reporting a complete copy at
@@ -53,8 +76,8 @@ func threeWay(t *testing.T) *regionmap.Map {
 
 func TestNextNothingToDo(t *testing.T) {
 	m := threeWay(t)
-	v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Since: t0, Now: t0, Grace: time.Second}
-	if n := Next(v); n != nil {
+	v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), TermStart: t0, Now: t0, Timing: Timing{Grace: time.Second}}
+	if n := Next(v).Map; n != nil {
 		t.Fatalf("a healthy cluster changed: %+v", n)
 	}
 }
@@ -62,10 +85,11 @@ func TestNextNothingToDo(t *testing.T) {
 func TestNextPromotesBackup(t *testing.T) {
 	m := threeWay(t)
 	r := m.Regions[0]
-	v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Seen: seen("rs1", "rs2", "rs3", "rs4"), Since: t0, Now: t0, Grace: time.Hour}
+	v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Servers: seen("rs1", "rs2", "rs3", "rs4"), TermStart: t0, Now: t0,
+		Timing: Timing{Grace: time.Hour}}
 	delete(v.Live, r.Primary)
 	v.Logs = map[Join]uint64{{r.ID, r.Epoch, r.Backups[0]}: 1 << 32, {r.ID, r.Epoch, r.Backups[1]}: 1 << 32}
-	n := Next(v)
+	n := Next(v).Map
 	if n == nil {
 		t.Fatal("no change after the primary died")
 	}
@@ -84,21 +108,21 @@ func TestNextPromotesBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Same inputs, same decision.
-	if n2 := Next(v); n2.Region(r.ID).Primary != nr.Primary || !slices.Equal(n2.Region(r.ID).Joining, nr.Joining) {
+	if n2 := Next(v).Map; n2.Region(r.ID).Primary != nr.Primary || !slices.Equal(n2.Region(r.ID).Joining, nr.Joining) {
 		t.Fatal("Next is not deterministic")
 	}
 	// The most complete log wins; positions of another epoch do not count.
 	v.Logs = map[Join]uint64{{r.ID, r.Epoch, r.Backups[0]}: 3<<32 | 100, {r.ID, r.Epoch, r.Backups[1]}: 3<<32 | 200}
-	if p := Next(v).Region(r.ID).Primary; p != r.Backups[1] {
+	if p := Next(v).Map.Region(r.ID).Primary; p != r.Backups[1] {
 		t.Fatalf("promoted %s, the most complete log is on %s", p, r.Backups[1])
 	}
 	v.Logs = map[Join]uint64{{r.ID, r.Epoch - 1, r.Backups[1]}: 9 << 32, {r.ID, r.Epoch, r.Backups[0]}: 1 << 32}
-	if p := Next(v).Region(r.ID).Primary; p != r.Backups[0] {
+	if p := Next(v).Map.Region(r.ID).Primary; p != r.Backups[0] {
 		t.Fatalf("promoted %s on an old epoch's position", p)
 	}
 	// A report of another epoch is no report: nobody to promote.
 	v.Logs = map[Join]uint64{{r.ID, r.Epoch - 1, r.Backups[1]}: 9 << 32}
-	if n := Next(v); n != nil && n.Region(r.ID).Primary != r.Primary {
+	if n := Next(v).Map; n != nil && n.Region(r.ID).Primary != r.Primary {
 		t.Fatalf("promoted %s on an old epoch's report alone", n.Region(r.ID).Primary)
 	}
 }
@@ -111,50 +135,51 @@ func TestNextWaitsForLogPositions(t *testing.T) {
 	r := m.Regions[0]
 	b0, b1 := r.Backups[0], r.Backups[1]
 	gone := t0.Add(time.Minute)
-	v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Seen: seen("rs1", "rs2", "rs3", "rs4"), Since: t0, Now: gone.Add(100 * time.Millisecond),
-		Grace: time.Hour, LogWait: time.Second, Gone: map[string]time.Time{r.Primary: gone}}
+	v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Servers: goneAt(seen("rs1", "rs2", "rs3", "rs4"), r.Primary, gone),
+		TermStart: t0, Now: gone.Add(100 * time.Millisecond),
+		Timing: Timing{Grace: time.Hour, LogWait: time.Second}}
 	delete(v.Live, r.Primary)
 	v.Logs = map[Join]uint64{{r.ID, r.Epoch, b1}: 5 << 32}
-	if n := Next(v); n != nil && n.Region(r.ID).Epoch != r.Epoch {
+	if n := Next(v).Map; n != nil && n.Region(r.ID).Epoch != r.Epoch {
 		t.Fatalf("promoted before %s reported: %+v", b0, n.Region(r.ID))
 	}
 	// Every live backup reported: the most complete now.
 	v.Logs[Join{r.ID, r.Epoch, b0}] = 4<<32 | 1<<20
-	if p := Next(v).Region(r.ID).Primary; p != b1 {
+	if p := Next(v).Map.Region(r.ID).Primary; p != b1 {
 		t.Fatalf("promoted %s, want %s (segment 5 beats segment 4)", p, b1)
 	}
 	// A missing report is waited for only LogWait.
 	delete(v.Logs, Join{r.ID, r.Epoch, b0})
 	v.Now = gone.Add(time.Second)
-	if p := Next(v).Region(r.ID).Primary; p != b1 {
+	if p := Next(v).Map.Region(r.ID).Primary; p != b1 {
 		t.Fatalf("after LogWait promoted %s, want %s (the only position)", p, b1)
 	}
 	// A dead backup is not waited for.
 	v.Now = gone.Add(100 * time.Millisecond)
 	delete(v.Live, b0)
-	if n := Next(v); n == nil || n.Region(r.ID).Primary != b1 {
+	if n := Next(v).Map; n == nil || n.Region(r.ID).Primary != b1 {
 		t.Fatal("a dead backup's position was waited for")
 	}
 	// A new leader that never saw the primary go waits from Since.
 	v.Live = live("rs1", "rs2", "rs3", "rs4")
 	delete(v.Live, r.Primary)
-	v.Logs, v.Gone, v.Since, v.Now = map[Join]uint64{}, nil, gone, gone.Add(500*time.Millisecond)
-	if n := Next(v); n != nil && n.Region(r.ID).Epoch != r.Epoch {
+	v.Logs, v.Servers, v.TermStart, v.Now = map[Join]uint64{}, seen("rs1", "rs2", "rs3", "rs4"), gone, gone.Add(500*time.Millisecond)
+	if n := Next(v).Map; n != nil && n.Region(r.ID).Epoch != r.Epoch {
 		t.Fatal("a new leader promoted without positions within LogWait")
 	}
 	// After LogWait, a backup that never reported is still not promoted:
 	// its copy may lack acknowledged writes (a seed unfinished, its
 	// report lost). The region waits for a report.
 	v.Now = gone.Add(time.Second)
-	if n := Next(v); n != nil && n.Region(r.ID).Primary != r.Primary {
+	if n := Next(v).Map; n != nil && n.Region(r.ID).Primary != r.Primary {
 		t.Fatalf("promoted %s, which never reported its log position", n.Region(r.ID).Primary)
 	}
 	v.Now = gone.Add(time.Hour)
-	if n := Next(v); n != nil && n.Region(r.ID).Primary != r.Primary {
+	if n := Next(v).Map; n != nil && n.Region(r.ID).Primary != r.Primary {
 		t.Fatalf("promoted %s an hour on, without its report", n.Region(r.ID).Primary)
 	}
 	v.Logs[Join{r.ID, r.Epoch, b1}] = 1 << 32
-	if n := Next(v); n == nil || n.Region(r.ID).Primary != b1 {
+	if n := Next(v).Map; n == nil || n.Region(r.ID).Primary != b1 {
 		t.Fatal("a new leader did not promote the only backup that reported")
 	}
 }
@@ -163,13 +188,13 @@ func TestNextGraceForUnseenServers(t *testing.T) {
 	m := threeWay(t)
 	r := m.Regions[0]
 	all := []string{"rs1", "rs2", "rs3", "rs4"}
-	v := View{Map: m, Live: live(all...), Since: t0, Now: t0.Add(time.Second), Grace: 10 * time.Second, Logs: reported(m)}
+	v := View{Map: m, Live: live(all...), TermStart: t0, Now: t0.Add(time.Second), Timing: Timing{Grace: 10 * time.Second}, Logs: reported(m)}
 	delete(v.Live, r.Primary)
-	if n := Next(v); n != nil {
+	if n := Next(v).Map; n != nil {
 		t.Fatalf("a server never seen was failed within the grace: %+v", n.Region(r.ID))
 	}
 	v.Now = t0.Add(10 * time.Second)
-	if n := Next(v); n == nil || n.Region(r.ID).Primary == r.Primary {
+	if n := Next(v).Map; n == nil || n.Region(r.ID).Primary == r.Primary {
 		t.Fatal("a server absent past the grace was not failed")
 	}
 }
@@ -177,12 +202,13 @@ func TestNextGraceForUnseenServers(t *testing.T) {
 func TestNextNoLiveBackupWaits(t *testing.T) {
 	m := threeWay(t)
 	r := m.Regions[0]
-	v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Seen: seen("rs1", "rs2", "rs3", "rs4"), Since: t0, Now: t0, Grace: time.Hour}
+	v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Servers: seen("rs1", "rs2", "rs3", "rs4"), TermStart: t0, Now: t0,
+		Timing: Timing{Grace: time.Hour}}
 	delete(v.Live, r.Primary)
 	for _, b := range r.Group() {
 		delete(v.Live, b)
 	}
-	n := Next(v)
+	n := Next(v).Map
 	if n == nil {
 		t.Fatal("dead backups were not removed")
 	}
@@ -198,25 +224,26 @@ func TestNextNoLiveBackupWaits(t *testing.T) {
 func TestNextJoinCompletes(t *testing.T) {
 	m := threeWay(t)
 	r := m.Regions[1]
-	v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Seen: seen("rs1", "rs2", "rs3", "rs4"), Since: t0, Now: t0, Grace: time.Hour}
+	v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Servers: seen("rs1", "rs2", "rs3", "rs4"), TermStart: t0, Now: t0,
+		Timing: Timing{Grace: time.Hour}}
 	dead := r.Backups[0]
 	delete(v.Live, dead)
-	n := Next(v)
+	n := Next(v).Map
 	nr := *n.Region(r.ID)
 	if len(nr.Joining) != 1 || nr.Primary != r.Primary || nr.Epoch == r.Epoch {
 		t.Fatalf("region %+v after backup %s died", nr, dead)
 	}
 	v.Map = n
-	if again := Next(v); again != nil {
+	if again := Next(v).Map; again != nil {
 		t.Fatalf("a pending join changed again: %+v", again.Region(r.ID))
 	}
 	// A report at an older epoch does not count.
 	v.Joins = map[Join]bool{{Region: r.ID, Epoch: nr.Epoch - 1, Server: nr.Joining[0]}: true}
-	if again := Next(v); again != nil {
+	if again := Next(v).Map; again != nil {
 		t.Fatal("a stale join report was taken")
 	}
 	v.Joins = map[Join]bool{{Region: r.ID, Epoch: nr.Epoch, Server: nr.Joining[0]}: true}
-	done := Next(v)
+	done := Next(v).Map
 	dr := done.Region(r.ID)
 	if len(dr.Joining) != 0 || !slices.Contains(dr.Backups, nr.Joining[0]) || dr.Epoch != nr.Epoch {
 		t.Fatalf("after the join %+v", dr)
@@ -227,13 +254,13 @@ func TestNextAddressesFollowRegistrations(t *testing.T) {
 	m := threeWay(t)
 	l := live("rs1", "rs2", "rs3", "rs4")
 	l["rs2"] = regionmap.Server{Name: "rs2", TCP: "127.0.0.1:9"}
-	n := Next(View{Map: m, Live: l, Since: t0, Now: t0, Grace: time.Hour})
+	n := Next(View{Map: m, Live: l, TermStart: t0, Now: t0, Timing: Timing{Grace: time.Hour}}).Map
 	if s, _ := n.Server("rs2"); s.TCP != "127.0.0.1:9" || s.Shm != "" {
 		t.Fatalf("rs2 is %+v", s)
 	}
 	// New servers join the map (and take joining roles when needed).
 	l["rs5"] = srv("rs5")
-	n = Next(View{Map: m, Live: l, Since: t0, Now: t0, Grace: time.Hour})
+	n = Next(View{Map: m, Live: l, TermStart: t0, Now: t0, Timing: Timing{Grace: time.Hour}}).Map
 	if _, ok := n.Server("rs5"); !ok {
 		t.Fatal("a new server was not added")
 	}
@@ -242,18 +269,18 @@ func TestNextAddressesFollowRegistrations(t *testing.T) {
 func TestNextStaticMapUntouched(t *testing.T) {
 	m := threeWay(t)
 	m.Replicas = 0
-	v := View{Map: m, Live: live("rs2"), Seen: seen("rs1", "rs2", "rs3", "rs4"), Since: t0, Now: t0, Grace: time.Hour}
-	if n := Next(v); n != nil && n.Region(1).Primary != m.Region(1).Primary {
+	v := View{Map: m, Live: live("rs2"), Servers: seen("rs1", "rs2", "rs3", "rs4"), TermStart: t0, Now: t0, Timing: Timing{Grace: time.Hour}}
+	if n := Next(v).Map; n != nil && n.Region(1).Primary != m.Region(1).Primary {
 		t.Fatal("a static map (replicas 0) was healed")
 	}
 	// A restarted server of a static map takes its new run at once:
 	// nothing would ever fail it over.
-	v.LogWait, v.Gone = time.Second, map[string]time.Time{"rs1": t0}
+	v.Timing.LogWait, v.Servers = time.Second, goneAt(v.Servers, "rs1", t0)
 	v.Live = live("rs1", "rs2", "rs3")
 	again := v.Live[m.Region(1).Primary]
 	again.Started = 2
 	v.Live[m.Region(1).Primary] = again
-	n := Next(v)
+	n := Next(v).Map
 	if s, _ := n.Server(m.Region(1).Primary); s.Started != 2 || n.Region(1).Primary != m.Region(1).Primary {
 		t.Fatalf("static map after a restart: %+v", n)
 	}
@@ -263,14 +290,14 @@ func TestNextDroppedBackupLeaves(t *testing.T) {
 	m := threeWay(t)
 	r := m.Regions[0]
 	all := []string{"rs1", "rs2", "rs3", "rs4"}
-	v := View{Map: m, Live: live(all...), Seen: seen(all...), Since: t0, Now: t0, Grace: time.Hour}
+	v := View{Map: m, Live: live(all...), Servers: seen(all...), TermStart: t0, Now: t0, Timing: Timing{Grace: time.Hour}}
 	b := r.Backups[0]
 	v.Dropped = map[Join]bool{{Region: r.ID, Epoch: r.Epoch - 1, Server: b}: true}
-	if n := Next(v); n != nil {
+	if n := Next(v).Map; n != nil {
 		t.Fatal("a drop reported at an older epoch changed the map")
 	}
 	v.Dropped = map[Join]bool{{Region: r.ID, Epoch: r.Epoch, Server: b}: true}
-	n := Next(v)
+	n := Next(v).Map
 	nr := n.Region(r.ID)
 	if slices.Contains(nr.Backups, b) || nr.Epoch <= r.Epoch || nr.Primary != r.Primary {
 		t.Fatalf("after %s was reported dropped: %+v", b, nr)
@@ -291,11 +318,11 @@ func TestNextRestartedServerFailsOver(t *testing.T) {
 	m := threeWay(t)
 	r := m.Regions[0]
 	all := []string{"rs1", "rs2", "rs3", "rs4"}
-	v := View{Map: m, Live: live(all...), Seen: seen(all...), Since: t0, Now: t0, Grace: time.Hour, Logs: reported(m)}
+	v := View{Map: m, Live: live(all...), Servers: seen(all...), TermStart: t0, Now: t0, Timing: Timing{Grace: time.Hour}, Logs: reported(m)}
 	again := v.Live[r.Primary]
 	again.Started = 2
 	v.Live[r.Primary] = again
-	n := Next(v)
+	n := Next(v).Map
 	if n == nil {
 		t.Fatal("a restart changed nothing")
 	}
@@ -313,7 +340,7 @@ func TestNextRestartedServerFailsOver(t *testing.T) {
 	}
 	// Next decision: the map knows the run; it may join again.
 	v.Map = n
-	if n2 := Next(v); n2 != nil {
+	if n2 := Next(v).Map; n2 != nil {
 		for _, o := range n2.Regions {
 			if o.Primary == r.Primary || slices.Contains(o.Backups, r.Primary) {
 				t.Fatalf("region %d: %s took a full role straight away: %+v", o.ID, r.Primary, o)
@@ -334,13 +361,17 @@ func TestNextRestartedPrimaryWaitsForLogs(t *testing.T) {
 	r := m.Regions[0]
 	all := []string{"rs1", "rs2", "rs3", "rs4"}
 	gone := t0.Add(time.Minute)
-	v := View{Map: m, Live: live(all...), Seen: seen(all...), Since: t0, Now: gone.Add(100 * time.Millisecond), Grace: time.Hour,
-		LogWait: time.Second, Gone: map[string]time.Time{r.Primary: gone}, Logs: map[Join]uint64{}}
+	v := View{Map: m, Live: live(all...), Servers: goneAt(seen(all...), r.Primary, gone), TermStart: t0, Now: gone.Add(100 * time.Millisecond),
+		Timing: Timing{Grace: time.Hour, LogWait: time.Second}, Logs: map[Join]uint64{}}
 	again := v.Live[r.Primary]
 	again.Started = 2
 	v.Live[r.Primary] = again
 	for _, step := range []string{"no position", "one position"} {
-		if n := Next(v); n != nil {
+		d := Next(v)
+		if !slices.Equal(d.Restarted, []string{r.Primary}) {
+			t.Fatalf("%s: restarted %v, want [%s]", step, d.Restarted, r.Primary)
+		}
+		if n := d.Map; n != nil {
 			if s, _ := n.Server(r.Primary); s.Started != 1 || n.Region(r.ID).Primary != r.Primary {
 				t.Fatalf("%s: %s run %d published as primary of %+v before the failover", step, r.Primary, s.Started, n.Region(r.ID))
 			}
@@ -349,7 +380,7 @@ func TestNextRestartedPrimaryWaitsForLogs(t *testing.T) {
 		v.Logs[Join{r.ID, r.Epoch, r.Backups[0]}] = 5 << 32
 	}
 	v.Logs[Join{r.ID, r.Epoch, r.Backups[1]}] = 6 << 32
-	n := Next(v)
+	n := Next(v).Map
 	if n == nil || n.Region(r.ID).Primary != r.Backups[1] {
 		t.Fatalf("not failed over to the most complete log: %+v", n)
 	}
@@ -362,11 +393,11 @@ func TestNextRestartedPrimaryWaitsForLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Replicas = 3
-	v = View{Map: m, Live: live("rs1"), Seen: seen("rs1"), Since: t0, Now: gone, Grace: time.Hour, LogWait: time.Second}
+	v = View{Map: m, Live: live("rs1"), Servers: seen("rs1"), TermStart: t0, Now: gone, Timing: Timing{Grace: time.Hour, LogWait: time.Second}}
 	again = v.Live["rs1"]
 	again.Started = 2
 	v.Live["rs1"] = again
-	n = Next(v)
+	n = Next(v).Map
 	if s, _ := n.Server("rs1"); s.Started != 2 || n.Regions[0].Primary != "rs1" {
 		t.Fatalf("a lone restarted primary: %+v", n)
 	}
@@ -384,27 +415,27 @@ func TestNextHoldsBackDroppedServers(t *testing.T) {
 	r := m.Regions[0]
 	x := r.Backups[0]
 	now := t0.Add(time.Minute)
-	v := View{Map: m, Live: live("rs1", "rs2", "rs3"), Seen: seen("rs1", "rs2", "rs3"), Since: t0, Now: now, Grace: time.Hour,
-		Dropped: map[Join]bool{{r.ID, r.Epoch, x}: true}}
-	if nr := Next(v).Region(r.ID); !slices.Contains(nr.Joining, x) {
+	v := View{Map: m, Live: live("rs1", "rs2", "rs3"), Servers: seen("rs1", "rs2", "rs3"), TermStart: t0, Now: now,
+		Timing: Timing{Grace: time.Hour}, Dropped: map[Join]bool{{r.ID, r.Epoch, x}: true}}
+	if nr := Next(v).Map.Region(r.ID); !slices.Contains(nr.Joining, x) {
 		t.Fatalf("without a hold the dropped %s should join again at once: %+v", x, nr)
 	}
-	v.Suspect, v.Hold = map[string]time.Time{x: now}, 5*time.Second
-	nr := Next(v).Region(r.ID)
+	v.Servers, v.Timing.DropHold = droppedAt(v.Servers, x, now), 5*time.Second
+	nr := Next(v).Map.Region(r.ID)
 	if slices.Contains(nr.Group(), x) || nr.Epoch <= r.Epoch {
 		t.Fatalf("held %s is in the group: %+v", x, nr)
 	}
 	// The next decision, from the map without x, still holds it back.
-	v.Map, v.Dropped = Next(v), nil
-	if n := Next(v); n != nil {
+	v.Map, v.Dropped = Next(v).Map, nil
+	if n := Next(v).Map; n != nil {
 		t.Fatalf("held %s was added back: %+v", x, n.Region(r.ID))
 	}
 	v.Now = now.Add(5 * time.Second)
-	if n := Next(v); n == nil || !slices.Contains(n.Region(r.ID).Joining, x) {
+	if n := Next(v).Map; n == nil || !slices.Contains(n.Region(r.ID).Joining, x) {
 		t.Fatalf("%s not added back after its hold", x)
 	}
-	v.Now, v.Gone = now.Add(time.Second), map[string]time.Time{x: now.Add(500 * time.Millisecond)}
-	if n := Next(v); n == nil || !slices.Contains(n.Region(r.ID).Joining, x) {
+	v.Now, v.Servers = now.Add(time.Second), goneAt(v.Servers, x, now.Add(500*time.Millisecond))
+	if n := Next(v).Map; n == nil || !slices.Contains(n.Region(r.ID).Joining, x) {
 		t.Fatalf("%s registered again after its drop and was not added back", x)
 	}
 }
@@ -434,8 +465,8 @@ func TestNextNeverPromotesIncompleteCopy(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			m := threeWay(t)
 			r := m.Regions[0]
-			v := View{Map: m, Live: live(all...), Seen: seen(all...), Since: t0, Now: gone.Add(100 * time.Millisecond), Grace: time.Hour,
-				LogWait: time.Second, Gone: map[string]time.Time{r.Primary: gone}, Logs: map[Join]uint64{}, Incomplete: map[Join]bool{}}
+			v := View{Map: m, Live: live(all...), Servers: goneAt(seen(all...), r.Primary, gone), TermStart: t0, Now: gone.Add(100 * time.Millisecond),
+				Timing: Timing{Grace: time.Hour, LogWait: time.Second}, Logs: map[Join]uint64{}, Incomplete: map[Join]bool{}}
 			if c.restarted {
 				again := v.Live[r.Primary]
 				again.Started = 2
@@ -449,7 +480,7 @@ func TestNextNeverPromotesIncompleteCopy(t *testing.T) {
 			for _, i := range c.incomplete {
 				v.Incomplete[Join{r.ID, r.Epoch, r.Backups[i]}] = true
 			}
-			n := Next(v)
+			n := Next(v).Map
 			if c.want == "wait" {
 				epoch := r.Epoch
 				if c.restarted {
@@ -471,7 +502,7 @@ func TestNextNeverPromotesIncompleteCopy(t *testing.T) {
 					// The next decision, on the published map, leaves it
 					// its region: it serves again from its own disk.
 					v.Map = n
-					if n2 := Next(v); n2 != nil && (n2.Region(r.ID).Primary != r.Primary || n2.Region(r.ID).Epoch != epoch) {
+					if n2 := Next(v).Map; n2 != nil && (n2.Region(r.ID).Primary != r.Primary || n2.Region(r.ID).Epoch != epoch) {
 						t.Fatalf("the restarted primary's new run published, then the region changed: %+v", n2.Region(r.ID))
 					}
 				}
@@ -498,8 +529,8 @@ func TestNextRestartedPrimaryFailsAgain(t *testing.T) {
 	m := threeWay(t)
 	r := m.Regions[0]
 	all := []string{"rs1", "rs2", "rs3", "rs4"}
-	v := View{Map: m, Live: live(all...), Seen: seen(all...), Since: t0, Now: t0.Add(time.Hour), Grace: time.Hour, LogWait: time.Second,
-		Gone: map[string]time.Time{r.Primary: t0}, Logs: map[Join]uint64{}, Incomplete: map[Join]bool{}}
+	v := View{Map: m, Live: live(all...), Servers: goneAt(seen(all...), r.Primary, t0), TermStart: t0, Now: t0.Add(time.Hour),
+		Timing: Timing{Grace: time.Hour, LogWait: time.Second}, Logs: map[Join]uint64{}, Incomplete: map[Join]bool{}}
 	for _, b := range r.Backups {
 		v.Logs[Join{r.ID, r.Epoch, b}] = 0
 		v.Incomplete[Join{r.ID, r.Epoch, b}] = true
@@ -507,7 +538,7 @@ func TestNextRestartedPrimaryFailsAgain(t *testing.T) {
 	again := v.Live[r.Primary]
 	again.Started = 2
 	v.Live[r.Primary] = again
-	n := Next(v)
+	n := Next(v).Map
 	if n == nil || n.Region(r.ID).Primary != r.Primary || n.Region(r.ID).Epoch == r.Epoch {
 		t.Fatalf("the restarted primary's new run did not take its region back at a new epoch: %+v", n)
 	}
@@ -515,12 +546,12 @@ func TestNextRestartedPrimaryFailsAgain(t *testing.T) {
 	e := n.Region(r.ID).Epoch
 	// The new run dies; backup 0 reports a complete copy at the new epoch.
 	delete(v.Live, r.Primary)
-	v.Gone[r.Primary] = v.Now
+	v.Servers = goneAt(v.Servers, r.Primary, v.Now)
 	v.Now = v.Now.Add(time.Hour)
 	v.Logs[Join{r.ID, e, r.Backups[0]}] = 3 << 32
 	v.Logs[Join{r.ID, e, r.Backups[1]}] = 0
 	v.Incomplete[Join{r.ID, e, r.Backups[1]}] = true
-	if n := Next(v); n == nil || n.Region(r.ID).Primary != r.Backups[0] {
+	if n := Next(v).Map; n == nil || n.Region(r.ID).Primary != r.Backups[0] {
 		t.Fatalf("the backup complete at the new epoch was not promoted: %+v", n)
 	}
 }
@@ -537,13 +568,12 @@ func TestNextDropsOfFailedPrimaryIgnored(t *testing.T) {
 		m := threeWay(t)
 		r := m.Regions[0]
 		b0, b1 := r.Backups[0], r.Backups[1]
-		v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Seen: seen("rs1", "rs2", "rs3", "rs4"), Since: t0, Now: t0.Add(time.Hour), Grace: time.Hour,
-			LogWait: time.Second, Gone: map[string]time.Time{r.Primary: t0},
+		v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Servers: goneAt(seen("rs1", "rs2", "rs3", "rs4"), r.Primary, t0),
+			TermStart: t0, Now: t0.Add(time.Hour), Timing: Timing{Grace: time.Hour, LogWait: time.Second},
 			Logs:       map[Join]uint64{{r.ID, r.Epoch, b0}: 1 << 32, {r.ID, r.Epoch, b1}: 0},
-			Incomplete: map[Join]bool{{r.ID, r.Epoch, b1}: true},
-			Dropped:    map[Join]bool{{r.ID, r.Epoch, b0}: true}}
+			Incomplete: map[Join]bool{{r.ID, r.Epoch, b1}: true}, Dropped: map[Join]bool{{r.ID, r.Epoch, b0}: true}}
 		delete(v.Live, r.Primary)
-		if n := Next(v); n == nil || n.Region(r.ID).Primary != b0 {
+		if n := Next(v).Map; n == nil || n.Region(r.ID).Primary != b0 {
 			t.Fatalf("the only backup with a complete copy (%s), dropped by the dead primary, was not promoted: %+v", b0, n)
 		}
 	})
@@ -554,9 +584,9 @@ func TestNextDropsOfFailedPrimaryIgnored(t *testing.T) {
 		}
 		r := m.Regions[0]
 		b0 := r.Backups[0]
-		v := View{Map: m, Live: live("rs1", "rs2"), Seen: seen("rs1", "rs2"), Since: t0, Now: t0.Add(time.Hour), Grace: time.Hour,
-			LogWait: time.Second, Gone: map[string]time.Time{r.Primary: t0},
-			Logs: map[Join]uint64{{r.ID, r.Epoch, b0}: 1 << 32}, Dropped: map[Join]bool{{r.ID, r.Epoch, b0}: true}}
+		v := View{Map: m, Live: live("rs1", "rs2"), Servers: goneAt(seen("rs1", "rs2"), r.Primary, t0), TermStart: t0, Now: t0.Add(time.Hour),
+			Timing: Timing{Grace: time.Hour, LogWait: time.Second},
+			Logs:   map[Join]uint64{{r.ID, r.Epoch, b0}: 1 << 32}, Dropped: map[Join]bool{{r.ID, r.Epoch, b0}: true}}
 		again := srv(r.Primary)
 		again.Started = 2
 		v.Live[r.Primary] = again
@@ -571,7 +601,7 @@ func TestNextDropsOfFailedPrimaryIgnored(t *testing.T) {
 // most steps times, and returns the last map.
 func nextUntilStable(v View, steps int) *regionmap.Map {
 	for range steps {
-		n := Next(v)
+		n := Next(v).Map
 		if n == nil {
 			break
 		}
@@ -644,8 +674,8 @@ func TestNextUnhealthyServer(t *testing.T) {
 			m := threeWay(t)
 			r := *m.Region(1)
 			all := []string{"rs1", "rs2", "rs3", "rs4"}
-			v := View{Map: m, Live: live(all...), Seen: seen(all...), Since: t0, Now: t0.Add(500 * time.Millisecond), Grace: time.Hour,
-				LogWait: time.Second, Logs: map[Join]uint64{}, Incomplete: map[Join]bool{}}
+			v := View{Map: m, Live: live(all...), Servers: seen(all...), TermStart: t0, Now: t0.Add(500 * time.Millisecond),
+				Timing: Timing{Grace: time.Hour, LogWait: time.Second}, Logs: map[Join]uint64{}, Incomplete: map[Join]bool{}}
 			for b, pos := range c.logs {
 				v.Logs[Join{r.ID, r.Epoch, b}] = pos
 			}
@@ -656,7 +686,7 @@ func TestNextUnhealthyServer(t *testing.T) {
 				again := v.Live["rs1"]
 				again.Started = 2
 				v.Live["rs1"] = again
-				v.Gone = map[string]time.Time{"rs1": t0}
+				v.Servers = goneAt(v.Servers, "rs1", t0)
 			}
 			v = healthView(v, coord.Health{Name: "rs1", Started: 2, State: coord.HealthFailed})
 			possible(t, v)
@@ -723,8 +753,8 @@ func TestNextHealthyBackupFirst(t *testing.T) {
 					t.Fatalf("threeWay changed: %+v", m.Regions)
 				}
 				all := []string{"rs1", "rs2", "rs3", "rs4"}
-				v := View{Map: m, Live: live(all...), Seen: seen(all...), Since: t0, Now: t0.Add(500 * time.Millisecond), Grace: time.Hour,
-					LogWait: time.Second, Logs: map[Join]uint64{}, Incomplete: map[Join]bool{}, Gone: map[string]time.Time{"rs2": t0}}
+				v := View{Map: m, Live: live(all...), Servers: goneAt(seen(all...), "rs2", t0), TermStart: t0, Now: t0.Add(500 * time.Millisecond),
+					Timing: Timing{Grace: time.Hour, LogWait: time.Second}, Logs: map[Join]uint64{}, Incomplete: map[Join]bool{}}
 				var reports []coord.Health
 				if c.rs4Sick {
 					reports = append(reports, coord.Health{Name: "rs4", Started: v.Live["rs4"].Started, State: coord.HealthNoSpace})
@@ -779,13 +809,13 @@ func TestNextUnhealthyGetsNoRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Regions[0].Backups = m.Regions[0].Backups[:1] // rs1 primary, rs2 backup: short of one
-	v := View{Map: m, Live: live("rs1", "rs2", "rs3"), Seen: seen("rs1", "rs2", "rs3"), Since: t0, Now: t0, Grace: time.Hour,
-		Unhealthy: map[string]bool{"rs3": true}}
-	if n := Next(v); n != nil {
+	v := View{Map: m, Live: live("rs1", "rs2", "rs3"), Servers: seen("rs1", "rs2", "rs3"), TermStart: t0, Now: t0,
+		Timing: Timing{Grace: time.Hour}, Unhealthy: map[string]bool{"rs3": true}}
+	if n := Next(v).Map; n != nil {
 		t.Fatalf("the unhealthy rs3 was given a role: %+v", n.Regions[0])
 	}
 	v.Unhealthy = nil
-	if n := Next(v); n == nil || !slices.Contains(n.Regions[0].Joining, "rs3") {
+	if n := Next(v).Map; n == nil || !slices.Contains(n.Regions[0].Joining, "rs3") {
 		t.Fatalf("rs3, healthy again, was not added: %+v", n)
 	}
 }
