@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -82,6 +83,10 @@ type attachJob struct {
 	stepped chan struct{}
 	p       *primaryRepl
 	err     error
+	// st is the routing the attach started from; waiters get its
+	// outcome (controller only).
+	st      *routing
+	waiters []*attachBatch
 	// release ends the quiesce of a serving region; nil when it was not
 	// serving or is released.
 	release func()
@@ -145,62 +150,91 @@ func (s *Server) abortAttaches() {
 	}
 }
 
-// attachRegions attaches regions ids of st (hosted there, none with a job
-// in flight), publishing each one's routing as soon as it is attached,
-// and returns those it attached. Called with mapMu held; it releases
-// mapMu while it dials (steps above), so the caller must re-read the
-// published routing after it.
-func (s *Server) attachRegions(st *routing, ids []uint64) (map[uint64]bool, error) {
-	attached := map[uint64]bool{}
-	var errs []error
-	var jobs []*attachJob
+// attachRegions starts attaching regions ids of st (hosted there, none
+// with a job in flight): step 1 here, step 2 on a goroutine per region,
+// whose return is a steppedEvent for the controller (step 3, stepped).
+// A region with no backups left serves alone at once. b, if set, gets
+// every region's outcome. Run by the controller.
+func (s *Server) attachRegions(st *routing, ids []uint64, b *attachBatch) {
+	alone := map[uint64]bool{}
 	for _, id := range ids {
 		j, err := s.prepareAttach(st, id)
 		switch {
 		case err != nil:
-			errs = append(errs, err)
+			s.markAttaching(st, id) // retried by the tick
+			s.logAttachErr(id, err)
+			b.add()
+			b.finish(err)
 		case j == nil:
-			attached[id] = true // no backups: it serves alone
+			alone[id] = true // no backups: it serves alone
 		default:
-			jobs = append(jobs, j)
+			j.st = st
+			j.wait(b)
+			s.attachWG.Add(1)
+			go s.step2(j)
 		}
 	}
-	s.publishAttached(st, attached)
-	if len(jobs) == 0 {
-		return attached, errors.Join(errs...)
-	}
-	s.attachWG.Add(1)
+	s.publishAttached(st, alone)
+}
+
+// step2 is step 2 of job j, without mapMu: retire the old stream, dial,
+// attach the new one; then the controller takes over (stepped).
+func (s *Server) step2(j *attachJob) {
 	defer s.attachWG.Done()
-	s.mapMu.Unlock()
-	dialed := make(chan *attachJob, len(jobs))
-	for _, j := range jobs {
-		go func() {
-			s.retireOld(j)
-			j.dialed = s.dialGroup(j.ctx, j.m, j.r)
-			if err := j.attachCtx.Err(); err != nil {
-				j.err = err // superseded while dialing
-			} else {
-				j.p, j.err = s.attachDialed(j.attachCtx, j.m, j.r, j.er, j.dialed)
-			}
-			close(j.stepped)
-			dialed <- j
-		}()
+	s.retireOld(j)
+	j.dialed = s.dialGroup(j.ctx, j.m, j.r)
+	if err := j.attachCtx.Err(); err != nil {
+		j.err = err // superseded while dialing
+	} else {
+		j.p, j.err = s.attachDialed(j.attachCtx, j.m, j.r, j.er, j.dialed)
 	}
-	// Each region goes on as soon as its own backups answered.
-	for range jobs {
-		j := <-dialed
-		s.mapMu.Lock()
-		err := s.finishJob(st, j)
-		if err == nil {
-			attached[j.id] = true
-			s.publishAttached(st, map[uint64]bool{j.id: true})
-		} else {
-			errs = append(errs, err)
-		}
-		s.mapMu.Unlock()
+	close(j.stepped)
+	if !s.submit(steppedEvent{j}) {
+		// No controller left (the server closed: Close aborted every
+		// attach first, so this one is aborted and its stream closed).
+		j.dialed.close()
 	}
-	s.mapMu.Lock()
-	return attached, errors.Join(errs...)
+}
+
+// wait makes b get j's outcome.
+func (j *attachJob) wait(b *attachBatch) {
+	if b != nil {
+		b.add()
+		j.waiters = append(j.waiters, b)
+	}
+}
+
+// stepped is step 3 of job j, whose step 2 returned: the stream serves
+// the region and routing publishes it attached, unless a newer map (or
+// the server's close) superseded it; a failed attach leaves the region
+// waiting (attaching: retried by the re-attach tick). Run by the
+// controller.
+func (s *Server) stepped(j *attachJob) {
+	err := s.finishJob(j.st, j)
+	switch {
+	case err == nil:
+		s.publishAttached(j.st, map[uint64]bool{j.id: true})
+	case !errors.Is(err, errSuperseded):
+		s.markAttaching(j.st, j.id)
+		s.logAttachErr(j.id, err)
+	}
+	for _, b := range j.waiters {
+		b.finish(err)
+	}
+}
+
+// markAttaching publishes region id (hosted in st, and still with the
+// same handle) as waiting for its stream: unavailable until attached.
+// Run by the controller.
+func (s *Server) markAttaching(st *routing, id uint64) {
+	cur := s.state.Load()
+	if cur.hosted[id] == nil || cur.hosted[id] != st.hosted[id] || cur.attaching[id] {
+		return
+	}
+	next := *cur
+	next.attaching = maps.Clone(cur.attaching)
+	next.attaching[id] = true
+	s.state.Store(&next)
 }
 
 // finishJob ends job j once dialed: step 3, unless a newer map (or the
@@ -220,21 +254,6 @@ func (s *Server) finishJob(st *routing, j *attachJob) error {
 	j.cancel()
 	j.stopAttach()
 	return s.finishAttach(j)
-}
-
-// attachSoon attaches the regions waiting for it on a goroutine of its
-// own (a managed install returns without waiting for any backup).
-// Called with mapMu held.
-func (s *Server) attachSoon() {
-	s.attachWG.Add(1)
-	go func() {
-		defer s.attachWG.Done()
-		s.mapMu.Lock()
-		defer s.mapMu.Unlock()
-		if err := s.attachLocked(); err != nil && !onlySuperseded(err) {
-			s.log.Warn("regions still waiting for their backups", zap.Error(err))
-		}
-	}()
 }
 
 // prepareAttach is step 1 for region id of st: it returns the job to dial

@@ -172,13 +172,12 @@ func (s *Server) watchExpiry(ctx context.Context, c *clusterLink) {
 	}
 }
 
-// fence stops serving every region as primary (requests get WRONG_REGION)
-// and stops their replication; the next install starts from nothing.
-// Refuse first, detach after (depose.go): every hosted region refuses
-// writes, then the empty routing is published, then the streams close.
-func (s *Server) fence() {
-	s.mapMu.Lock()
-	defer s.mapMu.Unlock()
+// fenceLocked stops serving every region as primary (requests get
+// WRONG_REGION) and stops their replication; the next install starts
+// from nothing. Refuse first, detach after (depose.go): every hosted
+// region refuses writes, then the empty routing is published, then the
+// streams close. Run by the controller (fence).
+func (s *Server) fenceLocked() {
 	s.abortAttaches() // none may go on attaching for the map it dialed for
 	old := s.state.Load()
 	refuse(old.hosted, slices.Collect(maps.Keys(old.hosted)))

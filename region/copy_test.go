@@ -26,6 +26,8 @@ func restartedManaged(t *testing.T, vol *engine.Volume) *Server {
 		resumed: map[uint64]bool{}, peers: map[string]*ring.Client{}, replCQ: rdma.NewCQ(), cluster: &clusterLink{logs: newLogReporter()}}
 	s.cluster.started.Store(7)
 	s.state.Store(&routing{m: &regionmap.Map{}, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}})
+	s.startController()
+	t.Cleanup(s.stopController)
 	return s
 }
 

@@ -20,17 +20,17 @@ import (
 // (opened, promoted, or kept), which it backs up, and attaching their
 // replication (at start, after a promotion, when a group changes).
 
-// install opens the regions m assigns to this server and switches routing
-// to m, carrying out plan's actions (plan.go) in order. A region this
+// installLocked opens the regions m assigns to this server and switches
+// routing to m, carrying out plan's actions (plan.go) in order, then
+// starts attaching the regions that wait for their streams (without
+// waiting for them: attachAll does). A region this
 // server backed up and m names it primary of is promoted (fenced from the
 // old primary, its buffer persisted, L0 rebuilt). Regions no longer
 // assigned stay in the volume but are no longer served, and stop
 // replicating. In a managed cluster a region that cannot be opened is
 // logged and left out (the master sees it unserved); a standalone map
-// must open whole.
-func (s *Server) install(m *regionmap.Map) error {
-	s.mapMu.Lock()
-	defer s.mapMu.Unlock()
+// must open whole. Run by the controller (controller.go).
+func (s *Server) installLocked(m *regionmap.Map) error {
 	old := s.state.Load()
 	if (old != nil && m.Version <= old.m.Version) || s.closed.Load() {
 		return nil
@@ -80,13 +80,10 @@ func (s *Server) install(m *regionmap.Map) error {
 	}
 	s.stopDeposed(old, next)
 	s.log.Info("region map installed", zap.Uint64("version", m.Version), zap.Int("hosted", len(next.hosted)))
-	switch {
-	case len(s.rings) == 0: // not listening yet: Start attaches after listen
-	case s.cluster != nil:
-		// Managed: the next map must not wait for this one's backups.
-		s.attachSoon()
-	default:
-		errs = append(errs, s.attachLocked())
+	if len(s.rings) > 0 { // else not listening yet: Start attaches after listen
+		// Without waiting: the next map must not wait for this one's
+		// backups.
+		s.attachLocked(nil)
 	}
 	return errors.Join(errs...)
 }
@@ -245,29 +242,26 @@ func sameSet(a, b []string) bool {
 	return true
 }
 
-// attachAll attaches replication to the hosted regions that wait for it.
-func (s *Server) attachAll() error {
-	s.mapMu.Lock()
-	defer s.mapMu.Unlock()
-	return s.attachLocked()
-}
-
-// attachLocked attaches the waiting regions (those without an attach in
-// flight), then publishes routing without the ones attached. Called with
-// mapMu held; it releases mapMu while it dials the backups (attach.go).
-func (s *Server) attachLocked() error {
+// attachLocked starts attaching the waiting regions (those without an
+// attach in flight); each is published attached at its step 3
+// (attach.go). b, if set, gets the outcome of every waiting region's
+// attach, those in flight included. Run by the controller.
+func (s *Server) attachLocked(b *attachBatch) {
+	defer b.seal()
 	st := s.state.Load()
 	if len(st.attaching) == 0 || s.closed.Load() {
-		return nil
+		return
 	}
 	// Regions not serving yet (promoted, just opened) first: they wait for
 	// nothing, while a serving one's quiesce may wait for a compaction
 	// stuck on a hung backup.
 	ids := make([]uint64, 0, len(st.attaching))
 	for id := range st.attaching {
-		if s.attachJobs[id] == nil {
-			ids = append(ids, id)
+		if j := s.attachJobs[id]; j != nil {
+			j.wait(b)
+			continue
 		}
+		ids = append(ids, id)
 	}
 	slices.SortFunc(ids, func(a, b uint64) int {
 		if s.resumed[a] != s.resumed[b] {
@@ -278,8 +272,7 @@ func (s *Server) attachLocked() error {
 		}
 		return cmp.Compare(a, b)
 	})
-	_, err := s.attachRegions(st, ids)
-	return err
+	s.attachRegions(st, ids, b)
 }
 
 // publishAttached publishes the routing now published (an install may
@@ -315,10 +308,6 @@ func (s *Server) reattach(ctx context.Context) {
 		if len(s.state.Load().attaching) == 0 {
 			continue
 		}
-		s.mapMu.Lock()
-		if err := s.attachLocked(); err != nil && !onlySuperseded(err) {
-			s.log.Warn("regions still waiting for their backups", zap.Error(err))
-		}
-		s.mapMu.Unlock()
+		s.submit(attachEvent{})
 	}
 }

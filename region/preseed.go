@@ -3,7 +3,6 @@ package region
 import (
 	"context"
 	"errors"
-	"maps"
 	"slices"
 	"time"
 
@@ -121,7 +120,7 @@ func (s *Server) copyTo(r regionmap.Region, name string, er *engine.Region) (*re
 	}
 	deadline := time.Now().Add(time.Duration(s.cfg.ReplicationConnect))
 	for {
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		ctx, cancel := context.WithDeadline(s.bgCtx, deadline) // ends at Close too
 		rc, err := s.peer(ctx, tr, addr)
 		cancel()
 		if err == nil {
@@ -146,8 +145,13 @@ func (s *Server) copyTo(r regionmap.Region, name string, er *engine.Region) (*re
 // on meanwhile attached it already, or made it pending again: then this
 // attach is the one that adds it.)
 func (s *Server) attachPreseeded(id uint64, name string) {
-	s.mapMu.Lock()
-	defer s.mapMu.Unlock()
+	s.submit(preseededEvent{id: id, name: name})
+}
+
+// attachPreseededLocked is attachPreseeded, run by the controller: its
+// old stream is retired in the attach; a failed attach leaves the region
+// waiting (attaching), retried by the re-attach tick, like any.
+func (s *Server) attachPreseededLocked(id uint64, name string) {
 	st := s.state.Load()
 	r := st.m.Region(id)
 	s.replMu.Lock()
@@ -157,23 +161,7 @@ func (s *Server) attachPreseeded(id uint64, name string) {
 		st.hosted[id] == nil || st.attaching[id] || s.attachJobs[id] != nil || s.closed.Load() {
 		return
 	}
-	attached, err := s.attachRegions(st, []uint64{id})
-	if attached[id] {
-		return
-	}
-	// Its old stream is retired: unavailable until the reattach loop
-	// attaches it, like any failed attach (unless a newer map took over).
-	if !onlySuperseded(err) {
-		s.log.Warn("attaching a pre-seeded backup failed", zap.Uint64("region", id), zap.Error(err))
-	}
-	cur := s.state.Load()
-	if cur.hosted[id] != st.hosted[id] {
-		return
-	}
-	next := *cur
-	next.attaching = maps.Clone(cur.attaching)
-	next.attaching[id] = true
-	s.state.Store(&next)
+	s.attachRegions(st, []uint64{id}, nil)
 }
 
 // reportPreFailed reports again the joining backups whose pre-seed

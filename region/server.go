@@ -63,6 +63,10 @@ type Server struct {
 	bg         sync.WaitGroup
 	bgCtx      context.Context
 
+	// ctl is the goroutine that changes the server's roles
+	// (controller.go); mapMu is held while it handles an event.
+	ctl controller
+
 	cluster *clusterLink // nil: standalone
 	// lease is the read lease of a managed server's ZooKeeper session
 	// (lease.go); nil: standalone, no lease.
@@ -144,6 +148,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
 	ctx, s.replStop = context.WithCancel(context.Background())
 	s.bgCtx = ctx
 	go s.drainReplCQ(ctx)
+	s.startController()
 	var m *regionmap.Map
 	if cfg.Zookeeper != "" {
 		// Managed: nothing is served until the master's map arrives.
@@ -215,6 +220,8 @@ func (s *Server) loadMap() (*regionmap.Map, error) {
 
 // Reload re-reads the map file and serves the new map (standalone mode's
 // way to change the map: SIGHUP). An older or equal version is ignored.
+// It returns once every region waiting for its backups is attached or
+// failed to.
 func (s *Server) Reload() error {
 	m, err := s.loadMap()
 	if err != nil {
@@ -293,14 +300,17 @@ func (s *Server) Close() error {
 	if s.replStop != nil {
 		s.replStop() // no reattach from now on
 	}
-	s.mapMu.Lock() // an install or attach in progress ends first (later ones see closed)
-	s.abortAttaches()
-	s.mapMu.Unlock()
-	s.attachWG.Wait()  // attach passes dialing (their dials end with replStop)
+	// An install or attach in progress ends first (later ones see closed).
+	aborted := make(chan struct{})
+	if s.submit(abortEvent{done: aborted}) {
+		<-aborted
+	}
+	s.attachWG.Wait()  // attaches' step 2 (cancelled; their step 3 runs on the controller)
 	s.bg.Wait()        // pre-seeds (their context ended with replStop)
 	s.health.wg.Wait() // the health monitor (a step-down ends with replStop)
 	s.flushPrimaries()
 	s.leaveCluster()
+	s.stopController() // nothing sends it events any more
 	s.replRing.Close()
 	s.closeReplication()
 	if s.replStop != nil {
