@@ -42,7 +42,10 @@ type inprocNode struct {
 	// The current run (nil srv: stopped).
 	srv  *region.Server
 	sess *coordtest.Session
+	zk   *zkLink // sess as the server sees it
 	tr   *cuttable
+	// stalled: the next run's fabric view starts stalled (cuttable.Stall).
+	stalled bool
 }
 
 // inprocSessionTimeout is the coordinator's session timeout (the servers'
@@ -55,8 +58,18 @@ var inprocSplits = []string{"k003200", "k006400"}
 // startInprocCluster starts n servers, publishes the initial map (three
 // regions, three replicas, as `tebis cluster init` does from the
 // registrations), starts the master and a client, and waits until every
-// region serves.
+// region serves. With fewer than three servers the initial groups have
+// what there is (one server: none) and the map still asks for three
+// replicas: the master adds servers that join later.
 func startInprocCluster(t *testing.T, n int) *inprocCluster {
+	t.Helper()
+	return startInprocClusterOf(t, n, 3)
+}
+
+// startInprocClusterOf is startInprocCluster with a map asking for
+// replicas copies of each region (the initial groups as many as there
+// are servers).
+func startInprocClusterOf(t *testing.T, n, replicas int) *inprocCluster {
 	t.Helper()
 	c := &inprocCluster{t: t, coord: coordtest.New(nil, nil, coordtest.WithSessionTimeout(inprocSessionTimeout)),
 		fabric: rdma.NewLoopback(), nodes: map[string]*inprocNode{}, logs: newLogGate(t)}
@@ -76,10 +89,11 @@ func startInprocCluster(t *testing.T, n int) *inprocCluster {
 		srv.Started = si.Started
 		srvs = append(srvs, srv)
 	}
-	m, err := master.InitialMap(srvs, master.Layout{Splits: inprocSplits, Replicas: 3})
+	m, err := master.InitialMap(srvs, master.Layout{Splits: inprocSplits, Replicas: min(n, replicas)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.Replicas = replicas
 	c.coord.PutMap(m)
 	c.startMaster()
 	c.cl, err = client.Open(ctxFor(t, 10*time.Second), client.Config{Map: c.coord.Source(), DialTransport: c.fabric, RetryWindow: 5 * time.Second})
@@ -122,21 +136,29 @@ func (c *inprocCluster) startMaster() {
 	})
 }
 
-// start starts a run of server name on its file system, with a new
-// session and a new view of the fabric.
+// start starts a run of server name on its file system (a new, empty one
+// the first time), with a new session and a new view of the fabric.
 func (c *inprocCluster) start(name string) *region.Server {
 	t := c.t
 	t.Helper()
 	nd := c.nodes[name]
+	if nd == nil {
+		nd = &inprocNode{name: name, mem: vfs.NewCrashableMem()}
+		c.nodes[name] = nd
+	}
 	cfg := region.DefaultConfig()
 	cfg.Name, cfg.DataDir, cfg.TCP, cfg.Shm = name, "/"+name, name, ""
 	cfg.Zookeeper, cfg.ZKSessionTimeout = "coordtest", region.Duration(inprocSessionTimeout)
 	cfg.SegmentSize, cfg.L0Pairs, cfg.GrowthFactor, cfg.GrowStep = 64<<10, 256, 2, 256<<10
 	cfg.CacheSize, cfg.Workers, cfg.SpinTime = 4<<20, 4, region.Duration(time.Microsecond)
 	cfg.ReplicationConnect = region.Duration(3 * time.Second)
-	nd.sess, nd.tr = c.coord.NewSession(), &cuttable{inner: c.fabric}
+	nd.sess, nd.tr = c.coord.NewSession(), newCuttable(c.fabric)
+	nd.zk = newZKLink(nd.sess)
+	if nd.stalled {
+		nd.tr.Stall()
+	}
 	srv, err := region.Start(cfg, c.logs.logger(t, name),
-		region.WithCoordinator(nd.sess), region.WithFS(nd.mem), region.WithListenTransport(nd.tr), region.WithDialTransport(nd.tr))
+		region.WithCoordinator(nd.zk), region.WithFS(nd.mem), region.WithListenTransport(nd.tr), region.WithDialTransport(nd.tr))
 	if err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
@@ -166,7 +188,7 @@ func (c *inprocCluster) crash(name string) {
 	nd := c.nodes[name]
 	synced := nd.mem.CrashClone(vfs.CrashCloneCfg{})
 	nd.tr.Cut()
-	nd.sess.Close()
+	nd.zk.Close()
 	nd.mem = synced
 	if err := nd.srv.Close(); err != nil {
 		c.t.Logf("closing the crashed run of %s: %v", name, err)
@@ -276,8 +298,10 @@ type writers struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
-	mu    sync.Mutex
-	acked map[string]string
+	mu      sync.Mutex
+	acked   map[string]string
+	failed  int
+	lastErr error
 }
 
 // startWriters starts n goroutines putting keys through the cluster's
@@ -302,11 +326,13 @@ func (c *inprocCluster) startWriters(n int) *writers {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				err := c.cl.Put(ctx, []byte(k), []byte(v))
 				cancel()
+				w.mu.Lock()
 				if err == nil {
-					w.mu.Lock()
 					w.acked[k] = v
-					w.mu.Unlock()
+				} else {
+					w.failed, w.lastErr = w.failed+1, err
 				}
+				w.mu.Unlock()
 			}
 		}()
 	}
@@ -319,6 +345,14 @@ func (w *writers) count() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.acked)
+}
+
+// failures returns the number of puts that failed so far, and the last
+// error.
+func (w *writers) failures() (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed, w.lastErr
 }
 
 // halt stops the writers and waits for them (idempotent).
@@ -359,4 +393,107 @@ func (c *inprocCluster) waitCopiesComplete(name string, srv *region.Server) {
 		}
 		return true
 	})
+}
+
+// planned reports whether server name installed a map (version at least
+// from) whose plan (plan.go) holds step, e.g. "promote 1".
+func (c *inprocCluster) planned(name string, from uint64, step string) bool {
+	return len(c.logs.find(name, "region map installed", func(e logEntry) bool {
+		v, _ := e.fields["version"].(uint64)
+		plan, _ := e.fields["plan"].([]any)
+		return v >= from && slices.Contains(plan, any(step))
+	})) > 0
+}
+
+// waitPlanned waits (up to 10 s) until server name installed a map
+// (version at least from) whose plan holds step.
+func (c *inprocCluster) waitPlanned(name string, from uint64, step string) {
+	c.t.Helper()
+	waitFor(c.t, 10*time.Second, fmt.Sprintf("%s to install a map (version >= %d) whose plan holds %q", name, from, step),
+		func() bool { return c.planned(name, from, step) })
+}
+
+// plans returns server name's plans so far, one line per map installed
+// (for failure messages).
+func (c *inprocCluster) plans(name string) []string {
+	var out []string
+	for _, e := range c.logs.find(name, "region map installed", nil) {
+		out = append(out, fmt.Sprintf("v%v: %v", e.fields["version"], e.fields["plan"]))
+	}
+	return out
+}
+
+// logged reports whether server name logged msg with fields holding
+// (each) the given values (numbers as uint64, as zap records them).
+func (c *inprocCluster) logged(name, msg string, fields map[string]any) bool {
+	return len(c.logs.find(name, msg, func(e logEntry) bool {
+		for k, v := range fields {
+			if e.fields[k] != v {
+				return false
+			}
+		}
+		return true
+	})) > 0
+}
+
+// fixedSource is a map source that always returns its map: a client
+// holding an old map (one that never learns of a newer one).
+type fixedSource struct{ m *regionmap.Map }
+
+func (f fixedSource) Load(context.Context) (*regionmap.Map, error) { return f.m.Clone(), nil }
+
+// clientAt opens a client that routes by m whatever is published (a
+// client that lags), closed when the test ends.
+func (c *inprocCluster) clientAt(m *regionmap.Map) *client.Client {
+	return c.openClient(fixedSource{m}, 3)
+}
+
+// openClient opens a client on src that gives up after retries
+// attempts (and after a second of retries for a write), closed when the
+// test ends.
+func (c *inprocCluster) openClient(src regionmap.Source, retries int) *client.Client {
+	t := c.t
+	t.Helper()
+	cl, err := client.Open(ctxFor(t, 5*time.Second), client.Config{Map: src, DialTransport: c.fabric, RetryWindow: time.Second, Retries: retries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// freshClient opens a client on the map published now. (The cluster's
+// client, like any on a coordinator Source rather than a ZooKeeper
+// watch, learns a newer map only from a WRONG_REGION or a broken
+// connection: an old primary that is cut off but alive answers it
+// UNAVAILABLE until it installs the newer map.)
+func (c *inprocCluster) freshClient() *client.Client { return c.openClient(c.coord.Source(), 8) }
+
+// keyOf returns the i-th key (of the permutation write uses) in region
+// id of m, and the index after it.
+func keyOf(m *regionmap.Map, id uint64, i int) (string, int) {
+	for ; ; i++ {
+		k := fmt.Sprintf("k%06d", i*9973%10000)
+		if m.Lookup([]byte(k)).ID == id {
+			return k, i + 1
+		}
+	}
+}
+
+// putAcked puts key=value through cl until it is acknowledged (up to
+// 10 s): a client gives up on a region that is unavailable for longer
+// than its retries (a failover, an attach).
+func (c *inprocCluster) putAcked(cl *client.Client, key, value string) {
+	t := c.t
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if err = cl.Put(ctxFor(t, 5*time.Second), []byte(key), []byte(value)); err == nil {
+			return
+		}
+		if !errors.Is(err, client.ErrUnavailable) && !errors.Is(err, client.ErrWrongRegion) {
+			break
+		}
+	}
+	t.Fatalf("put %s: %v", key, err)
 }

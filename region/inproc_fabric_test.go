@@ -11,6 +11,9 @@ import (
 // cuttable is one server's view of a shared in-process fabric: Cut
 // breaks every connection it made or accepted and closes its listeners,
 // as a crash of its process would, and refuses whatever it tries after.
+// Stall holds every connection request its listeners receive (the
+// dialer waits, as for a server that does not answer) until Unstall;
+// connections made already go on.
 type cuttable struct {
 	inner rdma.Transport
 
@@ -18,6 +21,33 @@ type cuttable struct {
 	cut bool
 	qps []rdma.QP
 	lns []rdma.Listener
+	// unstalled is closed while requests are accepted; replaced by an
+	// open channel at Stall.
+	unstalled chan struct{}
+}
+
+func newCuttable(inner rdma.Transport) *cuttable {
+	c := &cuttable{inner: inner, unstalled: make(chan struct{})}
+	close(c.unstalled)
+	return c
+}
+
+// Stall holds the connection requests received from now on.
+func (c *cuttable) Stall() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if isClosed(c.unstalled) {
+		c.unstalled = make(chan struct{})
+	}
+}
+
+// Unstall lets the held connection requests, and later ones, through.
+func (c *cuttable) Unstall() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !isClosed(c.unstalled) {
+		close(c.unstalled)
+	}
 }
 
 func (c *cuttable) Name() string { return c.inner.Name() }
@@ -83,6 +113,15 @@ func (l cutListener) Accept(ctx context.Context) (rdma.ConnRequest, error) {
 	req, err := l.Listener.Accept(ctx)
 	if err != nil {
 		return nil, err
+	}
+	l.c.mu.Lock()
+	unstalled := l.c.unstalled
+	l.c.mu.Unlock()
+	select {
+	case <-unstalled:
+	case <-ctx.Done():
+		req.Reject()
+		return nil, ctx.Err()
 	}
 	return cutRequest{ConnRequest: req, c: l.c}, nil
 }

@@ -79,7 +79,7 @@ func (s *Server) installLocked(m *regionmap.Map) error {
 		s.cluster.logs.poke() // m may make this server a backup of a failed primary
 	}
 	s.stopDeposed(old, next)
-	s.log.Info("region map installed", zap.Uint64("version", m.Version), zap.Int("hosted", len(next.hosted)))
+	s.log.Info("region map installed", zap.Uint64("version", m.Version), zap.Int("hosted", len(next.hosted)), zap.Stringers("plan", acts))
 	if len(s.rings) > 0 { // else not listening yet: Start attaches after listen
 		// Without waiting: the next map must not wait for this one's
 		// backups.
