@@ -80,7 +80,7 @@ func startInprocClusterOf(t *testing.T, n, replicas int) *inprocCluster {
 	})
 	for i := range n {
 		name := fmt.Sprintf("rs%d", i+1)
-		c.nodes[name] = &inprocNode{name: name, mem: vfs.NewCrashableMem()}
+		c.nodes[name] = &inprocNode{name: name, mem: newMem()}
 		c.start(name)
 	}
 	var srvs []regionmap.Server
@@ -104,6 +104,9 @@ func startInprocClusterOf(t *testing.T, n, replicas int) *inprocCluster {
 	c.waitServing("the initial map")
 	return c
 }
+
+// newMem is a new server's file system.
+func newMem() *vfs.MemFS { return vfs.NewCrashableMem() }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), d)
@@ -143,7 +146,7 @@ func (c *inprocCluster) start(name string) *region.Server {
 	t.Helper()
 	nd := c.nodes[name]
 	if nd == nil {
-		nd = &inprocNode{name: name, mem: vfs.NewCrashableMem()}
+		nd = &inprocNode{name: name, mem: newMem()}
 		c.nodes[name] = nd
 	}
 	cfg := region.DefaultConfig()
@@ -409,8 +412,15 @@ func (c *inprocCluster) planned(name string, from uint64, step string) bool {
 // (version at least from) whose plan holds step.
 func (c *inprocCluster) waitPlanned(name string, from uint64, step string) {
 	c.t.Helper()
-	waitFor(c.t, 10*time.Second, fmt.Sprintf("%s to install a map (version >= %d) whose plan holds %q", name, from, step),
-		func() bool { return c.planned(name, from, step) })
+	deadline := time.Now().Add(10 * time.Second)
+	for !c.planned(name, from, step) {
+		if time.Now().After(deadline) {
+			m, _ := c.coord.Map()
+			c.t.Fatalf("timed out after 10 s waiting for %s to install a map (version >= %d) whose plan holds %q; the map is version %d; its plans: %q",
+				name, from, step, m.Version, c.plans(name))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // plans returns server name's plans so far, one line per map installed

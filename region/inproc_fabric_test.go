@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tebis-go/tebis/rdma"
 )
@@ -24,6 +25,8 @@ type cuttable struct {
 	// unstalled is closed while requests are accepted; replaced by an
 	// open channel at Stall.
 	unstalled chan struct{}
+	// held counts the requests being held now.
+	held atomic.Int32
 }
 
 func newCuttable(inner rdma.Transport) *cuttable {
@@ -117,6 +120,8 @@ func (l cutListener) Accept(ctx context.Context) (rdma.ConnRequest, error) {
 	l.c.mu.Lock()
 	unstalled := l.c.unstalled
 	l.c.mu.Unlock()
+	l.c.held.Add(1)
+	defer l.c.held.Add(-1)
 	select {
 	case <-unstalled:
 	case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -24,9 +25,10 @@ type logGate struct {
 	entries []logEntry
 }
 
-// logEntry is one recorded entry: the node whose logger wrote it (the
+// logEntry is one recorded entry: when it was written, the node whose logger wrote it (the
 // name given to logger), its message and its fields.
 type logEntry struct {
+	at     time.Time
 	node   string
 	msg    string
 	fields map[string]any
@@ -97,7 +99,7 @@ func (c gatedCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 			f.AddTo(enc)
 		}
 		c.g.recMu.Lock()
-		c.g.entries = append(c.g.entries, logEntry{node: c.node, msg: e.Message, fields: enc.Fields})
+		c.g.entries = append(c.g.entries, logEntry{at: e.Time, node: c.node, msg: e.Message, fields: enc.Fields})
 		c.g.recMu.Unlock()
 	}
 	if !c.Core.Enabled(e.Level) {

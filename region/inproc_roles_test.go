@@ -243,3 +243,195 @@ func TestInprocPartitionedPrimaryDeposedAcksNothing(t *testing.T) {
 	}
 	c.readBack("stale puts acknowledged", acked)
 }
+
+// TestInprocPromoteWhileJoiningThenSecondFailover: region 1's map asks
+// for four copies; a fourth server joins every group but cannot be
+// seeded yet (it does not answer connections). Under writers, region 1's
+// primary crashes: a backup is promoted, never the joining server; right
+// after the new primary serves, it crashes too, and the last backup is
+// promoted. The joining server then answers, is seeded and joins. Every
+// acknowledged write reads back.
+func TestInprocPromoteWhileJoiningThenSecondFailover(t *testing.T) {
+	c := startInprocClusterOf(t, 3, 4)
+	acked := c.write(0, 300, "v1")
+	c.nodes["rs4"] = &inprocNode{name: "rs4", mem: newMem(), stalled: true}
+	c.start("rs4")
+	w := c.startWriters(2)
+	waitFor(t, 10*time.Second, "writes", func() bool { return w.count() >= 50 })
+	m0 := c.waitMap("rs4 joining region 1", func(m *regionmap.Map) bool { return slices.Contains(m.Region(1).Joining, "rs4") })
+	first := m0.Region(1).Primary
+	c.crash(first)
+	m1 := c.waitMap("region 1 failed over", func(m *regionmap.Map) bool { return m.Region(1).Primary != first })
+	second := m1.Region(1).Primary
+	if !slices.Contains(m0.Region(1).Backups, second) {
+		t.Fatalf("region 1 given to %s, not a backup of %+v", second, m0.Region(1))
+	}
+	c.waitPlanned(second, m0.Version+1, "promote 1")
+	k, next := keyOf(m1, 1, 0)
+	c.putAcked(c.freshClient(), k+"-second", "second")
+	acked[k+"-second"] = "second"
+	c.crash(second)
+	m2 := c.waitMap("region 1 failed over again", func(m *regionmap.Map) bool { return m.Region(1).Primary != second })
+	third := m2.Region(1).Primary
+	if !slices.Contains(m1.Region(1).Backups, third) {
+		t.Fatalf("region 1 given to %s, not a backup of %+v", third, m1.Region(1))
+	}
+	c.waitPlanned(third, m1.Version+1, "promote 1")
+	for _, m := range c.coord.History() {
+		if m.Region(1).Primary == "rs4" {
+			t.Fatalf("the joining rs4 was made primary of region 1: %+v", m.Region(1))
+		}
+	}
+	c.nodes["rs4"].tr.Unstall()
+	k, _ = keyOf(m2, 1, next)
+	c.putAcked(c.freshClient(), k+"-third", "third")
+	acked[k+"-third"] = "third"
+	c.waitMap("rs4 a backup of region 1", func(m *regionmap.Map) bool { return slices.Contains(m.Region(1).Backups, "rs4") })
+	n := w.count()
+	waitFor(t, 10*time.Second, "writes after the failovers", func() bool { return w.count() >= n+20 })
+	during := w.result()
+	c.readBack("after two failovers", acked)
+	c.readBack("written by the writers", during)
+}
+
+// TestInprocSupersededAttachDoesNotHang: region 1's primary re-attaches
+// (its backup rs2 crashed) while its other backup does not answer
+// connections, so the attach is dialing; another crash changes region
+// 1's group again. The new map supersedes the attach at once (not after
+// the dial's bound), and once the backup answers the region serves
+// again promptly; every acknowledged write reads back.
+func TestInprocSupersededAttachDoesNotHang(t *testing.T) {
+	c := startInprocCluster(t, 4)
+	acked := c.write(0, 300, "v1")
+	m0, _ := c.coord.Map()
+	r := *m0.Region(1)
+	if r.Primary != "rs1" || !slices.Equal(r.Backups, []string{"rs2", "rs3"}) {
+		t.Fatalf("region 1 of the initial map: %+v", r)
+	}
+	w := c.startWriters(2)
+	waitFor(t, 10*time.Second, "writes", func() bool { return w.count() >= 50 })
+	c.nodes["rs3"].tr.Stall()
+	c.crash("rs2")
+	m1 := c.waitMap("rs2 out of region 1", func(m *regionmap.Map) bool { return !slices.Contains(m.Region(1).Group(), "rs2") })
+	c.waitPlanned("rs1", m0.Version+1, "reattach 1")
+	joiner := m1.Region(1).Joining
+	if len(joiner) != 1 {
+		t.Fatalf("region 1 after rs2 crashed: %+v; want one joining backup", m1.Region(1))
+	}
+	before, _ := c.coord.Map()
+	c.crash(joiner[0])
+	crashed := time.Now()
+	m2 := c.waitMap(joiner[0]+" out of region 1", func(m *regionmap.Map) bool { return !slices.Contains(m.Region(1).Group(), joiner[0]) })
+	// The first map without the joiner supersedes the attach (rs1 may
+	// install a later one first: it sees the newest).
+	from := m2.Version
+	for _, m := range c.coord.History() {
+		if m.Version > before.Version && m.Version < from && !slices.Contains(m.Region(1).Group(), joiner[0]) {
+			from = m.Version
+		}
+	}
+	c.waitPlanned("rs1", from, "supersede 1")
+	superseded := time.Since(crashed)
+	if superseded > 2*time.Second {
+		t.Fatalf("the attach was superseded %v after the map changed", superseded)
+	}
+	c.nodes["rs3"].tr.Unstall()
+	unstalled := time.Now()
+	k, _ := keyOf(m2, 1, 0)
+	c.putAcked(c.freshClient(), k+"-after", "after")
+	acked[k+"-after"] = "after"
+	if d := time.Since(unstalled); d > 3*time.Second {
+		t.Fatalf("region 1 served %v after its backup answered again", d)
+	}
+	t.Logf("superseded %v after the crash; served %v after the backup answered", superseded, time.Since(unstalled))
+	n := w.count()
+	waitFor(t, 10*time.Second, "writes after the attach", func() bool { return w.count() >= n+20 })
+	during := w.result()
+	c.readBack("after the superseded attach", acked)
+	c.readBack("written by the writers", during)
+}
+
+// TestInprocRestartedBackupNamedPrimaryRefuses: with the master stopped,
+// a backup of region 1 crashes and restarts (its replication buffer,
+// holding the newest acknowledged writes, is gone) and a map forced into
+// the coordinator names it region 1's primary. It must not serve the
+// region: every read and write of region 1 is refused UNAVAILABLE (no
+// stale value, no not-found), the old primary deposes the region and
+// opens it as a backup, and the other regions' writes all read back.
+func TestInprocRestartedBackupNamedPrimaryRefuses(t *testing.T) {
+	c := startInprocCluster(t, 3)
+	acked := c.write(0, 300, "v1")
+	c.coord.Depose() // the master stops deciding
+	c.crash("rs2")
+	c.start("rs2")
+	waitFor(t, 10*time.Second, "rs2 registered again", func() bool { return c.run("rs2") != 0 })
+	forced, _ := c.coord.Map()
+	forced.Version++
+	for i := range forced.Servers {
+		if forced.Servers[i].Name == "rs2" {
+			forced.Servers[i].Started = c.run("rs2")
+		}
+	}
+	for i := range forced.Regions {
+		r := &forced.Regions[i]
+		switch r.ID {
+		case 1: // rs1 [rs2 rs3] -> rs2 [rs1 rs3]: the restarted backup named primary
+			r.Primary, r.Backups = "rs2", []string{"rs1", "rs3"}
+		case 2: // rs2 [rs3 rs1] -> rs3 [rs1]: promoted as after a failover
+			r.Primary, r.Backups = "rs3", []string{"rs1"}
+		case 3: // rs3 [rs1 rs2] -> rs3 [rs1]
+			r.Backups = []string{"rs1"}
+		}
+		r.Joining = nil
+		r.Epoch++
+	}
+	c.coord.PutMap(forced)
+	c.waitPlanned("rs2", forced.Version, "incomplete 1")
+	c.waitPlanned("rs1", forced.Version, "depose 1")
+	c.waitPlanned("rs1", forced.Version, "open-backup 1")
+	cl := c.openClient(c.coord.Source(), 3)
+	others := map[string]string{}
+	checked := 0
+	for k, v := range acked {
+		if forced.Lookup([]byte(k)).ID != 1 {
+			others[k] = v
+			continue
+		}
+		if checked++; checked > 20 {
+			continue
+		}
+		got, err := cl.Get(ctxFor(t, 5*time.Second), []byte(k))
+		if !errors.Is(err, client.ErrUnavailable) {
+			t.Fatalf("get %s of region 1, named to a server with an incomplete copy: %q, %v; want unavailable", k, got, err)
+		}
+	}
+	if err := cl.Put(ctxFor(t, 5*time.Second), []byte("k000000-refused"), []byte("x")); !errors.Is(err, client.ErrUnavailable) {
+		t.Fatalf("put to region 1, named to a server with an incomplete copy: %v; want unavailable", err)
+	}
+	c.readBack("the other regions", others)
+}
+
+// TestInprocCloseDoesNotWaitForStalledPreSeed: a lone primary pre-seeds
+// a joining backup that does not answer connections (its pre-seed is
+// dialing it); the primary is then stopped. Close must return promptly
+// (under a second), not wait out the pre-seed's dial (replication_connect:
+// 3 s here, 30 s by default): a stopping server, or a crashed run being
+// freed, must not hang on a peer.
+func TestInprocCloseDoesNotWaitForStalledPreSeed(t *testing.T) {
+	c := startInprocCluster(t, 1)
+	acked := c.write(0, 100, "v1")
+	c.nodes["rs2"] = &inprocNode{name: "rs2", mem: newMem(), stalled: true}
+	c.start("rs2")
+	m := c.waitMap("rs2 joining region 1", func(m *regionmap.Map) bool { return slices.Contains(m.Region(1).Joining, "rs2") })
+	c.waitPlanned("rs1", m.Version, "attach 1")
+	waitFor(t, 10*time.Second, "a connection request to rs2 held", func() bool { return c.nodes["rs2"].tr.held.Load() > 0 })
+	start := time.Now()
+	c.stop("rs1")
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("closing rs1 took %v while its pre-seed of rs2 was dialing", d)
+	}
+	c.nodes["rs2"].tr.Unstall()
+	c.start("rs1")
+	c.waitServing("after rs1 restarted")
+	c.readBack("after rs1 restarted", acked)
+}
