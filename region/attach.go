@@ -13,6 +13,7 @@ import (
 
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/replwire"
 	"github.com/tebis-go/tebis/rdma"
 	"github.com/tebis-go/tebis/rdma/ring"
 	"github.com/tebis-go/tebis/replication"
@@ -405,7 +406,7 @@ func (s *Server) syncedAt(r regionmap.Region) map[string]bool {
 func (s *Server) dialGroup(ctx context.Context, m *regionmap.Map, r regionmap.Region) *dialedGroup {
 	d := &dialedGroup{pre: s.preseedsOf(m, r), cq: rdma.NewCQ()}
 	synced := s.syncedAt(r)
-	hello := replication.Hello{Region: r.ID, Epoch: r.Epoch, SegSize: s.vol.SegmentSize()}.Encode()
+	hello := replwire.Hello{Region: r.ID, Epoch: r.Epoch, SegSize: s.vol.SegmentSize()}.Encode()
 	for _, name := range r.Group() {
 		joining := slices.Contains(r.Joining, name) && !synced[name]
 		if joining && d.pre != nil && d.pre[name] == nil {
