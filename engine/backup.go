@@ -13,22 +13,44 @@ import (
 // an L0 compaction), and its levels are the primary's, shipped segment by
 // segment, rewritten (RewriteIndexSegment) and installed with
 // ApplyCompaction. It has no L0, no log tail, no compaction and no GC of
-// its own; writes are refused with ErrBackupRegion. Reads see what its
-// levels index.
+// its own, and its handle type (*Backup) has no write API. Reads see what
+// its levels index.
 //
 // The region's role is persisted: a reopened volume opens it as a backup
-// again, until Volume.PromoteBackup makes it a primary (promote.go). Adopted log segments keep the primary's segment number and
-// sequence in their descriptors (the records' checksums are seeded with
-// the primary's sequence), so LogMap survives restarts.
+// again, until Volume.PromoteBackup makes it a primary (promote.go).
 
-// ErrBackupRegion is returned for writes to a backup region, and for
-// backup operations on a primary region.
+// Backup is a Send-Index backup region: it applies what its primary ships
+// (AdoptLog, ApplyCompaction, DropLog, ResetBackup, RebaseLog) and serves
+// no writes. It is safe for concurrent use; the replica applying its
+// primary's commands serializes them (one sender per region). A Backup
+// never becomes a primary: a promotion (Volume.PromoteBackup) closes it
+// (every later call returns ErrClosed) and returns a new *Region.
+//
+// The log map. A backup owns its log map, which names, for each log
+// segment it adopted, the primary's number of that segment: primary
+// segment -> local segment. It is persisted nowhere else than in the
+// adopted segments' descriptors in the volume's metadata (the primary's
+// number beside the local one, and the primary's sequence, which seeds the
+// records' checksums), so it survives restarts. AdoptLog adds to it;
+// DropLog and ResetBackup remove from it; RebaseLog renames its primary
+// numbers. LogMap, AdoptedLog, LogSegments (Primary) and LogRecoveryPoint
+// read it; what they return are copies, valid until the next change.
+// Nothing else holds the map: a replica translating a shipped segment's
+// pointers takes a copy per command. A promotion leaves the descriptors
+// as they are: the promoted Region's LogSegments still name each adopted
+// segment's old primary number, which its backups rebase onto.
+type Backup struct{ *regionCore }
+
+// ErrBackupRegion is returned for a role change or lookup that finds a
+// region in the other role (Volume.PromoteBackup of a primary,
+// Volume.DemoteRegion of a backup, Volume.OpenRegion or
+// Volume.SetFollower of a backup).
 var ErrBackupRegion = errors.New("engine: operation not allowed on this region's role")
 
 const roleBackup = "backup"
 
 // CreateBackupRegion creates an empty backup region.
-func (v *Volume) CreateBackupRegion(desc RegionDesc) (*Region, error) {
+func (v *Volume) CreateBackupRegion(desc RegionDesc) (*Backup, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if err := v.canCreateLocked(desc); err != nil {
@@ -40,37 +62,40 @@ func (v *Volume) CreateBackupRegion(desc RegionDesc) (*Region, error) {
 	if err := v.commit(b); err != nil {
 		return nil, err
 	}
-	r, err := recoverRegion(v, st)
-	if err != nil {
-		return nil, err
-	}
+	r := rebuildBackup(v, st)
 	v.regions[desc.ID] = r
 	return r, nil
 }
 
-// IsBackup reports whether the region is a backup region.
-func (r *Region) IsBackup() bool { return r.backup }
-
-// roleErr is what a primary-only operation returns on a backup region:
-// ErrClosed once the handle is closed (the old handle of a promoted backup
-// included), ErrBackupRegion otherwise.
-func (r *Region) roleErr() error {
-	if r.isClosed() {
-		return ErrClosed
-	}
-	return fmt.Errorf("%w: region %d is a backup", ErrBackupRegion, r.desc.ID)
+// Backup returns the open backup region id (ok false: the volume holds no
+// region id, or holds it as a primary: see Volume.Region).
+func (v *Volume) Backup(id uint64) (*Backup, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	r, ok := v.regions[id].(*Backup)
+	return r, ok
 }
 
-// recoverBackup builds a live backup region from its persisted state.
-func recoverBackup(r *Region, st *regionState) *Region {
+// rebuildBackup builds a live backup region from its persisted state: its
+// levels and its adopted log (every segment sealed at its adopted end). A
+// backup has no background work to start.
+func rebuildBackup(v *Volume, st *regionState) *Backup {
+	r := newCore(v, st)
 	l := r.log
 	for _, ls := range st.logs {
 		l.bySeg[ls.seg] = ls
 		ls.endSaved = true
 	}
-	r.backup = true
+	r.cur = levelsVersion(st)
 	r.rp = st.rp
-	return r
+	return &Backup{r}
+}
+
+// close stops the region (it has no log tail: everything it adopted or
+// installed is durable already). Once: a closed region returns nil.
+func (r *Backup) close() error {
+	r.stop()
+	return nil
 }
 
 // AdoptLog persists image[:end) of the primary's log segment primarySeg
@@ -80,10 +105,7 @@ func recoverBackup(r *Region, st *regionState) *Region {
 // later calls (the rest of a segment first flushed partly before an L0
 // compaction) write only the bytes past what was adopted before. The
 // bytes are synced and the descriptor committed before it returns.
-func (r *Region) AdoptLog(primarySeg, primarySeq uint64, image []byte, end int64) (uint64, error) {
-	if !r.backup {
-		return 0, ErrBackupRegion
-	}
+func (r *Backup) AdoptLog(primarySeg, primarySeq uint64, image []byte, end int64) (uint64, error) {
 	if end < segHeaderSize || end >= r.v.g.segSize || int64(len(image)) < end {
 		return 0, fmt.Errorf("%w: adopt log segment %d up to %d (image %d bytes)", ErrBadOptions, primarySeg, end, len(image))
 	}
@@ -97,7 +119,7 @@ func (r *Region) AdoptLog(primarySeg, primarySeq uint64, image []byte, end int64
 }
 
 // adoptLocked is AdoptLog on checked arguments. Called with logMetaMu held.
-func (r *Region) adoptLocked(primarySeg, primarySeq uint64, image []byte, end int64) (uint64, error) {
+func (r *Backup) adoptLocked(primarySeg, primarySeq uint64, image []byte, end int64) (uint64, error) {
 	g := r.v.g
 	l := r.log
 	l.mu.Lock()
@@ -161,9 +183,12 @@ func (r *Region) adoptLocked(primarySeg, primarySeq uint64, image []byte, end in
 	return c.seg, nil
 }
 
-// LogMap returns the backup region's log map: primary log segment ->
-// local segment, for every adopted segment still in the log.
-func (r *Region) LogMap() map[uint64]uint64 {
+// LogMap returns a copy of the backup region's log map (see Backup):
+// primary log segment -> local segment, for every adopted segment still
+// in the log. Should two adopted segments carry one primary number (the
+// primary reused a number it freed, and the free has not come yet), the
+// newer one is mapped, as AdoptedLog finds it.
+func (r *Backup) LogMap() map[uint64]uint64 {
 	l := r.log
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -176,13 +201,29 @@ func (r *Region) LogMap() map[uint64]uint64 {
 	return m
 }
 
+// AdoptedLog returns the adopted copy of the primary's log segment
+// primarySeg (see LogMap): its local number (Segment), the records' seed
+// it was adopted with (Seq), the primary's number (Primary) and its
+// adopted end. ok is false when the log map has no such segment.
+func (r *Backup) AdoptedLog(primarySeg uint64) (seg LogSegment, ok bool) {
+	if primarySeg == 0 {
+		return LogSegment{}, false
+	}
+	l := r.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.segs {
+		if s.primary == primarySeg {
+			seg, ok = LogSegment{Segment: s.seg, Seq: s.recordSeq(), Primary: s.primary, End: s.end, Index: s.idx}, true
+		}
+	}
+	return seg, ok
+}
+
 // DropLog frees the local copy of the primary's log segment primarySeg
 // (the primary freed it: its records are dead or relocated). Unknown
 // segments are ignored.
-func (r *Region) DropLog(primarySeg uint64) error {
-	if !r.backup {
-		return ErrBackupRegion
-	}
+func (r *Backup) DropLog(primarySeg uint64) error {
 	if r.isClosed() {
 		return ErrClosed
 	}
@@ -219,10 +260,7 @@ type LogPoint struct {
 // for an L0 compaction the recovery point moves to rp (a local log
 // position; the log before it is indexed). Replaced segments are freed once
 // no reader uses them.
-func (r *Region) ApplyCompaction(c CompactionInfo, l *InstalledLevel, rp *LogPoint) error {
-	if !r.backup {
-		return ErrBackupRegion
-	}
+func (r *Backup) ApplyCompaction(c CompactionInfo, l *InstalledLevel, rp *LogPoint) error {
 	if r.isClosed() {
 		return ErrClosed
 	}
@@ -304,7 +342,7 @@ func (r *Region) ApplyCompaction(c CompactionInfo, l *InstalledLevel, rp *LogPoi
 
 // levelDescOf checks an installed level's segments and builds its
 // descriptor.
-func (r *Region) levelDescOf(l *InstalledLevel) (*levelDesc, error) {
+func (r *regionCore) levelDescOf(l *InstalledLevel) (*levelDesc, error) {
 	desc := &levelDesc{root: l.Root, height: l.Height, pairs: l.Pairs, kvBytes: l.KVBytes, nodes: l.Nodes}
 	refs := append([]uint64(nil), l.LogRefs...)
 	sort.Slice(refs, func(i, j int) bool { return refs[i] < refs[j] })
@@ -326,7 +364,7 @@ func (r *Region) levelDescOf(l *InstalledLevel) (*levelDesc, error) {
 
 // Levels describes the region's on-device levels, L1 first (empty levels
 // included, up to the deepest).
-func (r *Region) Levels() []LevelInfo {
+func (r *regionCore) Levels() []LevelInfo {
 	r.mu.RLock()
 	ver := r.cur
 	r.mu.RUnlock()
@@ -354,7 +392,7 @@ type LogSegment struct {
 }
 
 // LogSegments lists the region's log, oldest first.
-func (r *Region) LogSegments() []LogSegment {
+func (r *regionCore) LogSegments() []LogSegment {
 	l := r.log
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -375,7 +413,7 @@ func (r *Region) ReadLog(seg, seq uint64, from, to int64) ([]byte, error) {
 
 // readLog is ReadLog; dropped allows segments freed but not reused yet
 // (a snapshot holds them).
-func (r *Region) readLog(seg, seq uint64, from, to int64, dropped bool) ([]byte, error) {
+func (r *regionCore) readLog(seg, seq uint64, from, to int64, dropped bool) ([]byte, error) {
 	if r.isClosed() {
 		return nil, ErrClosed
 	}
@@ -394,23 +432,34 @@ func (r *Region) readLog(seg, seq uint64, from, to int64, dropped bool) ([]byte,
 	return b, nil
 }
 
+// LogRecoveryPoint is the backup's L0 recovery point (the log before it
+// is indexed by the levels) in the primary's terms: the adopted segment
+// holding it, named by the primary's number (Segment and Primary; Seq is
+// the records' seed), and the offset in it. ok is false when no segment of
+// the log holds it (a backup that adopted nothing since its copy was
+// emptied). Safe for concurrent use.
+func (r *Backup) LogRecoveryPoint() (seg LogSegment, off int64, ok bool) {
+	seg, off, ok = r.logRecoveryPoint()
+	seg.Segment = seg.Primary
+	return seg, off, ok
+}
+
 // LogRecoveryPoint is the region's L0 recovery point (the log before it
-// is indexed by the levels) as a log segment in the primary's terms (a
-// backup region: the primary's number of the adopted segment; a primary:
-// its own number; Seq is the records' seed either way) and the offset in
-// it. ok is false when no
-// segment of the log holds it (a backup that adopted nothing since its
-// copy was emptied). Either role; safe for concurrent use.
+// is indexed by the levels): the log segment holding it (Seq is the
+// records' seed; Primary is set for a segment adopted as a backup before
+// a promotion) and the offset in it. ok is false when no segment of the
+// log holds it. Safe for concurrent use.
 func (r *Region) LogRecoveryPoint() (seg LogSegment, off int64, ok bool) {
+	return r.logRecoveryPoint()
+}
+
+// logRecoveryPoint is LogRecoveryPoint in local terms.
+func (r *regionCore) logRecoveryPoint() (seg LogSegment, off int64, ok bool) {
 	ls, off, _ := r.recoverySegment()
 	if ls == nil {
 		return LogSegment{}, off, false
 	}
 	r.log.mu.Lock()
 	defer r.log.mu.Unlock()
-	seg = LogSegment{Segment: ls.seg, Seq: ls.recordSeq(), Primary: ls.primary, End: ls.end}
-	if r.backup {
-		seg.Segment = ls.primary
-	}
-	return seg, off, true
+	return LogSegment{Segment: ls.seg, Seq: ls.recordSeq(), Primary: ls.primary, End: ls.end}, off, true
 }

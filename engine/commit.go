@@ -11,7 +11,7 @@ package engine
 
 // waitCommitted waits until the log up to end is replicated (a region
 // with a Replicator) or durable (sync mode).
-func (r *Region) waitCommitted(end uint64) error {
+func (r *regionCore) waitCommitted(end uint64) error {
 	if r.v.opts.SyncMode == SyncModeSync {
 		if err := r.log.syncTo(end); err != nil {
 			return err

@@ -12,12 +12,8 @@ import (
 )
 
 // Resume starts the region's background work (once; Open and
-// CreateRegion do it unless Options.HoldBackground). A backup region has
-// none.
+// CreateRegion do it unless Options.HoldBackground).
 func (r *Region) Resume() {
-	if r.backup {
-		return
-	}
 	r.resumed.Do(r.startBackground)
 }
 
@@ -34,7 +30,7 @@ func (r *Region) startBackground() {
 }
 
 // compactLoop runs compactions one at a time until none is needed.
-func (r *Region) compactLoop() {
+func (r *regionCore) compactLoop() {
 	defer r.wg.Done()
 	for {
 		select {
@@ -92,7 +88,7 @@ func (r *Region) compactLoop() {
 }
 
 // capacity is the number of pairs level i holds before it is compacted.
-func (r *Region) capacity(i int) int64 {
+func (r *regionCore) capacity(i int) int64 {
 	c := int64(r.v.opts.L0Pairs)
 	for ; i > 0 && c < 1<<50; i-- {
 		c *= int64(r.v.opts.GrowthFactor)
@@ -100,7 +96,7 @@ func (r *Region) capacity(i int) int64 {
 	return c
 }
 
-func (r *Region) compactOnce() (bool, error) {
+func (r *regionCore) compactOnce() (bool, error) {
 	r.mu.Lock()
 	imm, immEnd, ckEnd := r.imm, r.immEnd, r.immCkEnd
 	ver := r.cur
@@ -143,7 +139,7 @@ func (r *Region) compactOnce() (bool, error) {
 // lack it (a write refused when a backup dropped out). The L0 is then
 // held (l0HeldLocked) until another replicator is installed; meanwhile
 // level compactions go on and Quiesce and WaitIdle do not wait for it.
-func (r *Region) compactL0(imm *memtable, immEnd, ckEnd uint64, ver *version) (bool, error) {
+func (r *regionCore) compactL0(imm *memtable, immEnd, ckEnd uint64, ver *version) (bool, error) {
 	if ckEnd == 0 {
 		return true, fmt.Errorf("engine: region %d: no request-table checkpoint at the recovery point", r.desc.ID)
 	}
@@ -175,7 +171,7 @@ func (r *Region) compactL0(imm *memtable, immEnd, ckEnd uint64, ver *version) (b
 
 // l0HeldLocked reports whether the frozen L0 waits for another replicator
 // than the one that refused it (l0Held). Called with mu held.
-func (r *Region) l0HeldLocked() bool {
+func (r *regionCore) l0HeldLocked() bool {
 	return r.imm != nil && l0Held(r.heldFor, r.repl.Load(), r.held > 0)
 }
 
@@ -190,7 +186,7 @@ func l0Held(heldFor, cur *replicatorBox, quiesced bool) bool {
 }
 
 // compactLevel merges Li into Li+1, or moves Li down when Li+1 is empty.
-func (r *Region) compactLevel(i int, ver *version) error {
+func (r *regionCore) compactLevel(i int, ver *version) error {
 	info := CompactionInfo{Region: r.desc.ID, Src: i, Dst: i + 1}
 	if ver.level(i+1) == nil {
 		info.Move = true
@@ -223,7 +219,7 @@ func (r *Region) compactLevel(i int, ver *version) error {
 // together with the removal of info.Src, installs the new version and frees
 // the replaced levels' segments once no reader uses them. For an L0
 // compaction (Src 0) it also persists the new recovery point rp.
-func (r *Region) mergeInstall(info CompactionInfo, srcs []source, ver *version, onInstall func(*version), rp uint64) error {
+func (r *regionCore) mergeInstall(info CompactionInfo, srcs []source, ver *version, onInstall func(*version), rp uint64) error {
 	r.listener.CompactionStarted(info)
 	garbage := map[uint64]int64{}
 	shadow := func(k []byte, e entry) { garbage[r.v.g.seg(e.ptr)] += int64(e.recSize(len(k))) }
@@ -328,7 +324,7 @@ func (r *Region) mergeInstall(info CompactionInfo, srcs []source, ver *version, 
 // levelsChanged reports whether levels src or dst (src 0: L0, not checked)
 // differ from ver's: InstallLevel replaced one since the compaction began.
 // Called with metaMu held.
-func (r *Region) levelsChanged(ver *version, src, dst int) bool {
+func (r *regionCore) levelsChanged(ver *version, src, dst int) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return (src > 0 && r.cur.level(src) != ver.level(src)) || r.cur.level(dst) != ver.level(dst)

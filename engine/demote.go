@@ -8,17 +8,17 @@ import (
 // region at epoch (the server was failed over while it was away, and the
 // region's new primary will seed it): in one metadata commit its log and
 // levels leave the region, the backup role is set, the recovery point
-// returns to the start and the descriptor takes the epoch. The old handle
-// is closed first (its background work stops; every later call returns
-// ErrClosed); its segments are freed after the commit, once reads in
-// progress on the old handle are done. The volume then
-// holds the new backup *Region, which is returned. Refusals change
-// nothing: ErrBadOptions for an unknown region or an epoch not newer than
-// the region's, ErrBackupRegion for a backup.
-func (v *Volume) DemoteRegion(id uint64, epoch uint64) (*Region, error) {
+// returns to the start and the descriptor takes the epoch. The old
+// *Region handle is closed first (its background work stops; every later
+// call returns ErrClosed); its segments are freed after the commit, once
+// reads in progress on the old handle are done. The volume then holds the
+// new *Backup, which is returned. Refusals change nothing: ErrBadOptions
+// for an unknown region or an epoch not newer than the region's,
+// ErrBackupRegion for a backup. Safe for concurrent use.
+func (v *Volume) DemoteRegion(id uint64, epoch uint64) (*Backup, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	old, err := v.roleChangeLocked(id, epoch, false, "demotion")
+	old, err := roleChangeLocked[*Region](v, id, epoch, "demotion")
 	if err != nil {
 		return nil, err
 	}
@@ -53,31 +53,32 @@ func (v *Volume) DemoteRegion(id uint64, epoch uint64) (*Region, error) {
 	old.mu.Lock()
 	old.installLocked(&version{levels: []*levelDesc{nil}}, func() { v.alloc.release(free...) })
 	old.mu.Unlock()
-	nr, err := recoverRegion(v, ns)
-	if err != nil {
-		return nil, err
-	}
+	nr := rebuildBackup(v, ns)
 	v.regions[id] = nr
 	return nr, nil
 }
 
-// roleChangeLocked finds region id for a promotion (backup true: it must
-// be a backup) or a demotion (a primary) to epoch, which must be newer
-// than its own. Called with v.mu held.
-func (v *Volume) roleChangeLocked(id, epoch uint64, backup bool, what string) (*Region, error) {
+// roleChangeLocked finds region id for a role change to epoch, which must
+// be newer than its own: a promotion (H *Backup) or a demotion (H
+// *Region). A region in the other role is ErrBackupRegion. Called with
+// v.mu held.
+func roleChangeLocked[H handle](v *Volume, id, epoch uint64, what string) (H, error) {
+	var none H
 	if v.closed.Load() {
-		return nil, ErrClosed
+		return none, ErrClosed
 	}
-	old, ok := v.regions[id]
+	h, ok := v.regions[id]
+	if !ok {
+		return none, fmt.Errorf("%w: no region %d", ErrBadOptions, id)
+	}
+	old, ok := h.(H)
 	switch {
+	case !ok && what == "promotion":
+		return none, fmt.Errorf("%w: region %d is not a backup", ErrBackupRegion, id)
 	case !ok:
-		return nil, fmt.Errorf("%w: no region %d", ErrBadOptions, id)
-	case old.backup != backup && backup:
-		return nil, fmt.Errorf("%w: region %d is not a backup", ErrBackupRegion, id)
-	case old.backup != backup:
-		return nil, fmt.Errorf("%w: region %d is a backup already", ErrBackupRegion, id)
-	case epoch <= old.desc.Epoch:
-		return nil, fmt.Errorf("%w: %s of region %d to epoch %d, not newer than its epoch %d", ErrBadOptions, what, id, epoch, old.desc.Epoch)
+		return none, fmt.Errorf("%w: region %d is a backup already", ErrBackupRegion, id)
+	case epoch <= old.core().desc.Epoch:
+		return none, fmt.Errorf("%w: %s of region %d to epoch %d, not newer than its epoch %d", ErrBadOptions, what, id, epoch, old.core().desc.Epoch)
 	}
 	return old, nil
 }

@@ -72,10 +72,16 @@ func TestDemoteRegion(t *testing.T) {
 	if after, _ := v.alloc.usage(); after >= held {
 		t.Fatalf("segments in use: %d while the old scan ran, %d after it closed", held, after)
 	}
-	check := func(b *Region) {
+	check := func(b *Backup) {
 		t.Helper()
-		if !b.IsBackup() || b.Desc().Epoch != 5 || len(b.LogSegments()) != 0 {
-			t.Fatalf("demoted: backup %v epoch %d log %v", b.IsBackup(), b.Desc().Epoch, b.LogSegments())
+		if _, ok := v.Region(1); ok {
+			t.Fatal("demoted: the volume holds region 1 as a primary")
+		}
+		if got, ok := v.Backup(1); !ok || got != b {
+			t.Fatalf("demoted: the volume holds backup %p, want %p", got, b)
+		}
+		if b.Desc().Epoch != 5 || len(b.LogSegments()) != 0 {
+			t.Fatalf("demoted: epoch %d log %v", b.Desc().Epoch, b.LogSegments())
 		}
 		for _, l := range b.Levels() {
 			if l.Root != 0 {
@@ -95,7 +101,7 @@ func TestDemoteRegion(t *testing.T) {
 	}
 	v = mustOpen(t, o)
 	defer v.Close()
-	b, ok := v.Region(1)
+	b, ok := v.Backup(1)
 	if !ok {
 		t.Fatal("demoted region missing after reopen")
 	}

@@ -6,9 +6,14 @@
 // Contracts:
 //   - All file I/O goes through the vfs.FS given in Options, so tests can use
 //     pebble's MemFS, CrashableMem and errorfs.
-//   - A Volume and its Regions are safe for concurrent use. Put, Get, Delete,
-//     Scan and Sync may be called from many goroutines; compaction and GC run
-//     in background goroutines owned by the Region.
+//   - A region's role is its handle's type: a primary is a *Region (writes,
+//     reads, compactions), a Send-Index backup a *Backup (it applies what
+//     its primary ships; no write API). A role change closes the handle and
+//     returns one of the other type (Volume.PromoteBackup,
+//     Volume.DemoteRegion).
+//   - A Volume and its Regions and Backups are safe for concurrent use.
+//     Put, Get, Delete, Scan and Sync may be called from many goroutines;
+//     compaction and GC run in background goroutines owned by the Region.
 //   - Durability: in SyncModeSync, Put and Delete return after the record is
 //     on stable storage (concurrent writers share one fdatasync). In
 //     SyncModeAsync they return once the record is in the log buffer; Sync

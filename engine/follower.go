@@ -15,21 +15,22 @@ const roleFollower = "follower"
 
 // SetFollower marks the ordinary region id as a follower's copy (on) or
 // as the server's own again (off), in one synced metadata commit. A
-// Send-Index backup region is refused (ErrBackupRegion: its role says so
-// already), an unknown region too (ErrBadOptions), and any call after
-// Close (ErrClosed).
+// Send-Index backup region (a *Backup) is refused (ErrBackupRegion: its
+// role says so already), an unknown region too (ErrBadOptions), and any
+// call after Close (ErrClosed).
 func (v *Volume) SetFollower(id uint64, on bool) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.closed.Load() {
 		return ErrClosed
 	}
-	r, ok := v.regions[id]
+	h, ok := v.regions[id]
 	if !ok {
 		return fmt.Errorf("%w: no region %d", ErrBadOptions, id)
 	}
-	if r.backup {
-		return r.roleErr()
+	r, ok := h.(*Region)
+	if !ok {
+		return fmt.Errorf("%w: region %d is a backup", ErrBackupRegion, id)
 	}
 	if r.follower.Load() == on {
 		return nil
@@ -57,9 +58,11 @@ func (v *Volume) IsCopy(id uint64) (bool, error) {
 	if v.closed.Load() {
 		return false, ErrClosed
 	}
-	r, ok := v.regions[id]
-	if !ok {
-		return false, fmt.Errorf("%w: no region %d", ErrBadOptions, id)
+	switch h := v.regions[id].(type) {
+	case *Backup:
+		return true, nil
+	case *Region:
+		return h.follower.Load(), nil
 	}
-	return r.backup || r.follower.Load(), nil
+	return false, fmt.Errorf("%w: no region %d", ErrBadOptions, id)
 }

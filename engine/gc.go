@@ -43,9 +43,6 @@ func (r *Region) gcLoop() {
 // live records re-appended (so they replicate like puts), and segments no
 // longer needed are freed after the index stops pointing into them.
 func (r *Region) GC() (GCStats, error) {
-	if r.backup {
-		return GCStats{}, r.roleErr()
-	}
 	r.gcMu.Lock()
 	defer r.gcMu.Unlock()
 	var st GCStats
@@ -80,7 +77,7 @@ func (r *Region) GC() (GCStats, error) {
 	return st, err
 }
 
-func (r *Region) gcCandidates() []logSeg {
+func (r *regionCore) gcCandidates() []logSeg {
 	r.mu.RLock()
 	rpIdx := r.rp >> r.v.g.shift
 	r.mu.RUnlock()
@@ -100,7 +97,7 @@ func (r *Region) gcCandidates() []logSeg {
 }
 
 // gcSegment relocates the live records of one sealed log segment.
-func (r *Region) gcSegment(ls logSeg) (int64, error) {
+func (r *regionCore) gcSegment(ls logSeg) (int64, error) {
 	// Hold a version so the segment cannot be freed and reused while GC
 	// reads it, and skip it if it was freed since the candidates were taken.
 	ver := r.acquire()
@@ -151,7 +148,7 @@ func (r *Region) gcSegment(ls logSeg) (int64, error) {
 }
 
 // relocate re-appends rec if the index still points at p.
-func (r *Region) relocate(rec record, p ptr) (bool, error) {
+func (r *regionCore) relocate(rec record, p ptr) (bool, error) {
 	inL0 := func() bool {
 		if _, ok := r.mem.get(rec.Key); ok {
 			return true
@@ -196,7 +193,7 @@ func (r *Region) relocate(rec record, p ptr) (bool, error) {
 // freeDeadLogLocked frees sealed log segments before the recovery point
 // that no level points into, or whose live records GC relocated. Called
 // with metaMu held.
-func (r *Region) freeDeadLogLocked() error {
+func (r *regionCore) freeDeadLogLocked() error {
 	r.mu.RLock()
 	ver, rpIdx := r.cur, r.rp>>r.v.g.shift
 	r.mu.RUnlock()
@@ -214,7 +211,7 @@ func (r *Region) freeDeadLogLocked() error {
 
 // freeLogSegsLocked deletes log segments from the region's log and frees
 // them once no reader uses them. Called with metaMu held.
-func (r *Region) freeLogSegsLocked(dead []*logSeg) error {
+func (r *regionCore) freeLogSegsLocked(dead []*logSeg) error {
 	l := r.log
 	if len(dead) == 0 {
 		return nil

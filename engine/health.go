@@ -54,7 +54,7 @@ func (v *Volume) failure() error {
 	if f := v.syncFailed.Load(); f != nil {
 		return *f
 	}
-	for _, r := range v.Regions() {
+	for _, r := range v.cores() {
 		if err := r.failure(); err != nil {
 			return err
 		}
@@ -64,7 +64,7 @@ func (v *Volume) failure() error {
 
 // failure is the region's permanent failure: its log's, or its
 // background work's.
-func (r *Region) failure() error {
+func (r *regionCore) failure() error {
 	if r.log != nil {
 		if err := r.log.failedErr(); err != nil {
 			return err
@@ -104,7 +104,7 @@ func (v *Volume) ProbeSpace() error {
 	if v.noSpace.Swap(nil) != nil {
 		// Writes wait for the compactions again (instead of failing with
 		// their last error), which try again now.
-		for _, r := range v.Regions() {
+		for _, r := range v.cores() {
 			r.setSpaceErr(nil)
 		}
 		v.spaceMu.Lock()
@@ -155,7 +155,7 @@ func (v *Volume) spaceShort(err error) bool {
 // spaceShortLocked is spaceShort for a caller holding r.mu (it does not
 // look at other regions: their failures do not make this one's
 // allocation failure permanent).
-func (r *Region) spaceShortLocked(err error) bool {
+func (r *regionCore) spaceShortLocked(err error) bool {
 	return transientNoSpace(err) && r.v.metaFailed.Load() == nil && r.v.syncFailed.Load() == nil &&
 		r.log.failedErr() == nil && r.bgErr == nil
 }
@@ -166,7 +166,7 @@ func transientNoSpace(err error) bool {
 
 // setSpaceErr records (err) or clears (nil) a compaction's want of
 // space, waking writers and waiters.
-func (r *Region) setSpaceErr(err error) {
+func (r *regionCore) setSpaceErr(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err == nil && r.spaceErr == nil {

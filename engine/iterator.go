@@ -9,7 +9,7 @@ import (
 // read lazily. It is not safe for concurrent use; Close releases the
 // snapshot.
 type Iterator struct {
-	r       *Region
+	r       *regionCore
 	ver     *version
 	m       *mergeIter
 	started bool
@@ -20,8 +20,9 @@ type Iterator struct {
 }
 
 // Scan returns an iterator over keys in [start, end) (nil bounds are open,
-// and are clipped to the region's range).
-func (r *Region) Scan(start, end []byte) *Iterator { return r.scan(start, end, true) }
+// and are clipped to the region's range). On a Backup it sees what the
+// installed levels index, as Get.
+func (r *regionCore) Scan(start, end []byte) *Iterator { return r.scan(start, end, true) }
 
 // ScanUnreplicated is Scan without the wait for L0 records to be
 // replicated: it also yields writes not (or not yet) acknowledged. It is
@@ -29,7 +30,7 @@ func (r *Region) Scan(start, end []byte) *Iterator { return r.scan(start, end, t
 // held and no stream is attached; never for answering clients.
 func (r *Region) ScanUnreplicated(start, end []byte) *Iterator { return r.scan(start, end, false) }
 
-func (r *Region) scan(start, end []byte, wait bool) *Iterator {
+func (r *regionCore) scan(start, end []byte, wait bool) *Iterator {
 	if start == nil || (r.desc.Start != nil && string(start) < string(r.desc.Start)) {
 		start = r.desc.Start
 	}
@@ -130,9 +131,6 @@ func (it *Iterator) errOrNil() error {
 // Compact freezes L0 (if it holds anything) and waits until the region has
 // no compaction left to do.
 func (r *Region) Compact() error {
-	if r.backup {
-		return r.roleErr()
-	}
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -167,12 +165,6 @@ func (r *Region) Compact() error {
 // back for replication (l0HeldLocked) counts as no compaction needed. A
 // needed compaction that found no space returns its error (ErrNoSpace).
 func (r *Region) WaitIdle() error {
-	if r.backup {
-		if r.isClosed() {
-			return ErrClosed
-		}
-		return nil // a backup compacts only when its primary says so
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
@@ -191,7 +183,7 @@ func (r *Region) WaitIdle() error {
 	}
 }
 
-func (r *Region) idleLocked() bool {
+func (r *regionCore) idleLocked() bool {
 	if (r.imm != nil && !r.l0HeldLocked()) || r.compacting {
 		return false
 	}

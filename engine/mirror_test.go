@@ -23,7 +23,7 @@ type backupMirror struct {
 	NopListener
 	g  geometry
 	bv *Volume
-	br *Region
+	br *Backup
 
 	mu       sync.Mutex
 	buf      [2][]byte
@@ -38,7 +38,7 @@ type backupMirror struct {
 }
 
 // attachMirror mirrors primary region pr into backup region br from now on.
-func attachMirror(t testing.TB, pr, br *Region) *backupMirror {
+func attachMirror(t testing.TB, pr *Region, br *Backup) *backupMirror {
 	t.Helper()
 	tail, err := pr.LogTail()
 	if err != nil {
@@ -224,7 +224,7 @@ type mirrorPair struct {
 	pr    *Region
 	bo    Options
 	bv    *Volume
-	br    *Region
+	br    *Backup
 	m     *backupMirror
 	model map[string][]byte
 }

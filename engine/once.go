@@ -60,9 +60,6 @@ func (r *Region) ApplyLogRecord(b []byte, segSeq uint64) (int, error) {
 		return 0, fmt.Errorf("%w: region %d: no valid log record to apply", ErrCorrupt, r.desc.ID)
 	}
 	if rec.Kind == recTable {
-		if r.backup {
-			return 0, r.roleErr()
-		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.closed {
@@ -86,7 +83,7 @@ func (r *Region) RequestTableLen() int {
 // wait as the original does before it is acknowledged: durable (sync),
 // replicated (a replicator). The original may still be waiting; the
 // duplicate is never acknowledged before it could be.
-func (r *Region) waitDuplicate(end uint64, sync bool) error {
+func (r *regionCore) waitDuplicate(end uint64, sync bool) error {
 	if sync {
 		if err := r.log.syncTo(end); err != nil {
 			return err
@@ -107,7 +104,7 @@ const maxCheckpointChunk = 256 << 10
 // checkpointLocked expires idle clients and appends the completion table
 // as checkpoint records; it returns the log position after them (0: the
 // table is empty and nothing was appended). Called with mu held.
-func (r *Region) checkpointLocked() (uint64, error) {
+func (r *regionCore) checkpointLocked() (uint64, error) {
 	r.reqs.expire(r.now(), r.v.opts.RequestRetention)
 	if len(r.reqs.clients) == 0 {
 		return 0, nil
@@ -126,7 +123,7 @@ func (r *Region) checkpointLocked() (uint64, error) {
 
 // replayRecord rebuilds the completion table from a replayed record that
 // ends at log position end.
-func (r *Region) replayRecord(rec record, end uint64, now time.Time) error {
+func (r *regionCore) replayRecord(rec record, end uint64, now time.Time) error {
 	switch {
 	case rec.Kind == recTable:
 		return r.reqs.merge(rec.Value, end, now)

@@ -48,7 +48,7 @@ func recordsEnd(image []byte, off int64, seq uint64) int64 {
 }
 
 // PromoteBackup turns backup region id into a primary at epoch (newer than
-// the region's epoch), and returns its new handle.
+// the region's epoch), and returns its new *Region handle.
 //
 // It adopts tail (nil: none) like AdoptLog: tail must be the primary
 // segment that follows every adopted one, or one adopted in part (then
@@ -59,7 +59,7 @@ func recordsEnd(image []byte, off int64, seq uint64) int64 {
 // an error before that commit leaves a backup (with the tail adopted or
 // not; no segment is leaked), after it a primary.
 //
-// On success the old *Region handle is closed: every call on it returns
+// On success the old *Backup handle is closed: every call on it returns
 // ErrClosed (reads already in progress finish, and the segments they read
 // are not freed under them). The volume then serves a new *Region rebuilt
 // from the persisted state as a restart would: levels as installed, L0
@@ -79,7 +79,7 @@ func recordsEnd(image []byte, off int64, seq uint64) int64 {
 func (v *Volume) PromoteBackup(id uint64, epoch uint64, tail *PromoteTail) (*Region, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	old, err := v.roleChangeLocked(id, epoch, true, "promotion")
+	old, err := roleChangeLocked[*Backup](v, id, epoch, "promotion")
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func (v *Volume) PromoteBackup(id uint64, epoch uint64, tail *PromoteTail) (*Reg
 
 // adoptedEnd returns how far a backup region adopted primary segment seg
 // (records sealed with seq): SegmentHeaderSize if not at all.
-func (r *Region) adoptedEnd(seg, seq uint64) int64 {
+func (r *Backup) adoptedEnd(seg, seq uint64) int64 {
 	l := r.log
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -167,7 +167,7 @@ func (v *Volume) checkTail(t *PromoteTail) error {
 // freshTailLocked allocates the promoted region's tail segment, next in
 // its log, and writes its header. Called with metaMu and logMetaMu held
 // (the log and the recovery point are stable).
-func (r *Region) freshTailLocked() (*logSeg, error) {
+func (r *Backup) freshTailLocked() (*logSeg, error) {
 	g := r.v.g
 	l := r.log
 	l.mu.Lock()
@@ -193,11 +193,11 @@ func (r *Region) freshTailLocked() (*logSeg, error) {
 	return ls, nil
 }
 
-// handOver makes the successor nr of the closed backup handle r wait, before
+// handOver makes the successor nr of the closed backup core r wait, before
 // it frees any segment, until every reader of r's versions is done: an
 // old-handle read in progress keeps reading the segments it started with.
 // r's releases sweep nr too.
-func (r *Region) handOver(nr *Region) {
+func (r *regionCore) handOver(nr *Region) {
 	r.mu.Lock()
 	cur := r.cur
 	r.mu.Unlock()
@@ -211,7 +211,7 @@ func (r *Region) handOver(nr *Region) {
 	nr.freeMu.Lock()
 	nr.pending = append(gate, nr.pending...)
 	nr.freeMu.Unlock()
-	r.successor.Store(nr)
+	r.successor.Store(nr.regionCore)
 	r.release(cur) // the region's own reference: closed, it installs nothing more
 }
 
@@ -222,17 +222,14 @@ func (r *Region) handOver(nr *Region) {
 // m maps every adopted segment's old primary number to the new one;
 // entries for segments the region does not hold are ignored. The records'
 // seeds stay. All descriptors are rewritten in one metadata commit, so a
-// crash leaves the old or the new numbers; LogMap, LogSegments and
-// AdoptLog use the new ones afterwards.
+// crash leaves the old or the new numbers; the log map (LogMap,
+// AdoptedLog, LogSegments) and AdoptLog use the new ones afterwards.
 //
 // An adopted segment missing from m, a target 0 or two sources mapped to
 // one target is ErrBadOptions, and nothing changes. The caller serializes
 // it with the replica's other commands (it waits for AdoptLog and DropLog
 // in progress).
-func (r *Region) RebaseLog(m map[uint64]uint64) error {
-	if !r.backup {
-		return fmt.Errorf("%w: region %d is not a backup", ErrBackupRegion, r.desc.ID)
-	}
+func (r *Backup) RebaseLog(m map[uint64]uint64) error {
 	seen := make(map[uint64]uint64, len(m))
 	for from, to := range m {
 		if to == 0 {

@@ -101,10 +101,11 @@ func TestPromoteBackupCrash(t *testing.T) {
 		o.FS = clone
 		v := mustOpen(t, o)
 		r, _ := v.Region(1)
-		if r.IsBackup() != (role == roleBackup) {
-			t.Fatalf("%s: inspector says %s, the volume opens a backup: %v", what, role, r.IsBackup())
+		_, isBackup := v.Backup(1)
+		if isBackup != (role == roleBackup) || isBackup == (r != nil) {
+			t.Fatalf("%s: inspector says %s, the volume opens a backup: %v, a primary: %v", what, role, isBackup, r != nil)
 		}
-		if r.IsBackup() {
+		if isBackup {
 			var err error
 			if r, err = v.PromoteBackup(1, 2, tail); err != nil {
 				t.Fatalf("%s: promote again: %v", what, err)

@@ -58,11 +58,14 @@ func TestPromoteBackup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if nr.IsBackup() || nr.Desc().Epoch != 2 || nr == old {
-		t.Fatalf("promoted: backup %v epoch %d", nr.IsBackup(), nr.Desc().Epoch)
+	if nr.Desc().Epoch != 2 || nr.regionCore == old.regionCore {
+		t.Fatalf("promoted: epoch %d, a new core %v", nr.Desc().Epoch, nr.regionCore != old.regionCore)
 	}
 	if r, ok := p.bv.Region(1); !ok || r != nr {
 		t.Fatalf("the volume serves %p, want the promoted region %p", r, nr)
+	}
+	if _, ok := p.bv.Backup(1); ok {
+		t.Fatal("the volume still holds region 1 as a backup")
 	}
 	checkModel(t, nr, p.model, "promoted")
 	checkOldHandle(t, old, tail)
@@ -117,32 +120,24 @@ func TestPromoteBackup(t *testing.T) {
 	bv := mustOpen(t, p.bo)
 	defer bv.Close()
 	r, ok := bv.Region(1)
-	if !ok || r.IsBackup() || r.Desc().Epoch != 2 {
-		t.Fatalf("after reopen: region %v, backup %v", ok, ok && r.IsBackup())
+	if !ok || r.Desc().Epoch != 2 {
+		t.Fatalf("after reopen: primary region %v", ok)
 	}
 	checkModel(t, r, p.model, "reopened")
 }
 
 // checkOldHandle: every call on a promoted backup's old handle fails with
 // ErrClosed.
-func checkOldHandle(t *testing.T, old *Region, tail *PromoteTail) {
+func checkOldHandle(t *testing.T, old *Backup, tail *PromoteTail) {
 	t.Helper()
 	k := key(1)
 	calls := map[string]func() error{
-		"get":     func() error { _, err := old.Get(k); return err },
-		"put":     func() error { return old.Put(k, k) },
-		"delete":  func() error { return old.Delete(k) },
-		"sync":    old.Sync,
-		"compact": old.Compact,
-		"wait":    old.WaitIdle,
-		"gc":      func() error { _, err := old.GC(); return err },
-		"tail":    func() error { _, err := old.LogTail(); return err },
-		"adopt":   func() error { _, err := old.AdoptLog(tail.Segment, tail.Seq, tail.Image, tail.End); return err },
-		"drop":    func() error { return old.DropLog(tail.Segment) },
-		"apply":   func() error { return old.ApplyCompaction(CompactionInfo{Src: 1, Dst: 2, Move: true}, nil, nil) },
-		"install": func() error { return old.InstallLevel(1, InstalledLevel{}) },
-		"rebase":  func() error { return old.RebaseLog(map[uint64]uint64{}) },
-		"read":    func() error { _, err := old.ReadLog(1, 1, segHeaderSize, segHeaderSize); return err },
+		"get":    func() error { _, err := old.Get(k); return err },
+		"adopt":  func() error { _, err := old.AdoptLog(tail.Segment, tail.Seq, tail.Image, tail.End); return err },
+		"drop":   func() error { return old.DropLog(tail.Segment) },
+		"apply":  func() error { return old.ApplyCompaction(CompactionInfo{Src: 1, Dst: 2, Move: true}, nil, nil) },
+		"rebase": func() error { return old.RebaseLog(map[uint64]uint64{}) },
+		"reset":  old.ResetBackup,
 		"scan": func() error {
 			it := old.Scan(nil, nil)
 			it.Next()
@@ -214,10 +209,10 @@ func TestPromoteBackupNilTail(t *testing.T) {
 	}
 	checkVolume(t, bfs, "backup", "promoted volume")
 	bv = mustOpen(t, p.bo)
-	r1, _ = bv.Region(1)
-	r2, _ = bv.Region(2)
-	if r1.IsBackup() || r2.IsBackup() || r2.Desc().Epoch != 7 {
-		t.Fatalf("after reopen: backups %v %v, epoch %d", r1.IsBackup(), r2.IsBackup(), r2.Desc().Epoch)
+	r1, ok1 := bv.Region(1)
+	r2, ok2 := bv.Region(2)
+	if !ok1 || !ok2 || r2.Desc().Epoch != 7 {
+		t.Fatalf("after reopen: primaries %v %v", ok1, ok2)
 	}
 	checkModel(t, r1, p.model, "reopened region 1")
 	checkModel(t, r2, model2, "reopened region 2")
@@ -258,7 +253,7 @@ func TestPromoteBackupRefused(t *testing.T) {
 	if _, err := p.pv.PromoteBackup(1, 2, good); !errors.Is(err, ErrBackupRegion) {
 		t.Errorf("promotion of a primary: %v", err)
 	}
-	if r, _ := p.bv.Region(1); r != p.br || !r.IsBackup() {
+	if r, _ := p.bv.Backup(1); r != p.br {
 		t.Fatalf("a refused promotion replaced the backup")
 	}
 	p.write(t, p.pr, rng, 1500) // the backup still adopts and installs
@@ -317,7 +312,7 @@ func TestTailEnd(t *testing.T) {
 
 // replaySegments counts the log segments a promotion of backup r with
 // tail replays: those adopted from the recovery point on, and the tail.
-func replaySegments(r *Region, tail *PromoteTail) int {
+func replaySegments(r *Backup, tail *PromoteTail) int {
 	r.mu.RLock()
 	rpIdx := r.rp >> r.v.g.shift
 	r.mu.RUnlock()
@@ -382,9 +377,6 @@ func TestRebaseLog(t *testing.T) {
 			t.Fatalf("%s: log changed to %v", name, got)
 		}
 	}
-	if err := p.pr.RebaseLog(full); !errors.Is(err, ErrBackupRegion) {
-		t.Fatalf("rebase of a primary: %v", err)
-	}
 	if err := p.br.RebaseLog(full); err != nil {
 		t.Fatal(err)
 	}
@@ -423,8 +415,11 @@ func TestRebaseLog(t *testing.T) {
 	in.Close()
 	bv := mustOpen(t, p.bo)
 	defer bv.Close()
-	br, _ := bv.Region(1)
-	if got := br.LogSegments(); !br.IsBackup() || !slices.Equal(got, want) {
+	br, ok := bv.Backup(1)
+	if !ok {
+		t.Fatal("after reopen: no backup region 1")
+	}
+	if got := br.LogSegments(); !slices.Equal(got, want) {
 		t.Fatalf("after reopen: %v, want %v", got, want)
 	}
 	nr, err := bv.PromoteBackup(1, 2, nil)

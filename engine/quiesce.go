@@ -9,9 +9,6 @@ import "time"
 // needed compactions complete. release undoes it; it must be called once.
 // Reads go on throughout.
 func (r *Region) Quiesce() (release func(), err error) {
-	if r.backup {
-		return nil, r.roleErr()
-	}
 	r.mu.Lock()
 	r.held++
 	r.mu.Unlock()

@@ -6,8 +6,8 @@ import (
 	"io"
 )
 
-// recoverRegion builds a live Region from its persisted state (see
-// rebuildRegion) and starts its background work unless
+// recoverRegion builds a live primary Region from its persisted state
+// (see rebuildRegion) and starts its background work unless
 // Options.HoldBackground.
 func recoverRegion(v *Volume, st *regionState) (*Region, error) {
 	r, err := rebuildRegion(v, st)
@@ -17,28 +17,47 @@ func recoverRegion(v *Volume, st *regionState) (*Region, error) {
 	return r, err
 }
 
-// rebuildRegion builds a Region from its persisted state: levels from
-// metadata, L0 by replaying the log from the recovery point, and the log
-// tail's in-memory image. A torn record at the end of the tail segment ends
-// the replay; a bad record inside a sealed segment is corruption. The
-// region's background work is not started.
-func rebuildRegion(v *Volume, st *regionState) (*Region, error) {
-	r := &Region{v: v, desc: st.desc}
+// recoverHandle builds a live region in its persisted role: a backup
+// (rebuildBackup) or a primary (recoverRegion).
+func recoverHandle(v *Volume, st *regionState) (handle, error) {
+	if st.backup {
+		return rebuildBackup(v, st), nil
+	}
+	return recoverRegion(v, st)
+}
+
+// newCore returns a core for st with empty in-memory state and a log of
+// st's segments (not yet indexed by segment number).
+func newCore(v *Volume, st *regionState) *regionCore {
+	r := &regionCore{v: v, desc: st.desc}
 	r.follower.Store(st.follower)
 	r.newEmptyState()
 	l := &vlog{r: r, v: v, g: v.g, segs: st.logs, bySeg: map[uint64]*logSeg{},
 		syncKick: make(chan struct{}, 1), prepKick: make(chan struct{}, 1)}
 	l.batch = make(chan struct{})
 	r.log = l
-	if st.backup {
-		ver := &version{levels: []*levelDesc{nil}}
-		for n, ld := range st.levels {
-			ver = ver.with(n, ld)
-		}
-		ver.refs.Store(1)
-		r.cur = ver
-		return recoverBackup(r, st), nil
+	return r
+}
+
+// levelsVersion returns the version of st's levels, referenced once (the
+// region's own reference).
+func levelsVersion(st *regionState) *version {
+	ver := &version{levels: []*levelDesc{nil}}
+	for n, ld := range st.levels {
+		ver = ver.with(n, ld)
 	}
+	ver.refs.Store(1)
+	return ver
+}
+
+// rebuildRegion builds a primary Region from its persisted state: levels
+// from metadata, L0 by replaying the log from the recovery point, and the
+// log tail's in-memory image. A torn record at the end of the tail segment
+// ends the replay; a bad record inside a sealed segment is corruption. The
+// region's background work is not started.
+func rebuildRegion(v *Volume, st *regionState) (*Region, error) {
+	r := newCore(v, st)
+	l := r.log
 	for _, ls := range st.logs {
 		l.bySeg[ls.seg] = ls
 		ls.endSaved = ls.end != 0
@@ -48,12 +67,7 @@ func rebuildRegion(v *Volume, st *regionState) (*Region, error) {
 	if l.tail.end != 0 {
 		return nil, fmt.Errorf("%w: segment %d: last log segment is sealed", ErrCorrupt, l.tail.seg)
 	}
-	ver := &version{levels: []*levelDesc{nil}}
-	for n, ld := range st.levels {
-		ver = ver.with(n, ld)
-	}
-	ver.refs.Store(1)
-	r.cur = ver
+	r.cur = levelsVersion(st)
 	r.rp = st.rp
 	rpIdx, rpOff := st.rp>>v.g.shift, int64(st.rp&(uint64(v.g.segSize)-1))
 	for _, ls := range st.logs {
@@ -79,12 +93,12 @@ func rebuildRegion(v *Volume, st *regionState) (*Region, error) {
 		// tries again.
 		_ = r.freezeLocked()
 	}
-	return r, nil
+	return &Region{r}, nil
 }
 
 // replaySegment reads one log segment and, if index, puts its records from
 // start into L0. An unsealed segment's end is where its records stop.
-func (r *Region) replaySegment(ls *logSeg, start int64, index bool) error {
+func (r *regionCore) replaySegment(ls *logSeg, start int64, index bool) error {
 	v, l := r.v, r.log
 	tail := ls == l.tail
 	unsealed := ls.end == 0 // the tail, or switched from before its end was saved

@@ -9,9 +9,23 @@ import (
 	"time"
 )
 
-// Region is one key range's LSM tree on a volume. It is safe for concurrent
-// use; its compaction and GC goroutines stop at Volume.Close.
-type Region struct {
+// Region is a primary region: one key range's LSM tree on a volume, which
+// takes writes, serves reads and compacts itself. It is safe for
+// concurrent use; its compaction and GC goroutines stop at Volume.Close,
+// or when a demotion (Volume.DemoteRegion) closes the handle. A Region
+// never becomes a backup: a demotion closes it (every later call returns
+// ErrClosed) and returns a new *Backup.
+type Region struct{ *regionCore }
+
+// regionCore is the state and logic both roles share: the descriptor, the
+// levels and their versions, the log and its segment descriptors, reads,
+// and the deferred freeing of replaced segments. Exactly one role handle
+// (*Region or *Backup) wraps a core, for the core's whole life: a role
+// change closes the core and builds a new one under the other type from
+// the persisted state. The role-specific behaviour lives on the handle
+// types; a core has no role flag. Exported methods declared on the core
+// are the API both roles share.
+type regionCore struct {
 	v        *Volume
 	desc     RegionDesc
 	log      *vlog
@@ -38,7 +52,6 @@ type Region struct {
 	// (l0HeldLocked).
 	heldFor *replicatorBox
 	closed  bool
-	backup  bool // a Send-Index backup: no log tail, L0 or background work
 	// follower: an ordinary region marked a Build-Index backup's copy
 	// (follower.go); written under Volume.mu
 	follower atomic.Bool
@@ -60,9 +73,9 @@ type Region struct {
 	flusherDone sync.WaitGroup
 	resumed     sync.Once
 
-	// successor is the region a promoted backup became: its frees wait
-	// for this (closed) handle's readers (see handOver).
-	successor atomic.Pointer[Region]
+	// successor is the core of the region a promoted backup became: its
+	// frees wait for this (closed) core's readers (see handOver).
+	successor atomic.Pointer[regionCore]
 }
 
 // CreateRegion creates an empty region with its first log segment.
@@ -120,37 +133,71 @@ func (desc RegionDesc) validate() error {
 	return nil
 }
 
-// OpenRegion returns region desc.ID, creating it from desc if the volume
-// does not hold it yet; created reports which.
+// OpenRegion returns primary region desc.ID, creating it from desc if
+// the volume holds no region desc.ID; created reports which. A backup
+// region desc.ID is not opened: ErrBackupRegion (Volume.Backup returns
+// it).
 func (v *Volume) OpenRegion(desc RegionDesc) (r *Region, created bool, err error) {
-	if r, ok := v.Region(desc.ID); ok {
-		return r, false, nil
+	v.mu.Lock()
+	h, ok := v.regions[desc.ID]
+	v.mu.Unlock()
+	if ok {
+		if r, ok := h.(*Region); ok {
+			return r, false, nil
+		}
+		return nil, false, fmt.Errorf("%w: region %d is a backup", ErrBackupRegion, desc.ID)
 	}
 	r, err = v.CreateRegion(desc)
 	return r, err == nil, err
 }
 
-// Region returns an open region by id.
+// Region returns the open primary region id (ok false: the volume holds
+// no region id, or holds it as a backup: see Volume.Backup).
 func (v *Volume) Region(id uint64) (*Region, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	r, ok := v.regions[id]
+	r, ok := v.regions[id].(*Region)
 	return r, ok
 }
 
-// Regions returns every region of the volume.
+// Regions returns every primary region of the volume.
 func (v *Volume) Regions() []*Region {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	out := make([]*Region, 0, len(v.regions))
-	for _, r := range v.regions {
-		out = append(out, r)
+	for _, h := range v.regions {
+		if r, ok := h.(*Region); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// handle is a region's live handle in its role: *Region or *Backup. The
+// volume holds one per region (Volume.regions, under Volume.mu); a role
+// change closes it and replaces it with a handle of the other type.
+type handle interface {
+	core() *regionCore
+	// close stops the region's work and makes what the role acknowledged
+	// durable; later calls on the handle return ErrClosed.
+	close() error
+}
+
+func (r *regionCore) core() *regionCore { return r }
+
+// cores returns the core of every region of the volume, either role.
+func (v *Volume) cores() []*regionCore {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make([]*regionCore, 0, len(v.regions))
+	for _, h := range v.regions {
+		out = append(out, h.core())
 	}
 	return out
 }
 
 // Desc returns the region's descriptor.
-func (r *Region) Desc() RegionDesc { return r.desc }
+func (r *regionCore) Desc() RegionDesc { return r.desc }
 
 // SetListener installs the listener for the region's events (nil removes
 // it). Events in progress may still reach the previous listener.
@@ -209,7 +256,7 @@ type replicatorBox struct {
 // primary's disk (the primary is its only copy).
 func (r *Region) SyncTo(pos uint64) error { return r.log.syncTo(pos) }
 
-func (r *Region) newEmptyState() {
+func (r *regionCore) newEmptyState() {
 	r.mem = newMemtable()
 	r.memCond = sync.NewCond(&r.mu)
 	r.kick = make(chan struct{}, 1)
@@ -220,7 +267,7 @@ func (r *Region) newEmptyState() {
 	r.now = time.Now
 }
 
-func (r *Region) checkKey(key []byte) error {
+func (r *regionCore) checkKey(key []byte) error {
 	switch {
 	case len(key) == 0:
 		return ErrEmptyKey
@@ -291,12 +338,9 @@ func (r *Region) CommitApplied() error {
 // is not appended again, but waits like its original (see waitDuplicate)
 // and reports applied false. replicated applies a record the primary
 // applied: its seq is never refused as stale.
-func (r *Region) write(kind uint8, key, value []byte, id RequestID, cond func() bool, sync, replicated bool) (bool, error) {
+func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond func() bool, sync, replicated bool) (bool, error) {
 	if err := r.checkKey(key); err != nil {
 		return false, err
-	}
-	if r.backup {
-		return false, r.roleErr()
 	}
 	if cond == nil { // a client write: its replicator may refuse it before anything is appended
 		if b := r.repl.Load(); b != nil && b.gate != nil {
@@ -395,14 +439,14 @@ var errSealWait = errors.New("engine: waiting for the listener's seal gate")
 
 // waitSeal waits for gate with the region's lock released. Called with
 // mu held; it returns with mu held, the region's state to be re-read.
-func (r *Region) waitSeal(gate SealGate) {
+func (r *regionCore) waitSeal(gate SealGate) {
 	r.v.ctr.sealWaits.Add(1)
 	r.mu.Unlock()
 	gate.WaitSeal()
 	r.mu.Lock()
 }
 
-func (r *Region) memFull() bool {
+func (r *regionCore) memFull() bool {
 	return r.mem.len() >= r.v.opts.L0Pairs || (r.v.opts.L0Bytes > 0 && r.mem.kvBytes >= r.v.opts.L0Bytes)
 }
 
@@ -415,7 +459,7 @@ func (r *Region) memFull() bool {
 // A freeze appends the request table's checkpoint, which may seal the
 // log's tail: with a gate that is not ready it returns errSealWait
 // instead, for the caller to wait for the gate without the lock.
-func (r *Region) waitRoomLocked(relocation bool, gate SealGate) error {
+func (r *regionCore) waitRoomLocked(relocation bool, gate SealGate) error {
 	var start time.Time
 	for {
 		if r.closed {
@@ -466,7 +510,7 @@ func (r *Region) waitRoomLocked(relocation bool, gate SealGate) error {
 // log segment), L0 is not frozen and the error is returned: the write that
 // needed room fails, and the next one tries again (checkpoint records
 // appended before the failure are ordinary table records to a replay).
-func (r *Region) freezeLocked() error {
+func (r *regionCore) freezeLocked() error {
 	mem := r.mem
 	r.imm, r.immEnd = r.mem, r.log.pos()
 	r.mem = newMemtable()
@@ -487,15 +531,17 @@ func (r *Region) freezeLocked() error {
 	return nil
 }
 
-func (r *Region) signal() {
+func (r *regionCore) signal() {
 	select {
 	case r.kick <- struct{}{}:
 	default:
 	}
 }
 
-// Get returns a copy of the value stored under key, or ErrNotFound.
-func (r *Region) Get(key []byte) ([]byte, error) {
+// Get returns a copy of the value stored under key, or ErrNotFound. On a
+// Backup it finds what the installed levels index (the adopted log past
+// the recovery point is indexed only by a promotion).
+func (r *regionCore) Get(key []byte) ([]byte, error) {
 	if err := r.checkKey(key); err != nil {
 		return nil, err
 	}
@@ -536,7 +582,7 @@ func (r *Region) Get(key []byte) ([]byte, error) {
 	return append([]byte(nil), rec.Value...), nil
 }
 
-func (r *Region) isClosed() bool {
+func (r *regionCore) isClosed() bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.closed
@@ -550,18 +596,28 @@ func (r *Region) Sync() error {
 	if closed {
 		return ErrClosed
 	}
-	if r.backup {
-		return nil // everything adopted or installed is durable already
-	}
 	return r.log.syncTo(r.log.pos())
 }
 
-// close stops the background goroutines and syncs the log.
+// close stops the background goroutines and syncs the log (once: a
+// closed region returns nil).
 func (r *Region) close() error {
+	if !r.stop() {
+		return nil
+	}
+	if err := r.log.syncTo(r.log.pos()); err != nil {
+		return err
+	}
+	return r.log.saveEnds()
+}
+
+// stop marks the core closed and waits for its goroutines; it reports
+// whether this call closed it.
+func (r *regionCore) stop() bool {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return nil
+		return false
 	}
 	r.closed = true
 	r.memCond.Broadcast()
@@ -572,11 +628,5 @@ func (r *Region) close() error {
 	r.wg.Wait() // compaction and GC may still sync through the flusher
 	close(r.flusherStop)
 	r.flusherDone.Wait()
-	if r.backup {
-		return nil
-	}
-	if err := r.log.syncTo(r.log.pos()); err != nil {
-		return err
-	}
-	return r.log.saveEnds()
+	return true
 }

@@ -32,12 +32,8 @@ func (r *Region) RequestTableChunks(limit int) ([][]byte, error) {
 // that region's table (MergeRequestTable) instead of its own. It changes
 // the table in memory only: until the region's next L0 compaction moves
 // the recovery point past a checkpoint of the new table, a restart
-// rebuilds the forgotten outcomes from the log. A Send-Index backup
-// region is ErrBackupRegion.
+// rebuilds the forgotten outcomes from the log.
 func (r *Region) ResetRequestTable() error {
-	if r.backup {
-		return r.roleErr()
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -54,12 +50,8 @@ func (r *Region) ResetRequestTable() error {
 // is in the log by then). The chunk is appended to the region's log as
 // checkpoint records first, so a restart's replay rebuilds it as it
 // rebuilds the pairs; the next L0 freeze checkpoints it with the rest of
-// the table. A malformed chunk is ErrCorrupt and changes nothing; a
-// Send-Index backup region is ErrBackupRegion.
+// the table. A malformed chunk is ErrCorrupt and changes nothing.
 func (r *Region) MergeRequestTable(chunk []byte) error {
-	if r.backup {
-		return r.roleErr()
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {

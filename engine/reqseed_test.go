@@ -97,20 +97,3 @@ func TestRequestTableCopiedSurvivesRestart(t *testing.T) {
 		t.Fatalf("client 1's new seq 7: applied %v, %v", applied, err)
 	}
 }
-
-// TestRequestTableCopyRefusedOnBackupRegion: a Send-Index backup region
-// takes no copied table (its table is rebuilt from the log it adopts).
-func TestRequestTableCopyRefusedOnBackupRegion(t *testing.T) {
-	v := mustOpen(t, mirrorOpts(vfs.NewMem(), "b"))
-	defer v.Close()
-	r, err := v.CreateBackupRegion(RegionDesc{ID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.MergeRequestTable(newReqTable().encodeChunks(64)[0]); !errors.Is(err, ErrBackupRegion) {
-		t.Fatalf("merge into a backup region: %v, want ErrBackupRegion", err)
-	}
-	if err := r.ResetRequestTable(); !errors.Is(err, ErrBackupRegion) {
-		t.Fatalf("reset of a backup region: %v, want ErrBackupRegion", err)
-	}
-}

@@ -16,10 +16,7 @@ import (
 // ResetBackup empties a backup region in one metadata commit: its levels
 // and log segments leave the region (freed once no reader uses them) and
 // its recovery point returns to the start of its (now empty) log.
-func (r *Region) ResetBackup() error {
-	if !r.backup {
-		return ErrBackupRegion
-	}
+func (r *Backup) ResetBackup() error {
 	r.metaMu.Lock()
 	defer r.metaMu.Unlock()
 	if r.isClosed() {
@@ -72,7 +69,7 @@ func (r *Region) ResetBackup() error {
 // recoverySegment returns the log segment holding the region's recovery
 // point (nil: the log no longer has its index), the offset in it and the
 // index.
-func (r *Region) recoverySegment() (*logSeg, int64, uint64) {
+func (r *regionCore) recoverySegment() (*logSeg, int64, uint64) {
 	r.mu.RLock()
 	rp := r.rp
 	r.mu.RUnlock()
@@ -91,9 +88,6 @@ func (r *Region) recoverySegment() (*logSeg, int64, uint64) {
 // RecoveryPoint is a primary region's persisted L0 recovery point as a
 // log segment and offset: the log before it is indexed by the levels.
 func (r *Region) RecoveryPoint() (LogPoint, error) {
-	if r.backup {
-		return LogPoint{}, r.roleErr()
-	}
 	ls, off, idx := r.recoverySegment()
 	if ls != nil {
 		return LogPoint{Segment: ls.seg, Offset: off}, nil
@@ -113,7 +107,7 @@ func (r *Region) ReadIndexSegment(seg uint64) ([]byte, error) {
 }
 
 // readIndexSegment is ReadIndexSegment in version ver's levels.
-func (r *Region) readIndexSegment(ver *version, seg uint64) ([]byte, error) {
+func (r *regionCore) readIndexSegment(ver *version, seg uint64) ([]byte, error) {
 	var ref segRef
 	for _, ld := range ver.levels {
 		if ld == nil {

@@ -10,7 +10,7 @@ import "fmt"
 // serving. A Snapshot is used by one goroutine; Release it promptly: it
 // holds back the reuse of every segment freed after it.
 type Snapshot struct {
-	r      *Region
+	r      *regionCore
 	ver    *version
 	Logs   []LogSegment // the region's log, oldest first (End 0: the tail or a prepared segment)
 	Levels []LevelInfo
@@ -26,9 +26,6 @@ type Snapshot struct {
 
 // Snapshot takes a snapshot of a primary region.
 func (r *Region) Snapshot() (*Snapshot, error) {
-	if r.backup {
-		return nil, r.roleErr()
-	}
 	if r.isClosed() {
 		return nil, ErrClosed
 	}
@@ -40,7 +37,7 @@ func (r *Region) Snapshot() (*Snapshot, error) {
 	ver, rp := r.cur, r.rp
 	ver.refs.Add(1)
 	r.mu.RUnlock()
-	s := &Snapshot{r: r, ver: ver}
+	s := &Snapshot{r: r.regionCore, ver: ver}
 	for n := 1; n < len(ver.levels); n++ {
 		if l := ver.levels[n]; l != nil {
 			s.Levels = append(s.Levels, l.info(n))

@@ -64,7 +64,7 @@ type pendingFree struct {
 }
 
 // acquire returns the current version with a reference held.
-func (r *Region) acquire() *version {
+func (r *regionCore) acquire() *version {
 	r.mu.RLock()
 	v := r.cur
 	v.refs.Add(1)
@@ -72,7 +72,7 @@ func (r *Region) acquire() *version {
 	return v
 }
 
-func (r *Region) release(v *version) {
+func (r *regionCore) release(v *version) {
 	if v.refs.Add(-1) == 0 {
 		r.sweep()
 	}
@@ -80,7 +80,7 @@ func (r *Region) release(v *version) {
 
 // installLocked makes nv current and defers free until readers of the old
 // version are gone. Called with r.mu held.
-func (r *Region) installLocked(nv *version, free func()) {
+func (r *regionCore) installLocked(nv *version, free func()) {
 	old := r.cur
 	nv.refs.Store(1)
 	r.cur = nv
@@ -93,7 +93,7 @@ func (r *Region) installLocked(nv *version, free func()) {
 	}
 }
 
-func (r *Region) sweep() {
+func (r *regionCore) sweep() {
 	r.freeMu.Lock()
 	for len(r.pending) > 0 && r.pending[0].v.refs.Load() == 0 {
 		if f := r.pending[0].free; f != nil {

@@ -18,7 +18,7 @@ import (
 //
 // Lock order: prepMu, logMetaMu, syncMu, mu.
 type vlog struct {
-	r *Region
+	r *regionCore
 	v *Volume
 	g geometry
 
@@ -62,9 +62,6 @@ type LogTail struct {
 // LogTail returns the region's log tail. A replication stream attached
 // before writes start seeds its backups' buffers with it.
 func (r *Region) LogTail() (LogTail, error) {
-	if r.backup {
-		return LogTail{}, r.roleErr()
-	}
 	l := r.log
 	l.mu.Lock()
 	defer l.mu.Unlock()

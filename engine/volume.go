@@ -33,7 +33,7 @@ type Volume struct {
 	log   *zap.Logger
 
 	mu         sync.Mutex
-	regions    map[uint64]*Region
+	regions    map[uint64]handle // one live handle per region, in its role
 	closed     atomic.Bool
 	metaFailed atomic.Pointer[error]
 	syncFailed atomic.Pointer[error]
@@ -126,7 +126,7 @@ func Open(opts Options) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &Volume{opts: opts, fs: opts.FS, log: opts.Logger, regions: map[uint64]*Region{}, chunk: opts.GrowStep, spaceBack: make(chan struct{})}
+	v := &Volume{opts: opts, fs: opts.FS, log: opts.Logger, regions: map[uint64]handle{}, chunk: opts.GrowStep, spaceBack: make(chan struct{})}
 	if err := v.fs.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("engine: create %s: %w", opts.Dir, err)
 	}
@@ -335,7 +335,7 @@ func (v *Volume) loadRegions() error {
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	for _, id := range ids {
-		r, err := recoverRegion(v, states[id])
+		r, err := recoverHandle(v, states[id])
 		if err != nil {
 			return fmt.Errorf("engine: recover region %d: %w", id, err)
 		}
@@ -478,7 +478,7 @@ func (v *Volume) Close() error {
 		return ErrClosed
 	}
 	v.mu.Lock()
-	regions := make([]*Region, 0, len(v.regions))
+	regions := make([]handle, 0, len(v.regions))
 	for _, r := range v.regions {
 		regions = append(regions, r)
 	}

@@ -69,7 +69,7 @@ func newHelloBackup(t *testing.T) *helloBackup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := replication.NewReplica(vol, br, replication.SendIndex, 1, buf.Bytes())
+	rep, err := replication.NewSendIndexReplica(vol, br, 1, buf.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}

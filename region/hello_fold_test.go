@@ -137,7 +137,7 @@ func TestBuildIndexFoldStallsNoOtherRegion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := replication.NewReplica(vol, er, replication.BuildIndex, 1, buf.Bytes())
+		rep, err := replication.NewBuildIndexReplica(vol, er, 1, buf.Bytes())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -121,7 +121,8 @@ func (s *Server) holdings(old *routing, m *regionmap.Map) map[uint64]held {
 		if r.Primary != s.cfg.Name || hs[r.ID].role != roleNone {
 			continue
 		}
-		if _, ok := s.vol.Region(r.ID); ok {
+		_, primary := s.vol.Region(r.ID)
+		if _, backup := s.vol.Backup(r.ID); primary || backup {
 			h := hs[r.ID]
 			if h.copy, h.copyErr = s.vol.IsCopy(r.ID); h.copyErr != nil {
 				h.copyErr = fmt.Errorf("open: %w", h.copyErr)
@@ -187,14 +188,22 @@ func (s *Server) apply(m *regionmap.Map, a action, old, next *routing, ers map[u
 		}
 		next.incomplete[r.ID] = true
 	case stepOpen, stepOpenCopy:
-		er, _, err := s.vol.OpenRegion(engine.RegionDesc{ID: r.ID, Epoch: r.Epoch})
+		var er *engine.Region
+		var err error
+		_, isBackup := s.vol.Backup(r.ID) // a copy: promoted below (open-copy)
+		switch {
+		case isBackup && a.step == stepOpen:
+			return fmt.Errorf("open: the volume holds region %d as a backup", r.ID)
+		case !isBackup:
+			er, _, err = s.vol.OpenRegion(engine.RegionDesc{ID: r.ID, Epoch: r.Epoch})
+		}
 		if err != nil {
 			return fmt.Errorf("open: %w", err)
 		}
 		if a.step == stepOpenCopy {
 			// A static map is the operator's word.
 			s.log.Warn("static map: promoting a copy without its replication buffer", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch))
-			if er.IsBackup() {
+			if isBackup {
 				if er, err = s.vol.PromoteBackup(r.ID, r.Epoch, nil); err != nil {
 					return fmt.Errorf("open: %w", err)
 				}

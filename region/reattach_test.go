@@ -114,7 +114,7 @@ func TestReattachHandsQueuedCompactionToBackup(t *testing.T) {
 	defer release()
 	put("b", 100)
 	bk := b.backups[1] // replMu is held
-	bs, boff, _ := bk.rep.Region().LogRecoveryPoint()
+	bs, boff, _ := bk.rep.Backup().LogRecoveryPoint()
 	ps, poff, _ := er.LogRecoveryPoint()
 	if bs.Segment == ps.Segment && bs.Seq == ps.Seq && boff == poff {
 		t.Fatal("setup: the backup applied the compaction before the re-attach")
@@ -132,7 +132,7 @@ func TestReattachHandsQueuedCompactionToBackup(t *testing.T) {
 	if n := logs.FilterMessage("backup out of sync: seeding it").Len(); n != 0 {
 		t.Fatalf("the re-attach seeded the backup whole (%d times): %v", n, logs.FilterMessage("backup out of sync: seeding it").All()[0].ContextMap())
 	}
-	if got, want := bk.rep.Region().Levels(), er.Levels(); len(got) != len(want) {
+	if got, want := bk.rep.Backup().Levels(), er.Levels(); len(got) != len(want) {
 		t.Fatalf("backup levels %+v, the primary's %+v", got, want)
 	}
 	if err := er.Put([]byte("after"), []byte("reattach")); err != nil {

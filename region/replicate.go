@@ -128,22 +128,26 @@ func (s *Server) openBackup(m *regionmap.Map, r regionmap.Region) (*backupRegion
 	}
 	mode := s.replMode(m)
 	desc := engine.RegionDesc{ID: r.ID, Epoch: r.Epoch}
-	er, ok := s.vol.Region(r.ID)
-	var err error
-	switch {
-	case ok && mode == replication.SendIndex && !er.IsBackup():
-		// Its primary once, failed over while away: what it holds is
-		// stale. It becomes an empty backup, which the primary seeds.
-		s.log.Warn("demoting a region this server was primary of to an empty backup", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch))
-		delete(s.resumed, r.ID)
-		er, err = s.vol.DemoteRegion(r.ID, r.Epoch)
-	case ok:
-	case mode == replication.SendIndex:
-		er, err = s.vol.CreateBackupRegion(desc)
-	default:
-		er, err = s.vol.CreateRegion(desc)
-	}
-	if err == nil && mode == replication.BuildIndex {
+	var (
+		eb  *engine.Backup // Send-Index
+		er  *engine.Region // Build-Index
+		err error
+	)
+	if mode == replication.SendIndex {
+		var ok bool
+		if eb, ok = s.vol.Backup(r.ID); !ok {
+			if _, ok := s.vol.Region(r.ID); ok {
+				// Its primary once, failed over while away: what it holds
+				// is stale. It becomes an empty backup, which the primary
+				// seeds.
+				s.log.Warn("demoting a region this server was primary of to an empty backup", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch))
+				delete(s.resumed, r.ID)
+				eb, err = s.vol.DemoteRegion(r.ID, r.Epoch)
+			} else {
+				eb, err = s.vol.CreateBackupRegion(desc)
+			}
+		}
+	} else if er, _, err = s.vol.OpenRegion(desc); err == nil {
 		// A copy of the primary's region from now on (engine.Volume.IsCopy):
 		// without its buffer it may lack acknowledged writes.
 		err = s.vol.SetFollower(r.ID, true)
@@ -155,21 +159,26 @@ func (s *Server) openBackup(m *regionmap.Map, r regionmap.Region) (*backupRegion
 	if err != nil {
 		return nil, err
 	}
-	rep, err := replication.NewReplica(s.vol, er, mode, r.Epoch, buf.Bytes())
+	var rep *replication.Replica
+	if eb != nil {
+		rep, err = replication.NewSendIndexReplica(s.vol, eb, r.Epoch, buf.Bytes())
+	} else {
+		rep, err = replication.NewBuildIndexReplica(s.vol, er, r.Epoch, buf.Bytes())
+	}
 	if err != nil {
 		buf.Deregister()
 		return nil, err
 	}
 	b := &backupRegion{rep: rep, buf: buf}
 	s.backups[r.ID] = b
-	if mode == replication.BuildIndex {
+	if er != nil {
 		// It indexes its primary's records with its own writes, which
 		// wait for nothing, nor do its L0 compactions: one a stream of
 		// its primaryship here refused is released (a handle deposed
 		// here refuses them).
 		er.SetReplicator(replication.Follow{})
+		er.Resume() // a Build-Index backup compacts on its own
 	}
-	er.Resume() // a Build-Index backup compacts on its own
 	return b, nil
 }
 

@@ -91,7 +91,7 @@ func buildSyncBackup(tb testing.TB, fs vfs.FS, dir string) (*engine.Volume, *Rep
 		tb.Fatal(err)
 	}
 	r.SetReplicator(Follow{})
-	rep, err := NewReplica(v, r, BuildIndex, 1, make([]byte, 2*smallRecordSeg))
+	rep, err := NewBuildIndexReplica(v, r, 1, make([]byte, 2*smallRecordSeg))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestBuildIndexSyncOncePerCommand(t *testing.T) {
 	if syncs := handleCounted(t, v, rep, flush); syncs > maxCommandSyncs {
 		t.Errorf("re-applying the flush took %d fdatasyncs, want at most %d", syncs, maxCommandSyncs)
 	}
-	checkContent(t, "re-applied", rep.Region(), model)
+	checkContent(t, "re-applied", copyOf(rep), model)
 
 	// A seed: RESET deletes every key (one delete each), then the pairs.
 	handleCounted(t, v, rep, &Command{Kind: CmdCheck, Region: 1, Epoch: 3})

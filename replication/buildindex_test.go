@@ -141,7 +141,7 @@ func TestBuildIndexSecondFailoverKeepsWrites(t *testing.T) {
 		t.Fatalf("backup 1 got no catch-up flush (sent %v)", sent.n)
 	}
 	g.settle()
-	checkContent(t, "backup 1 after the failover", g.reps[0].Region(), model)
+	checkContent(t, "backup 1 after the failover", copyOf(g.reps[0]), model)
 	// It follows the new primary from there.
 	for k, v := range g.write(rng, 4, 800, 2400) {
 		model[k] = v
@@ -151,7 +151,7 @@ func TestBuildIndexSecondFailoverKeepsWrites(t *testing.T) {
 		t.Fatalf("backups dropped: %v", d)
 	}
 	checkContent(t, "new primary", np, model)
-	checkContent(t, "backup 1", g.reps[0].Region(), model)
+	checkContent(t, "backup 1", copyOf(g.reps[0]), model)
 }
 
 // TestBuildIndexJoiningBackupSeeded: a primary with levels, L0 and a tail
@@ -188,7 +188,7 @@ func TestBuildIndexJoiningBackupSeeded(t *testing.T) {
 	}
 	model[string(stale)] = nil
 	nr.Resume()
-	rep, err := NewReplica(nv, nr, BuildIndex, 3, make([]byte, 2*mirrorSeg))
+	rep, err := NewBuildIndexReplica(nv, nr, 3, make([]byte, 2*mirrorSeg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestBuildIndexJoiningBackupSeeded(t *testing.T) {
 		t.Fatalf("kept backup got %v, joining one %v", kept.n, joined.n)
 	}
 	g.settle()
-	checkContent(t, "joined backup", rep.Region(), model)
+	checkContent(t, "joined backup", copyOf(rep), model)
 	for k, v := range g.write(rng, 4, 800, 2400) {
 		model[k] = v
 	}
@@ -214,7 +214,7 @@ func TestBuildIndexJoiningBackupSeeded(t *testing.T) {
 		t.Fatalf("dropped: %v", d)
 	}
 	for i, r := range g.reps {
-		checkContent(t, fmt.Sprintf("backup %d", i), r.Region(), model)
+		checkContent(t, fmt.Sprintf("backup %d", i), copyOf(r), model)
 	}
 }
 
@@ -261,7 +261,7 @@ func TestBuildIndexFlushOfAnotherStreamRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 2*mirrorSeg)
-	rep, err := NewReplica(bv, br, BuildIndex, 3, buf)
+	rep, err := NewBuildIndexReplica(bv, br, 3, buf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -253,7 +253,7 @@ func (r *Replica) foldBuffer() {
 // sealed: the mirror's switch waited for its WRITEs). Called with r.mu
 // held.
 func (r *Replica) halves() []promoteHalf {
-	out := bufferHalves(r.buf, r.segSize, r.region.Desc().ID)
+	out := bufferHalves(r.buf, r.segSize, r.id)
 	sort.Slice(out, func(i, j int) bool { return out[i].m.Index < out[j].m.Index })
 	for i := range out {
 		out[i].older = i < len(out)-1

@@ -66,7 +66,7 @@ func TestCheckRefusesMissedSameShapeCompaction(t *testing.T) {
 	if err := g.pr.WaitIdle(); err != nil {
 		t.Fatal(err)
 	}
-	checkLevels(t, "backup that missed the compaction (same shape)", g.pr, g.reps[0].Region())
+	checkLevels(t, "backup that missed the compaction (same shape)", g.pr, copyOf(g.reps[0]))
 	if after := g.pr.Levels(); len(after) != len(before) || after[0].Segments[0] == before[0].Segments[0] && after[0].Seqs[0] == before[0].Seqs[0] {
 		t.Fatalf("setup: L1 was not replaced: %+v -> %+v", before, after)
 	}

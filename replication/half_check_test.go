@@ -23,7 +23,7 @@ func newLoneReplica(t *testing.T) (*Replica, []byte) {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 2*mirrorSeg)
-	rep, err := NewReplica(vol, br, SendIndex, 1, buf)
+	rep, err := NewSendIndexReplica(vol, br, 1, buf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,14 +60,14 @@ func TestFlushOfAnotherSegmentsHalfRefused(t *testing.T) {
 		if rep.Complete() {
 			t.Fatalf("a refused flush of segment %d left the copy complete", c.Segment)
 		}
-		if _, ok := rep.Region().LogMap()[c.Segment]; ok {
+		if _, ok := rep.Backup().LogMap()[c.Segment]; ok {
 			t.Fatalf("a refused flush adopted segment %d", c.Segment)
 		}
 	}
 	if err := rep.Handle(&Command{Kind: CmdFlush, Region: 7, Epoch: 1, Segment: 6, Seq: 8, End: end, Half: 0, Sealed: true}); err != nil {
 		t.Fatalf("flush of the segment the half holds: %v", err)
 	}
-	if _, ok := rep.Region().LogMap()[6]; !ok {
+	if _, ok := rep.Backup().LogMap()[6]; !ok {
 		t.Fatal("the flush of the segment the half holds adopted nothing")
 	}
 }

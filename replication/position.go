@@ -24,7 +24,7 @@ func (r *Replica) LogPosition() uint64 {
 
 // logPositionLocked is LogPosition with r.mu held.
 func (r *Replica) logPositionLocked() uint64 {
-	id := r.region.Desc().ID
+	id := r.id
 	var pos uint64
 	for h := range 2 {
 		img := r.buf[int64(h)*r.segSize : int64(h+1)*r.segSize]
@@ -52,7 +52,7 @@ func (r *Replica) Report(epoch uint64) (pos uint64, complete bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	pos = r.logPositionLocked()
-	if !r.incomplete && r.gapLocked(bufferHalves(r.buf, r.segSize, r.region.Desc().ID)) == nil {
+	if !r.incomplete && r.gapLocked(bufferHalves(r.buf, r.segSize, r.id)) == nil {
 		r.reported = max(r.reported, epoch)
 		return pos, true
 	}

@@ -203,6 +203,6 @@ func TestPreSeedPromotedPrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.settle()
-	checkLevels(t, "pre-seeded backup", np, rep.Region())
-	checkContent(t, "pre-seeded backup", rep.Region(), model)
+	checkLevels(t, "pre-seeded backup", np, copyOf(rep))
+	checkContent(t, "pre-seeded backup", copyOf(rep), model)
 }

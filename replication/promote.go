@@ -15,7 +15,8 @@ import (
 // a fresh tail and rebuilds L0 by replaying the log from the recovery
 // point. The caller must have revoked the buffer first (rdma.MR.Revoke):
 // no WRITE of the old primary may land while it is read. The replica is
-// closed afterwards; the returned region is held (engine.Options.
+// closed afterwards (its engine.Backup handle is closed: commands fail
+// with engine.ErrClosed); the returned region is held (engine.Options.
 // HoldBackground) until the caller resumes it. A replica whose copy is
 // not complete (Complete), or whose buffer does not continue the log its
 // flushes reached (a segment neither flushed nor in a half), is not
@@ -29,12 +30,12 @@ func (r *Replica) Promote(epoch uint64) (*engine.Region, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if epoch < r.epoch {
-		return nil, fmt.Errorf("%w: promotion at epoch %d, region %d is at %d", ErrStaleEpoch, epoch, r.region.Desc().ID, r.epoch)
+		return nil, fmt.Errorf("%w: promotion at epoch %d, region %d is at %d", ErrStaleEpoch, epoch, r.id, r.epoch)
 	}
 	if r.incomplete {
-		return nil, fmt.Errorf("%w: region %d at epoch %d", ErrIncompleteCopy, r.region.Desc().ID, epoch)
+		return nil, fmt.Errorf("%w: region %d at epoch %d", ErrIncompleteCopy, r.id, epoch)
 	}
-	id := r.region.Desc().ID
+	id := r.id
 	halves := bufferHalves(r.buf, r.segSize, id)
 	if err := r.gapLocked(halves); err != nil {
 		return nil, err
@@ -80,7 +81,7 @@ func (r *Replica) Promote(epoch uint64) (*engine.Region, error) {
 			if h.m.Index+1 != last.Index || r.freed[logID{h.m.Segment, h.m.Seq}] {
 				continue
 			}
-			if _, err := r.region.AdoptLog(h.m.Segment, h.m.Seq, h.img, h.end); err != nil {
+			if _, err := r.backup.AdoptLog(h.m.Segment, h.m.Seq, h.img, h.end); err != nil {
 				return nil, err
 			}
 			continue

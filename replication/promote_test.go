@@ -27,8 +27,8 @@ func TestPromoteBackup(t *testing.T) {
 	rng := rand.New(rand.NewPCG(testseed.Seed(t), 11))
 	g := newReplGroup(t, 64, []Mode{SendIndex, SendIndex}, nil)
 	model, np := g.promoteWithTail(rng)
-	if np.IsBackup() || np.Desc().Epoch != 4 {
-		t.Fatalf("promoted region: backup %v epoch %d", np.IsBackup(), np.Desc().Epoch)
+	if np.Desc().Epoch != 4 {
+		t.Fatalf("promoted region: epoch %d", np.Desc().Epoch)
 	}
 
 	// The new primary replicates to the other backup, on a fresh buffer.
@@ -70,8 +70,8 @@ func TestPromoteBackup(t *testing.T) {
 		t.Fatalf("backups dropped: %v", d)
 	}
 	checkContent(t, "new primary", np, model)
-	checkLevels(t, "backup 1", np, g.reps[0].Region())
-	checkContent(t, "backup 1", g.reps[0].Region(), model)
+	checkLevels(t, "backup 1", np, copyOf(g.reps[0]))
+	checkContent(t, "backup 1", copyOf(g.reps[0]), model)
 	for _, dir := range []string{"b0", "b1"} {
 		in, err := engine.OpenInspector(g.fs, dir, true)
 		if err != nil {
@@ -119,7 +119,7 @@ func TestPromoteDivergedBackup(t *testing.T) {
 	if d := g.shipper.Dropped(); len(d) != 0 {
 		t.Fatalf("the diverged backup was dropped instead of seeded: %v", d)
 	}
-	checkLevels(t, "seeded backup", np, g.reps[0].Region())
+	checkLevels(t, "seeded backup", np, copyOf(g.reps[0]))
 	for k, v := range g.write(rng, 4, 800, 2400) {
 		model[k] = v
 	}
@@ -130,8 +130,8 @@ func TestPromoteDivergedBackup(t *testing.T) {
 	if d := g.shipper.Dropped(); len(d) != 0 {
 		t.Fatalf("backups dropped: %v", d)
 	}
-	checkLevels(t, "seeded backup", np, g.reps[0].Region())
-	checkContent(t, "seeded backup", g.reps[0].Region(), model)
+	checkLevels(t, "seeded backup", np, copyOf(g.reps[0]))
+	checkContent(t, "seeded backup", copyOf(g.reps[0]), model)
 }
 
 // newBackup opens volume dir with an empty Send-Index backup of the
@@ -153,7 +153,7 @@ func (g *replGroup) newBackup(dir string) (*engine.Volume, *Replica) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { buf.Deregister() })
-	rep, err := NewReplica(nv, br, SendIndex, 3, buf.Bytes())
+	rep, err := NewSendIndexReplica(nv, br, 3, buf.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestSeedNewBackup(t *testing.T) {
 	if d := g.shipper.Dropped(); len(d) != 0 {
 		t.Fatalf("dropped: %v", d)
 	}
-	checkLevels(t, "new backup", g.pr, rep.Region())
+	checkLevels(t, "new backup", g.pr, copyOf(rep))
 	for k, v := range g.write(rng, 4, 800, 2400) {
 		model[k] = v
 	}
@@ -266,8 +266,8 @@ func TestSeedNewBackup(t *testing.T) {
 		t.Fatalf("dropped: %v", d)
 	}
 	for i, r := range g.reps {
-		checkLevels(t, fmt.Sprintf("backup %d", i), g.pr, r.Region())
-		checkContent(t, fmt.Sprintf("backup %d", i), r.Region(), model)
+		checkLevels(t, fmt.Sprintf("backup %d", i), g.pr, copyOf(r))
+		checkContent(t, fmt.Sprintf("backup %d", i), copyOf(r), model)
 	}
 	in, err := engine.OpenInspector(g.fs, "new", true)
 	if err != nil {

@@ -27,7 +27,7 @@ func PromotedPairs(r *engine.Region) []RebasePair {
 // adopted segments the new primary does not list are dropped first (it
 // freed them, or never had them), then the rest are renumbered in one
 // commit. A segment listed with another record seed is ErrOutOfSync.
-func rebase(r *engine.Region, pairs []RebasePair) error {
+func rebase(r *engine.Backup, pairs []RebasePair) error {
 	byOld := map[uint64]RebasePair{}
 	for _, p := range pairs {
 		byOld[p.Old] = p

@@ -100,7 +100,7 @@ func TestPromoteSkipsFreedSegment(t *testing.T) {
 	st, err := g.pr.GC()
 	t.Logf("gc: %+v err %v", st, err)
 	g.settle()
-	t.Logf("backup log: %+v", g.reps[0].Region().LogSegments())
+	t.Logf("backup log: %+v", copyOf(g.reps[0]).LogSegments())
 	checkContent(t, "primary", g.pr, model)
 	g.failPrimary()
 	np, err := g.reps[0].Promote(5)

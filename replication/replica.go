@@ -43,12 +43,21 @@ func ParseMode(s string) (Mode, error) {
 }
 
 // Replica is the backup side of one region: it applies the primary's
-// commands, in order, to the backup's region. Buffer is the registered
-// buffer the primary's Mirror writes the log tail into (two segments).
-// Handle is safe for concurrent use but commands must arrive in the
-// primary's order (one sender per region). The replica owns no goroutine.
+// commands, in order, to the backup's region (an engine.Backup for
+// Send-Index, an ordinary engine.Region for Build-Index). Buffer is the
+// registered buffer the primary's Mirror writes the log tail into (two
+// segments). Handle is safe for concurrent use but commands must arrive in
+// the primary's order (one sender per region). The replica owns no
+// goroutine. It keeps no copy of a Send-Index backup's log map: the
+// engine.Backup owns it, and each command reads it there.
 type Replica struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	id uint64 // the region's
+	// backup is the Send-Index backup region (nil for Build-Index); after
+	// Promote its handle is closed and region is the primary it became.
+	backup *engine.Backup
+	// region is the Build-Index backup's ordinary region, or the primary
+	// a Send-Index promotion returned (nil before it).
 	region  *engine.Region
 	vol     *engine.Volume
 	mode    Mode
@@ -104,18 +113,33 @@ type Replica struct {
 // sequence (its records' seed) it has under that number.
 type logID struct{ seg, seq uint64 }
 
-// NewReplica serves region (a backup region for SendIndex, an ordinary one
-// for BuildIndex) of vol at epoch, with the primary's log tail mirrored
-// into buf.
-func NewReplica(vol *engine.Volume, region *engine.Region, mode Mode, epoch uint64, buf []byte) (*Replica, error) {
+// NewSendIndexReplica serves Send-Index backup region b of vol at epoch,
+// with the primary's log tail mirrored into buf.
+func NewSendIndexReplica(vol *engine.Volume, b *engine.Backup, epoch uint64, buf []byte) (*Replica, error) {
+	r, err := newReplica(vol, b.Desc().ID, SendIndex, epoch, buf)
+	if err == nil {
+		r.backup = b
+	}
+	return r, err
+}
+
+// NewBuildIndexReplica serves region (an ordinary region: a Build-Index
+// backup indexes its primary's records itself) of vol at epoch, with the
+// primary's log tail mirrored into buf.
+func NewBuildIndexReplica(vol *engine.Volume, region *engine.Region, epoch uint64, buf []byte) (*Replica, error) {
+	r, err := newReplica(vol, region.Desc().ID, BuildIndex, epoch, buf)
+	if err == nil {
+		r.region = region
+	}
+	return r, err
+}
+
+func newReplica(vol *engine.Volume, id uint64, mode Mode, epoch uint64, buf []byte) (*Replica, error) {
 	seg := vol.SegmentSize()
 	if int64(len(buf)) < 2*seg {
 		return nil, fmt.Errorf("replication: replica buffer of %d bytes, want %d", len(buf), 2*seg)
 	}
-	if (mode == SendIndex) != region.IsBackup() {
-		return nil, fmt.Errorf("replication: %s replica of region %d whose engine role does not match (backup region: %v)", mode, region.Desc().ID, region.IsBackup())
-	}
-	return &Replica{region: region, vol: vol, mode: mode, epoch: epoch, buf: buf, segSize: seg, retired: NewSegMap(), incomplete: true}, nil
+	return &Replica{id: id, vol: vol, mode: mode, epoch: epoch, buf: buf, segSize: seg, retired: NewSegMap(), incomplete: true}, nil
 }
 
 // Complete reports whether the replica's copy (its region and buffer)
@@ -149,8 +173,17 @@ func (r *Replica) RaiseEpoch(epoch uint64) {
 	r.epoch = max(r.epoch, epoch)
 }
 
-// Region is the backup's region.
-func (r *Replica) Region() *engine.Region { return r.region }
+// Region is a Build-Index backup's region, or the primary a Send-Index
+// backup's Promote returned; nil for a Send-Index backup not promoted.
+func (r *Replica) Region() *engine.Region {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.region
+}
+
+// Backup is a Send-Index backup's region (closed once Promote returned);
+// nil for a Build-Index backup.
+func (r *Replica) Backup() *engine.Backup { return r.backup }
 
 // Reply applies one command and returns what the backup answers: its
 // state (replwire.State) for a check, nothing otherwise.
@@ -159,7 +192,7 @@ func (r *Replica) Reply(c *Command) ([]byte, error) {
 		return nil, err
 	}
 	if c.Kind == CmdCheck && r.mode == SendIndex {
-		return replwire.State{Logs: backupLogs(r.region), Levels: r.region.Levels(), RP: regionRP(r.region)}.Encode(), nil
+		return replwire.State{Logs: backupLogs(r.backup), Levels: r.backup.Levels(), RP: regionRP(r.backup)}.Encode(), nil
 	}
 	if c.Kind == CmdCheck {
 		return r.appliedReply(), nil
@@ -169,7 +202,7 @@ func (r *Replica) Reply(c *Command) ([]byte, error) {
 
 // backupLogs is a backup region's log in the primary's terms (primary
 // segment numbers, adopted ends).
-func backupLogs(r *engine.Region) []engine.LogSegment {
+func backupLogs(r *engine.Backup) []engine.LogSegment {
 	var out []engine.LogSegment
 	for _, l := range r.LogSegments() {
 		out = append(out, engine.LogSegment{Segment: l.Primary, Seq: l.Seq, End: l.End})
@@ -186,8 +219,8 @@ func backupLogs(r *engine.Region) []engine.LogSegment {
 func (r *Replica) Handle(c *Command) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if c.Region != r.region.Desc().ID {
-		return fmt.Errorf("%w: command for region %d sent to region %d", ErrOutOfOrder, c.Region, r.region.Desc().ID)
+	if c.Region != r.id {
+		return fmt.Errorf("%w: command for region %d sent to region %d", ErrOutOfOrder, c.Region, r.id)
 	}
 	if c.Epoch < r.epoch {
 		return fmt.Errorf("%w: %s at epoch %d, region %d is at %d", ErrStaleEpoch, c.Kind, c.Epoch, c.Region, r.epoch)
@@ -233,7 +266,7 @@ func (r *Replica) handle(c *Command) error {
 			delete(r.freed, logID{c.Segment, c.Seq}) // adopted again: live
 			image := make([]byte, r.segSize)
 			copy(image[c.End-int64(len(c.Data)):], c.Data)
-			_, err := r.region.AdoptLog(c.Segment, c.Seq, image, c.End)
+			_, err := r.backup.AdoptLog(c.Segment, c.Seq, image, c.End)
 			return err
 		}
 		h := int64(c.Half) * r.segSize
@@ -246,7 +279,7 @@ func (r *Replica) handle(c *Command) error {
 			}
 		}
 		delete(r.freed, logID{c.Segment, c.Seq}) // adopted again: live
-		if _, err := r.region.AdoptLog(c.Segment, c.Seq, img, c.End); err != nil {
+		if _, err := r.backup.AdoptLog(c.Segment, c.Seq, img, c.End); err != nil {
 			return err
 		}
 		if c.Sealed && c.End > engine.SegmentHeaderSize && (!r.flushedKnown || m.Index > r.flushed) {
@@ -274,7 +307,7 @@ func (r *Replica) handle(c *Command) error {
 		// tail (with its marker) after it.
 		replwire.ClearMarker(r.buf[:r.segSize])
 		replwire.ClearMarker(r.buf[r.segSize : 2*r.segSize])
-		return r.region.ResetBackup()
+		return r.backup.ResetBackup()
 	case CmdRebase:
 		pairs, err := replwire.DecodeRebase(c.Data)
 		if err != nil {
@@ -283,14 +316,14 @@ func (r *Replica) handle(c *Command) error {
 		r.freed = nil // named in the old primary's numbering
 		r.flushedKnown = false
 		r.incomplete = true
-		return rebase(r.region, pairs)
+		return rebase(r.backup, pairs)
 	case CmdCheck:
 		r.flushedKnown = false // a new stream: its tail starts afresh
 		st, err := replwire.DecodeState(c.Data)
 		if err != nil {
 			return err
 		}
-		return checkState(r.region, r.segSize, st)
+		return checkState(r.backup, r.segSize, st)
 	}
 	return fmt.Errorf("%w: kind %d", ErrMalformed, c.Kind)
 }
@@ -340,7 +373,7 @@ func (r *Replica) gapLocked(halves []promoteHalf) error {
 		return nil
 	}
 	return fmt.Errorf("%w: region %d: the buffer holds log segment %d at position %d, the last one flushed is at position %d and no half holds the one after it",
-		ErrIncompleteCopy, r.region.Desc().ID, newest.Segment, newest.Index, r.flushed)
+		ErrIncompleteCopy, r.id, newest.Segment, newest.Index, r.flushed)
 }
 
 // indexSegment rewrites and writes one shipped segment.
@@ -372,9 +405,11 @@ func (r *Replica) indexSegment(c *Command) error {
 	return r.vol.WriteSegment(local, data)
 }
 
+// translator returns a Translator for the compaction being received: its
+// log map is a copy of the backup's (engine.Backup.LogMap), taken now.
 func (r *Replica) translator() (*Translator, error) {
 	log := NewSegMap()
-	for p, l := range r.region.LogMap() {
+	for p, l := range r.backup.LogMap() {
 		if err := log.Add(p, l); err != nil {
 			return nil, err
 		}
@@ -395,16 +430,16 @@ func (r *Replica) install(c *Command) error {
 	info := engine.CompactionInfo{Region: c.Region, Src: int(c.Src), Dst: int(c.Dst), Move: c.Move}
 	var rp *engine.LogPoint
 	if c.Src == 0 {
-		local, seq, ok := adopted(r.region, c.RPSeg)
+		l, ok := r.backup.AdoptedLog(c.RPSeg)
 		if !ok {
 			return fmt.Errorf("%w: recovery point in primary log segment %d, which this backup has not adopted", ErrUnmapped, c.RPSeg)
 		}
-		if seq != c.Seq {
+		if l.Seq != c.Seq {
 			// Another segment under the same number (the log reuses
 			// freed numbers): this backup missed a free or a flush.
-			return fmt.Errorf("%w: recovery point in primary log segment %d seq %d, adopted here as seq %d", ErrOutOfSync, c.RPSeg, c.Seq, seq)
+			return fmt.Errorf("%w: recovery point in primary log segment %d seq %d, adopted here as seq %d", ErrOutOfSync, c.RPSeg, c.Seq, l.Seq)
 		}
-		rp = &engine.LogPoint{Segment: local, Offset: c.RPOff}
+		rp = &engine.LogPoint{Segment: l.Segment, Offset: c.RPOff}
 	}
 	var lvl *engine.InstalledLevel
 	if !c.Move {
@@ -432,7 +467,7 @@ func (r *Replica) install(c *Command) error {
 			lvl.LogRefs = append(lvl.LogRefs, s)
 		}
 	}
-	if err := r.region.ApplyCompaction(info, lvl, rp); err != nil {
+	if err := r.backup.ApplyCompaction(info, lvl, rp); err != nil {
 		return err
 	}
 	r.compacting, r.built, r.index = false, nil, nil
@@ -449,20 +484,18 @@ func (r *Replica) logFree(c *Command) error {
 		r.freed = map[logID]bool{}
 	}
 	r.freed[logID{c.Segment, c.Seq}] = true
-	local, ok := r.region.LogMap()[c.Segment]
+	l, ok := r.backup.AdoptedLog(c.Segment)
 	if !ok {
 		return nil
 	}
-	for _, l := range r.region.LogSegments() {
-		if l.Segment == local && l.Seq != c.Seq {
-			return fmt.Errorf("%w: free of log segment %d seq %d, this backup holds it with seq %d", ErrOutOfSync, c.Segment, c.Seq, l.Seq)
-		}
+	if l.Seq != c.Seq {
+		return fmt.Errorf("%w: free of log segment %d seq %d, this backup holds it with seq %d", ErrOutOfSync, c.Segment, c.Seq, l.Seq)
 	}
 	if r.compacting {
 		r.retired.Remove(c.Segment) // a segment number the log reused and freed again
-		_ = r.retired.Add(c.Segment, local)
+		_ = r.retired.Add(c.Segment, l.Segment)
 	}
-	return r.region.DropLog(c.Segment)
+	return r.backup.DropLog(c.Segment)
 }
 
 // abortLocked frees the segments of a compaction that never completed
@@ -479,16 +512,4 @@ func (r *Replica) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.abortLocked()
-}
-
-// adopted finds the primary's log segment seg in backup region b: its
-// local number and the records' seed it was adopted with (ok false: not
-// adopted). As in LogMap, the last copy of a number wins.
-func adopted(b *engine.Region, seg uint64) (local, seq uint64, ok bool) {
-	for _, l := range b.LogSegments() {
-		if l.Primary == seg && seg != 0 {
-			local, seq, ok = l.Segment, l.Seq, true
-		}
-	}
-	return local, seq, ok
 }

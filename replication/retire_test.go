@@ -80,7 +80,7 @@ func TestRetireHandsQueuedCompactionToBackup(t *testing.T) {
 	if err := g.shipper.Retire(ctx); err != nil {
 		t.Fatalf("retire: %v", err)
 	}
-	if err := checkState(g.reps[0].Region(), mirrorSeg, primaryState(np)); err != nil {
+	if err := checkState(g.reps[0].Backup(), mirrorSeg, primaryState(np)); err != nil {
 		t.Fatalf("after the retired stream the backup fails the next stream's check: %v", err)
 	}
 
@@ -90,7 +90,7 @@ func TestRetireHandsQueuedCompactionToBackup(t *testing.T) {
 	if n := sent.get(CmdReset) - resets; n != 0 || len(g.shipper.Dropped()) != 0 {
 		t.Fatalf("the re-attach seeded (%d resets) or dropped (%v) the backup", n, g.shipper.Dropped())
 	}
-	checkLevels(t, "backup after the re-attach", np, g.reps[0].Region())
+	checkLevels(t, "backup after the re-attach", np, copyOf(g.reps[0]))
 	for k, v := range g.write(rng, 2, 400, 2400) {
 		model[k] = v
 	}
@@ -98,6 +98,6 @@ func TestRetireHandsQueuedCompactionToBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.settle()
-	checkLevels(t, "backup", np, g.reps[0].Region())
-	checkContent(t, "backup", g.reps[0].Region(), model)
+	checkLevels(t, "backup", np, copyOf(g.reps[0]))
+	checkContent(t, "backup", copyOf(g.reps[0]), model)
 }

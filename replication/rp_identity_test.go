@@ -28,7 +28,7 @@ func TestCompactionDoneNamesRecoveryPointBySeq(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := NewReplica(vol, br, SendIndex, 1, make([]byte, 2*seg))
+	rep, err := NewSendIndexReplica(vol, br, 1, make([]byte, 2*seg))
 	if err != nil {
 		t.Fatal(err)
 	}

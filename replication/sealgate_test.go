@@ -40,7 +40,7 @@ func newSealStream(t *testing.T, fs vfs.FS, pv *engine.Volume, id uint64) *sealS
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := NewReplica(bv, br, SendIndex, 3, ends[0].buf.Bytes())
+	rep, err := NewSendIndexReplica(bv, br, 3, ends[0].buf.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,7 +114,7 @@ func TestSeededBackupPromotedRetryNotApplied(t *testing.T) {
 				// the current primary never applied.
 				put(nr, []byte("stale"), "x", stale)
 				nr.Resume()
-				if rep, err = NewReplica(nv, nr, BuildIndex, 3, make([]byte, 2*mirrorSeg)); err != nil {
+				if rep, err = NewBuildIndexReplica(nv, nr, 3, make([]byte, 2*mirrorSeg)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -181,7 +181,7 @@ func TestBuildIndexRequestsOnlyInSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := NewReplica(v, br, BuildIndex, 3, make([]byte, 2*mirrorSeg))
+	rep, err := NewBuildIndexReplica(v, br, 3, make([]byte, 2*mirrorSeg))
 	if err != nil {
 		t.Fatal(err)
 	}

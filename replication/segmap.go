@@ -13,8 +13,14 @@ var (
 	ErrConflict = errors.New("replication: conflicting segment mapping")
 )
 
-// SegMap maps the primary's segment numbers to this server's. The log map
-// and the index map are both SegMaps.
+// SegMap maps the primary's segment numbers to this server's. A
+// Translator reads two: the index map of the compaction being received
+// (the Replica's, in memory, dropped once the level is installed) and a
+// copy of the backup's log map. The log map itself is the engine.Backup's:
+// persisted in its adopted log segments' descriptors, changed only through
+// it (AdoptLog, DropLog, RebaseLog, ResetBackup), and copied into a SegMap
+// per command (engine.Backup.LogMap). A SegMap is not safe for concurrent
+// use.
 type SegMap struct {
 	to   map[uint64]uint64
 	from map[uint64]uint64 // reverse, to refuse two sources for one target

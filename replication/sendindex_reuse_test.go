@@ -155,8 +155,8 @@ func TestSendIndexStalePointerIntoReusedLogSegment(t *testing.T) {
 		t.Fatalf("backups dropped: %v", d)
 	}
 	checkContent(t, "primary", g.pr, model)
-	checkLevels(t, "backup", g.pr, g.reps[0].Region())
-	checkContent(t, "backup", g.reps[0].Region(), model)
+	checkLevels(t, "backup", g.pr, copyOf(g.reps[0]))
+	checkContent(t, "backup", copyOf(g.reps[0]), model)
 }
 
 func tailSeg(t *testing.T, r *engine.Region) uint64 {

@@ -121,23 +121,33 @@ func newReplGroup(t *testing.T, l0 int, modes []Mode, fail map[int]func(*Command
 
 func (g *replGroup) newReplica(i int, bv *engine.Volume, m Mode, create bool) *Replica {
 	t := g.t
-	var br *engine.Region
+	var rep *Replica
 	var err error
+	buf := g.ends[i].buf.Bytes()
 	switch {
-	case !create:
-		var ok bool
-		if br, ok = bv.Region(7); !ok {
+	case !create && m == SendIndex:
+		br, ok := bv.Backup(7)
+		if !ok {
 			t.Fatal("backup region missing after restart")
 		}
+		rep, err = NewSendIndexReplica(bv, br, 3, buf)
+	case !create:
+		br, ok := bv.Region(7)
+		if !ok {
+			t.Fatal("backup's region missing after restart")
+		}
+		rep, err = NewBuildIndexReplica(bv, br, 3, buf)
 	case m == SendIndex:
-		br, err = bv.CreateBackupRegion(engine.RegionDesc{ID: 7})
+		var br *engine.Backup
+		if br, err = bv.CreateBackupRegion(engine.RegionDesc{ID: 7}); err == nil {
+			rep, err = NewSendIndexReplica(bv, br, 3, buf)
+		}
 	default:
-		br, err = bv.CreateRegion(engine.RegionDesc{ID: 7})
+		var br *engine.Region
+		if br, err = bv.CreateRegion(engine.RegionDesc{ID: 7}); err == nil {
+			rep, err = NewBuildIndexReplica(bv, br, 3, buf)
+		}
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := NewReplica(bv, br, m, 3, g.ends[i].buf.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,10 +230,27 @@ func (g *replGroup) settle() {
 	}
 }
 
+// copyReader is what the tests read a copy through, in either role
+// (engine.Region or engine.Backup).
+type copyReader interface {
+	Get(key []byte) ([]byte, error)
+	Levels() []engine.LevelInfo
+	LogSegments() []engine.LogSegment
+}
+
+// copyOf is a replica's copy: a Send-Index backup's engine.Backup (until
+// a promotion), otherwise its engine.Region.
+func copyOf(r *Replica) copyReader {
+	if p := r.Region(); p != nil {
+		return p
+	}
+	return r.Backup()
+}
+
 // checkContent reads every model key from region r: deleted keys absent,
 // others equal. Keys in the part of the log not flushed to a Send-Index
 // backup yet are checked separately.
-func checkContent(t *testing.T, name string, r *engine.Region, model map[string][]byte) {
+func checkContent(t *testing.T, name string, r copyReader, model map[string][]byte) {
 	t.Helper()
 	for k, want := range model {
 		got, err := r.Get([]byte(k))
@@ -237,7 +264,7 @@ func checkContent(t *testing.T, name string, r *engine.Region, model map[string]
 }
 
 // checkLevels compares the backup's levels with the primary's.
-func checkLevels(t *testing.T, name string, p, b *engine.Region) {
+func checkLevels(t *testing.T, name string, p *engine.Region, b copyReader) {
 	t.Helper()
 	pl, bl := p.Levels(), b.Levels()
 	if len(pl) != len(bl) {
@@ -286,9 +313,9 @@ func TestSendIndexReplication(t *testing.T) {
 	for i, r := range g.reps {
 		name := fmt.Sprintf("backup %d (%s)", i, r.mode)
 		if r.mode == SendIndex {
-			checkLevels(t, name, g.pr, r.Region())
+			checkLevels(t, name, g.pr, copyOf(r))
 		}
-		checkContent(t, name, r.Region(), model)
+		checkContent(t, name, copyOf(r), model)
 	}
 	// Restart the Send-Index backups: levels and log map come back.
 	for i := range 2 {
@@ -301,15 +328,12 @@ func TestSendIndexReplication(t *testing.T) {
 		}
 		t.Cleanup(func() { bv.Close() })
 		g.bvs[i] = bv
-		br, ok := bv.Region(7)
-		if !ok || !br.IsBackup() {
-			t.Fatalf("backup %d: region after restart: %v", i, ok)
+		br, ok := bv.Backup(7)
+		if !ok {
+			t.Fatalf("backup %d: no backup region after restart", i)
 		}
 		checkLevels(t, fmt.Sprintf("restarted backup %d", i), g.pr, br)
 		checkContent(t, fmt.Sprintf("restarted backup %d", i), br, model)
-		if err := br.Put([]byte("x"), []byte("y")); !errors.Is(err, engine.ErrBackupRegion) {
-			t.Fatalf("put on a backup region: %v", err)
-		}
 	}
 	// tebis inspect check's verdict on every volume.
 	for i, dir := range []string{"p", "b0", "b1"} {
@@ -361,8 +385,8 @@ func TestBackupDiesMidCompaction(t *testing.T) {
 		t.Fatalf("dropped: %v, want b1", d)
 	}
 	t.Logf("dropped: %v", d)
-	checkLevels(t, "live backup", g.pr, g.reps[0].Region())
-	checkContent(t, "live backup", g.reps[0].Region(), model)
+	checkLevels(t, "live backup", g.pr, copyOf(g.reps[0]))
+	checkContent(t, "live backup", copyOf(g.reps[0]), model)
 }
 
 // TestStaleEpochRefused: a replica refuses commands from an older epoch
@@ -378,7 +402,7 @@ func TestStaleEpochRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := NewReplica(bv, br, SendIndex, 5, make([]byte, 2*mirrorSeg))
+	rep, err := NewSendIndexReplica(bv, br, 5, make([]byte, 2*mirrorSeg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,9 +423,6 @@ func TestStaleEpochRefused(t *testing.T) {
 	}
 	if err := rep.Handle(&Command{Kind: CmdCompactionStart, Region: 8, Epoch: 6}); !errors.Is(err, ErrOutOfOrder) {
 		t.Fatalf("other region: %v", err)
-	}
-	if _, err := NewReplica(bv, br, BuildIndex, 1, make([]byte, 2*mirrorSeg)); err == nil {
-		t.Fatal("a build-index replica over a backup region")
 	}
 }
 
@@ -441,10 +462,10 @@ func TestMirrorDropStopsCommands(t *testing.T) {
 	if n := after.Load(); n != 0 {
 		t.Fatalf("backup 1 got %d commands after its mirror was dropped", n)
 	}
-	checkLevels(t, "live backup", g.pr, g.reps[0].Region())
-	checkContent(t, "live backup", g.reps[0].Region(), model)
+	checkLevels(t, "live backup", g.pr, copyOf(g.reps[0]))
+	checkContent(t, "live backup", copyOf(g.reps[0]), model)
 	for k := range model {
-		if _, err := g.reps[1].Region().Get([]byte(k)); err != nil && !errors.Is(err, engine.ErrNotFound) {
+		if _, err := copyOf(g.reps[1]).Get([]byte(k)); err != nil && !errors.Is(err, engine.ErrNotFound) {
 			t.Fatalf("dropped backup: key %s: %v", k, err)
 		}
 	}
@@ -584,7 +605,7 @@ func TestCheckState(t *testing.T) {
 	if err := check(behind); err != nil {
 		t.Fatalf("a backup behind by a sealed segment: %v", err)
 	}
-	gaps, err := catchUp(behind.Logs, backupLogs(g.reps[0].Region()))
+	gaps, err := catchUp(behind.Logs, backupLogs(g.reps[0].Backup()))
 	if err != nil || len(gaps) != 1 || gaps[0] != (gap{Segment: 999, Seq: 12345, From: engine.SegmentHeaderSize, End: 60000}) {
 		t.Fatalf("catch-up of a backup behind: %+v %v", gaps, err)
 	}
@@ -658,7 +679,7 @@ func TestCompactionOfEmptyTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	bs, ends, cq := connectBackups(t, rdma.NewLoopback(), func() string { loopAddrs++; return fmt.Sprintf("et%d", loopAddrs) }, 1)
-	rep, err := NewReplica(bv, br, SendIndex, 1, ends[0].buf.Bytes())
+	rep, err := NewSendIndexReplica(bv, br, 1, ends[0].buf.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,15 @@ import (
 	"github.com/tebis-go/tebis/internal/replwire"
 )
 
+// recoveryPointer is a region that tells its recovery point in the
+// primary's terms: an engine.Region (its own numbers) or an engine.Backup
+// (its log map's primary numbers).
+type recoveryPointer interface {
+	LogRecoveryPoint() (engine.LogSegment, int64, bool)
+}
+
 // regionRP reads a region's recovery point in the primary's terms.
-func regionRP(r *engine.Region) replwire.RecoveryPoint {
+func regionRP(r recoveryPointer) replwire.RecoveryPoint {
 	ls, off, ok := r.LogRecoveryPoint()
 	if !ok {
 		return replwire.RecoveryPoint{}
@@ -38,7 +45,7 @@ func primaryState(r *engine.Region) replwire.State {
 // but a compaction from the level above it, which the run does not
 // hold): the shapes differ. The recovery points are compared when either
 // side has a level (a seed carries the recovery point only with a level).
-func checkState(r *engine.Region, segSize int64, st replwire.State) error {
+func checkState(r *engine.Backup, segSize int64, st replwire.State) error {
 	_, err := catchUp(st.Logs, backupLogs(r))
 	if err != nil {
 		return err

@@ -9,10 +9,15 @@ import (
 
 // Translator rewrites the device pointers of a shipped index segment:
 // leaf value pointers through the log map, child pointers through the
-// index map. A pointer is segment<<shift | offset; the offset is kept.
+// index map. A pointer is segment<<shift | offset; the offset is kept. A
+// Translator reads its maps and changes none of them; it is not safe for
+// use concurrent with changes to them.
 type Translator struct {
 	shift uint
-	Log   *SegMap // primary log segment -> backup log segment
+	// Log: primary log segment -> backup log segment, a copy of the
+	// backup's log map (engine.Backup.LogMap, its owner) taken for the
+	// command being applied.
+	Log   *SegMap
 	Index *SegMap // primary index segment -> backup segment (this compaction)
 	// Retired (optional) maps log segments the primary freed while this
 	// compaction ran: its merge may still copy (shadowed) pointers into
