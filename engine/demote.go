@@ -72,11 +72,12 @@ func roleChangeLocked[H handle](v *Volume, id, epoch uint64, what string) (H, er
 		return none, fmt.Errorf("%w: no region %d", ErrBadOptions, id)
 	}
 	old, ok := h.(H)
+	_, isBackup := h.(*Backup)
 	switch {
-	case !ok && what == "promotion":
-		return none, fmt.Errorf("%w: region %d is not a backup", ErrBackupRegion, id)
-	case !ok:
+	case !ok && isBackup:
 		return none, fmt.Errorf("%w: region %d is a backup already", ErrBackupRegion, id)
+	case !ok:
+		return none, fmt.Errorf("%w: region %d is not a backup", ErrBackupRegion, id)
 	case epoch <= old.core().desc.Epoch:
 		return none, fmt.Errorf("%w: %s of region %d to epoch %d, not newer than its epoch %d", ErrBadOptions, what, id, epoch, old.core().desc.Epoch)
 	}
