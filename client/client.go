@@ -232,14 +232,14 @@ func (c *Client) adopt(m *regionmap.Map) {
 type request struct {
 	typ       uint16
 	key       []byte                      // routes the request
-	region    *regionmap.Region           // or this region (scans)
+	region    *regionmap.Assignment       // or this region (scans)
 	payload   func(version uint64) []byte // encodes with the map version used
 	replySize int
 }
 
 // do routes req, sends it and follows WRONG_REGION redirects. It returns
 // the OK (or NOT_FOUND) reply and the region that answered.
-func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.Region, error) {
+func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.Assignment, error) {
 	var last error
 	backoff := 200 * time.Microsecond
 	for attempt := 0; attempt <= c.cfg.Retries; attempt++ {

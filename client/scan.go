@@ -103,7 +103,7 @@ func (it *Iterator) fetch() {
 }
 
 // advance takes a batch and moves the cursor past it.
-func (it *Iterator) advance(sr wire.ScanReply, r *regionmap.Region) {
+func (it *Iterator) advance(sr wire.ScanReply, r *regionmap.Assignment) {
 	it.batch = sr.Pairs
 	switch {
 	case sr.Flags&wire.ScanMore != 0 && len(sr.Pairs) > 0:

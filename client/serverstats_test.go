@@ -35,7 +35,7 @@ func TestServerStatsAfterServerRestart(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	s1 := statsServer(t, addr, "run 1")
-	m := &regionmap.Map{Version: 1, Servers: []regionmap.Server{{Name: "rs1", TCP: addr}}, Regions: []regionmap.Region{{ID: 1, Primary: "rs1", Epoch: 1}}}
+	m := &regionmap.Map{Version: 1, Servers: []regionmap.Server{{Name: "rs1", TCP: addr}}, Regions: []regionmap.Assignment{{ID: 1, Primary: "rs1", Epoch: 1}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cl, err := Open(ctx, Config{Map: regionmap.Static{M: m}})

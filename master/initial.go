@@ -44,7 +44,7 @@ func InitialMap(servers []regionmap.Server, l Layout) (*regionmap.Map, error) {
 	m := &regionmap.Map{Version: 1, Servers: srvs, Replicas: l.Replicas, Replication: l.Replication, MinCopies: max(l.MinCopies, 1)}
 	bounds := append(append([]string{""}, splits...), "")
 	for i := 0; i+1 < len(bounds); i++ {
-		r := regionmap.Region{ID: uint64(i + 1), Start: bounds[i], End: bounds[i+1], Epoch: 1, Primary: srvs[i%len(srvs)].Name}
+		r := regionmap.Assignment{ID: uint64(i + 1), Start: bounds[i], End: bounds[i+1], Epoch: 1, Primary: srvs[i%len(srvs)].Name}
 		for j := 1; j < l.Replicas; j++ {
 			r.Backups = append(r.Backups, srvs[(i+j)%len(srvs)].Name)
 		}

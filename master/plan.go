@@ -257,7 +257,7 @@ func failingOver(v *plan, m *regionmap.Map, name string) bool {
 }
 
 // heal handles failures and finished joins in one region.
-func heal(v *plan, r *regionmap.Region) bool {
+func heal(v *plan, r *regionmap.Assignment) bool {
 	changed := false
 	epoch := r.Epoch // the epoch backups report their log positions at
 	// A failed primary's drop reports do not count: a backup dropped by a
@@ -287,7 +287,7 @@ func heal(v *plan, r *regionmap.Region) bool {
 		r.Epoch++
 		changed = true
 	}
-	if cands := promotable(v, &regionmap.Region{ID: r.ID, Epoch: epoch}, r.Backups); v.dead(r.Primary) && len(cands) > 0 {
+	if cands := promotable(v, &regionmap.Assignment{ID: r.ID, Epoch: epoch}, r.Backups); v.dead(r.Primary) && len(cands) > 0 {
 		if healthy := slices.DeleteFunc(slices.Clone(cands), func(i int) bool { return v.Unhealthy[r.Backups[i]] }); len(healthy) > 0 {
 			cands = healthy // a full or failing disk could not take the region's writes
 		}
@@ -321,7 +321,7 @@ func heal(v *plan, r *regionmap.Region) bool {
 // primary: those that reported their log position at r's epoch with a
 // complete copy. A backup that did not report (hung, its report lost, its
 // seed perhaps unfinished) is not: its copy may lack acknowledged writes.
-func promotable(v *plan, r *regionmap.Region, backups []string) []int {
+func promotable(v *plan, r *regionmap.Assignment, backups []string) []int {
 	var out []int
 	for i, b := range backups {
 		j := Join{r.ID, r.Epoch, b}
@@ -346,7 +346,7 @@ func (v *plan) held(name string) bool {
 // waitLogs reports whether r's failover waits for log positions: a live
 // backup has not reported one at r's epoch, and Timing.LogWait has not
 // passed since its primary went.
-func waitLogs(v *plan, r *regionmap.Region, backups []string) bool {
+func waitLogs(v *plan, r *regionmap.Assignment, backups []string) bool {
 	since := v.Servers[r.Primary].Gone
 	if since.IsZero() {
 		since = v.TermStart
@@ -363,7 +363,7 @@ func waitLogs(v *plan, r *regionmap.Region, backups []string) bool {
 }
 
 // grow adds joining backups to a region short of replicas.
-func grow(v *plan, m *regionmap.Map, r *regionmap.Region) bool {
+func grow(v *plan, m *regionmap.Map, r *regionmap.Assignment) bool {
 	want := m.Replicas - 1 - len(r.Backups) - len(r.Joining)
 	if want <= 0 || v.dead(r.Primary) {
 		return false

@@ -749,7 +749,7 @@ func TestNextHealthyBackupFirst(t *testing.T) {
 			t.Run(c.name+"/rs2 "+how, func(t *testing.T) {
 				m := threeWay(t)
 				r := *m.Region(2)
-				if r.Primary != "rs2" || !slices.Equal(r.Backups, []string{"rs3", "rs4"}) || slices.ContainsFunc(m.Regions, func(o regionmap.Region) bool { return o.Primary == "rs4" }) {
+				if r.Primary != "rs2" || !slices.Equal(r.Backups, []string{"rs3", "rs4"}) || slices.ContainsFunc(m.Regions, func(o regionmap.Assignment) bool { return o.Primary == "rs4" }) {
 					t.Fatalf("threeWay changed: %+v", m.Regions)
 				}
 				all := []string{"rs1", "rs2", "rs3", "rs4"}

@@ -73,7 +73,7 @@ func atVersion(f *coordtest.Coordinator, ver int32) func() bool {
 var all4 = []string{"rs1", "rs2", "rs3", "rs4"}
 
 // promoted checks that region r of m lost its primary dead to a backup.
-func promoted(t *testing.T, m *regionmap.Map, r regionmap.Region) {
+func promoted(t *testing.T, m *regionmap.Map, r regionmap.Assignment) {
 	t.Helper()
 	if err := m.Validate(); err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func promoted(t *testing.T, m *regionmap.Map, r regionmap.Region) {
 
 // reportLogs reports log positions for r's backups at r's epoch, the
 // first backup's the highest.
-func reportLogs(f *coordtest.Coordinator, r regionmap.Region) {
+func reportLogs(f *coordtest.Coordinator, r regionmap.Assignment) {
 	for i, b := range r.Backups {
 		f.AddReport(coord.LogReport{Region: r.ID, Epoch: r.Epoch, Server: b, Pos: uint64(len(r.Backups)-i) << 32, Complete: true})
 	}
@@ -417,7 +417,7 @@ func TestRunUnhealthyServer(t *testing.T) {
 	// rs4 dies: its groups are short, and only the unhealthy rs1 is left.
 	f.RemoveServer("rs4")
 	clk.Advance(2 * time.Second)
-	for _, o := range func() []regionmap.Region { got, _ := f.Map(); return got.Regions }() {
+	for _, o := range func() []regionmap.Assignment { got, _ := f.Map(); return got.Regions }() {
 		if o.Primary == "rs4" {
 			reportLogs(f, o)
 		}
@@ -429,6 +429,6 @@ func TestRunUnhealthyServer(t *testing.T) {
 	f.SetHealth("rs1", nil)
 	wait(t, "rs1 joining again", func() bool {
 		got, _ := f.Map()
-		return slices.ContainsFunc(got.Regions, func(o regionmap.Region) bool { return slices.Contains(o.Group(), "rs1") })
+		return slices.ContainsFunc(got.Regions, func(o regionmap.Assignment) bool { return slices.Contains(o.Group(), "rs1") })
 	})
 }

@@ -71,7 +71,7 @@ var errSuperseded = errors.New("region: attach superseded by a newer map")
 type attachJob struct {
 	id     uint64
 	m      *regionmap.Map
-	r      regionmap.Region
+	r      regionmap.Assignment
 	er     *engine.Region
 	ctx    context.Context // the dials (bounded by ReplicationConnect)
 	cancel context.CancelFunc
@@ -138,7 +138,7 @@ func (j *attachJob) end(rep engine.Replicator) {
 // ends an attach started for was: the server (name) is no longer its
 // primary, or the epoch or the backups (joining included) changed. known
 // false: the map is not for this run of the server.
-func supersedes(was regionmap.Region, cur *regionmap.Region, name string, known bool) bool {
+func supersedes(was regionmap.Assignment, cur *regionmap.Assignment, name string, known bool) bool {
 	return !known || cur == nil || cur.Primary != name || cur.Epoch != was.Epoch ||
 		!slices.Equal(cur.Group(), was.Group()) || !slices.Equal(cur.Joining, was.Joining)
 }
@@ -364,7 +364,7 @@ func (d *dialedGroup) close() {
 // recordSynced remembers that the backups names hold complete copies of
 // region r at its epoch (an attach brought them in sync), until r's epoch
 // moves on. Called with replMu held.
-func (s *Server) recordSynced(r regionmap.Region, names []string) {
+func (s *Server) recordSynced(r regionmap.Assignment, names []string) {
 	for k, epoch := range s.synced {
 		if k.region == r.ID && epoch != r.Epoch {
 			delete(s.synced, k)
@@ -382,7 +382,7 @@ func (s *Server) recordSynced(r regionmap.Region, names []string) {
 // r's epoch (recordSynced). A joining one among them is a copy already:
 // its join is reported (the map may not show it yet), and its own replica
 // says its copy is complete.
-func (s *Server) syncedAt(r regionmap.Region) map[string]bool {
+func (s *Server) syncedAt(r regionmap.Assignment) map[string]bool {
 	s.replMu.Lock()
 	defer s.replMu.Unlock()
 	out := map[string]bool{}
@@ -403,7 +403,7 @@ func (s *Server) syncedAt(r regionmap.Region) map[string]bool {
 // attached it; left out when unreachable, its replica would still say
 // complete while the stream acknowledged writes it lacks. It takes no
 // Server lock but replMu briefly.
-func (s *Server) dialGroup(ctx context.Context, m *regionmap.Map, r regionmap.Region) *dialedGroup {
+func (s *Server) dialGroup(ctx context.Context, m *regionmap.Map, r regionmap.Assignment) *dialedGroup {
 	d := &dialedGroup{pre: s.preseedsOf(m, r), cq: rdma.NewCQ()}
 	synced := s.syncedAt(r)
 	hello := replwire.Hello{Region: r.ID, Epoch: r.Epoch, SegSize: s.vol.SegmentSize()}.Encode()

@@ -16,8 +16,8 @@ import (
 
 // TestSupersedes: which map changes end an attach in flight.
 func TestSupersedes(t *testing.T) {
-	was := regionmap.Region{ID: 1, Primary: "p", Backups: []string{"a", "b"}, Epoch: 3}
-	with := func(f func(r *regionmap.Region)) *regionmap.Region {
+	was := regionmap.Assignment{ID: 1, Primary: "p", Backups: []string{"a", "b"}, Epoch: 3}
+	with := func(f func(r *regionmap.Assignment)) *regionmap.Assignment {
 		r := was
 		r.Backups = append([]string(nil), was.Backups...)
 		f(&r)
@@ -25,17 +25,17 @@ func TestSupersedes(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name  string
-		cur   *regionmap.Region
+		cur   *regionmap.Assignment
 		known bool
 		want  bool
 	}{
-		{"same", with(func(*regionmap.Region) {}), true, false},
-		{"map not for this run", with(func(*regionmap.Region) {}), false, true},
+		{"same", with(func(*regionmap.Assignment) {}), true, false},
+		{"map not for this run", with(func(*regionmap.Assignment) {}), false, true},
 		{"region dropped", nil, true, true},
-		{"another primary", with(func(r *regionmap.Region) { r.Primary = "a" }), true, true},
-		{"newer epoch", with(func(r *regionmap.Region) { r.Epoch = 4 }), true, true},
-		{"backup gone", with(func(r *regionmap.Region) { r.Backups = []string{"a"} }), true, true},
-		{"backup joining", with(func(r *regionmap.Region) { r.Joining = []string{"c"} }), true, true},
+		{"another primary", with(func(r *regionmap.Assignment) { r.Primary = "a" }), true, true},
+		{"newer epoch", with(func(r *regionmap.Assignment) { r.Epoch = 4 }), true, true},
+		{"backup gone", with(func(r *regionmap.Assignment) { r.Backups = []string{"a"} }), true, true},
+		{"backup joining", with(func(r *regionmap.Assignment) { r.Joining = []string{"c"} }), true, true},
 	} {
 		if got := supersedes(was, c.cur, "p", c.known); got != c.want {
 			t.Errorf("%s: supersedes %v, want %v", c.name, got, c.want)
@@ -105,7 +105,7 @@ func TestAttachHungBackupHoldsUpNothing(t *testing.T) {
 	hung := hungBackup(t, filepath.Join(dir, "h.sock"))
 	m := &regionmap.Map{Version: 1, Replication: "send-index",
 		Servers: []regionmap.Server{{Name: "p", Shm: filepath.Join(dir, "p.sock")}, {Name: "b", Shm: filepath.Join(dir, "b.sock")}, {Name: "h", Shm: hung}},
-		Regions: []regionmap.Region{{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 1}, {ID: 2, Primary: "p", Backups: []string{"b"}, Epoch: 1}}}
+		Regions: []regionmap.Assignment{{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 1}, {ID: 2, Primary: "p", Backups: []string{"b"}, Epoch: 1}}}
 	const connect = 10 * time.Second // how long an attach waits for a backup
 	start := staticServers(t, dir, m, connect)
 	b := start("b")
@@ -257,7 +257,7 @@ func TestJoiningBackupInSyncNotPendingAgain(t *testing.T) {
 	dir := t.TempDir()
 	m := &regionmap.Map{Version: 9, Replication: "send-index", Replicas: 3,
 		Servers: []regionmap.Server{{Name: "b", Started: 7}, {Name: "j1", Shm: filepath.Join(dir, "j1.sock")}, {Name: "j2", Shm: filepath.Join(dir, "j2.sock")}},
-		Regions: []regionmap.Region{{ID: 1, Primary: "b", Joining: []string{"j1", "j2"}, Epoch: 4}}}
+		Regions: []regionmap.Assignment{{ID: 1, Primary: "b", Joining: []string{"j1", "j2"}, Epoch: 4}}}
 	r := *m.Region(1)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // no dial succeeds: only who is dialed, and how, matters

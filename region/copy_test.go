@@ -55,7 +55,7 @@ func serverVolume(t *testing.T, l0 int) *engine.Volume {
 func namedPrimaryMap(replication string) *regionmap.Map {
 	return &regionmap.Map{Version: 9, Replication: replication, Replicas: 2,
 		Servers: []regionmap.Server{{Name: "b", Started: 7}},
-		Regions: []regionmap.Region{
+		Regions: []regionmap.Assignment{
 			{ID: 1, Primary: "b", Epoch: 5, End: "m"},
 			{ID: 2, Primary: "b", Epoch: 5, Start: "m"}}}
 }
@@ -83,7 +83,7 @@ func TestNamedPrimaryWithCopyNotServed(t *testing.T) {
 			}
 			before := &regionmap.Map{Version: 8, Replication: mode, Replicas: 2,
 				Servers: []regionmap.Server{{Name: "b", Started: 7}, {Name: "p", Started: 3}},
-				Regions: []regionmap.Region{
+				Regions: []regionmap.Assignment{
 					{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 3, End: "m"},
 					{ID: 2, Primary: "b", Epoch: 3, Start: "m"}}}
 			s0 := restartedManaged(t, vol)
@@ -148,7 +148,7 @@ func TestStaticMapPromotesCopy(t *testing.T) {
 	}
 	s := restartedManaged(t, vol)
 	s.cluster = nil
-	m := &regionmap.Map{Version: 9, Replication: "build-index", Servers: []regionmap.Server{{Name: "b"}}, Regions: []regionmap.Region{{ID: 1, Primary: "b", Epoch: 5}}}
+	m := &regionmap.Map{Version: 9, Replication: "build-index", Servers: []regionmap.Server{{Name: "b"}}, Regions: []regionmap.Assignment{{ID: 1, Primary: "b", Epoch: 5}}}
 	if err := s.install(m); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestDeposedBuildIndexPrimaryFollowsWithoutStall(t *testing.T) {
 	s := restartedManaged(t, vol)
 	primary := &regionmap.Map{Version: 8, Replication: "build-index", Replicas: 2,
 		Servers: []regionmap.Server{{Name: "b", Started: 7}, {Name: "p", Started: 3}},
-		Regions: []regionmap.Region{{ID: 1, Primary: "b", Epoch: 3}}}
+		Regions: []regionmap.Assignment{{ID: 1, Primary: "b", Epoch: 3}}}
 	if err := s.install(primary); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestDeposedBuildIndexPrimaryFollowsWithoutStall(t *testing.T) {
 	}
 	backup := &regionmap.Map{Version: 9, Replication: "build-index", Replicas: 2,
 		Servers: []regionmap.Server{{Name: "b", Started: 7}, {Name: "p", Started: 3}},
-		Regions: []regionmap.Region{{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 4}}}
+		Regions: []regionmap.Assignment{{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 4}}}
 	if err := s.install(backup); err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func TestE2EDiskFailureFailsOver(t *testing.T) {
 	// The failed server lives on, reports itself failed, and no region
 	// gives it a role.
 	c.waitMap(t, "no role for the failed server", func(m *regionmap.Map) bool {
-		return !slices.ContainsFunc(m.Regions, func(o regionmap.Region) bool {
+		return !slices.ContainsFunc(m.Regions, func(o regionmap.Assignment) bool {
 			return o.Primary == victim.name || slices.Contains(o.Group(), victim.name)
 		})
 	})
@@ -188,7 +188,7 @@ func TestE2EDiskFullFailsOverThenRejoins(t *testing.T) {
 	}
 	t.Logf("%s out of space after %d puts: %s", victim, len(acked), health().HealthError)
 	c.waitMap(t, "region 1 moved off the full disk, no role for its server", func(m *regionmap.Map) bool {
-		return m.Region(1).Primary != victim && !slices.ContainsFunc(m.Regions, func(o regionmap.Region) bool {
+		return m.Region(1).Primary != victim && !slices.ContainsFunc(m.Regions, func(o regionmap.Assignment) bool {
 			return o.Primary == victim || slices.Contains(o.Group(), victim)
 		})
 	})

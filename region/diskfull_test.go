@@ -31,7 +31,7 @@ import (
 func loneServer(t *testing.T, dir string, edit func(*Config), opts ...Option) (*Server, *client.Client) {
 	t.Helper()
 	m := &regionmap.Map{Version: 1, Servers: []regionmap.Server{{Name: "p", Shm: filepath.Join(dir, "p.sock")}},
-		Regions: []regionmap.Region{{ID: 1, Primary: "p", Epoch: 1}}}
+		Regions: []regionmap.Assignment{{ID: 1, Primary: "p", Epoch: 1}}}
 	mapFile := filepath.Join(dir, "map.yaml")
 	if err := regionmap.WriteFile(mapFile, m); err != nil {
 		t.Fatal(err)

@@ -121,7 +121,7 @@ func TestE2EOperations(t *testing.T) {
 
 // twoServerMap: regions [,"g") and ["p",) on s1, ["g","p") on s2.
 func twoServerMap(s1, s2 *server, version uint64) *regionmap.Map {
-	return &regionmap.Map{Version: version, Servers: []regionmap.Server{s1.entry(), s2.entry()}, Regions: []regionmap.Region{
+	return &regionmap.Map{Version: version, Servers: []regionmap.Server{s1.entry(), s2.entry()}, Regions: []regionmap.Assignment{
 		{ID: 1, End: "g", Primary: s1.name, Epoch: 1},
 		{ID: 2, Start: "g", End: "p", Primary: s2.name, Epoch: 1},
 		{ID: 3, Start: "p", Primary: s1.name, Epoch: 1},
@@ -284,7 +284,7 @@ func TestE2ERestart(t *testing.T) {
 func splitCluster(t *testing.T) (string, *server, *server, *regionmap.Map) {
 	mapFile := filepath.Join(t.TempDir(), "map.yaml")
 	s1, s2 := newServer(t, "rs1", "--map-file", mapFile), newServer(t, "rs2", "--map-file", mapFile)
-	v1 := &regionmap.Map{Version: 1, Servers: []regionmap.Server{s1.entry(), s2.entry()}, Regions: []regionmap.Region{{ID: 1, Primary: "rs1", Epoch: 1}}}
+	v1 := &regionmap.Map{Version: 1, Servers: []regionmap.Server{s1.entry(), s2.entry()}, Regions: []regionmap.Assignment{{ID: 1, Primary: "rs1", Epoch: 1}}}
 	if err := regionmap.WriteFile(mapFile, v1); err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func splitCluster(t *testing.T) (string, *server, *server, *regionmap.Map) {
 // splitMap writes version 2 (keys from "m" on rs2, a new region) and
 // SIGHUPs both servers.
 func splitMap(t *testing.T, mapFile string, v1 *regionmap.Map, s1, s2 *server) {
-	v2 := &regionmap.Map{Version: 2, Servers: v1.Servers, Regions: []regionmap.Region{
+	v2 := &regionmap.Map{Version: 2, Servers: v1.Servers, Regions: []regionmap.Assignment{
 		{ID: 1, End: "m", Primary: "rs1", Epoch: 1}, {ID: 2, Start: "m", Primary: "rs2", Epoch: 1}}}
 	if err := regionmap.WriteFile(mapFile, v2); err != nil {
 		t.Fatal(err)

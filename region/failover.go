@@ -20,7 +20,7 @@ import (
 
 // promote turns backup b into the primary of r. Called with mapMu held;
 // it waits for a hello of the region in progress (a buffer fold).
-func (s *Server) promote(r regionmap.Region, b *backupRegion) (*engine.Region, error) {
+func (s *Server) promote(r regionmap.Assignment, b *backupRegion) (*engine.Region, error) {
 	start := time.Now()
 	b.hello.Lock()
 	defer b.hello.Unlock()
@@ -89,7 +89,7 @@ func (s *Server) stopDeposed(old, next *routing) {
 
 // reportJoins tells the master which joining backups of r the attach
 // brought in sync.
-func (s *Server) reportJoins(r regionmap.Region, p *primaryRepl) {
+func (s *Server) reportJoins(r regionmap.Assignment, p *primaryRepl) {
 	c := s.cluster
 	if c == nil || len(r.Joining) == 0 {
 		return
@@ -171,7 +171,7 @@ func (s *Server) retireOld(j *attachJob) {
 // reportDropped tells the master that region r's stream dropped backup
 // name at r's epoch (the master takes it out of the group; until then the
 // region acknowledges no write).
-func (s *Server) reportDropped(r regionmap.Region, name string) {
+func (s *Server) reportDropped(r regionmap.Assignment, name string) {
 	c := s.cluster
 	if c == nil {
 		return
@@ -187,7 +187,7 @@ func (s *Server) reportDropped(r regionmap.Region, name string) {
 
 // drop names a backup to report dropped from region r.
 type drop struct {
-	r    regionmap.Region
+	r    regionmap.Assignment
 	name string
 }
 

@@ -37,7 +37,7 @@ func badRequest(err error) ring.Reply { return errorReply(wire.StatusBadRequest,
 // the region is not this server's, or the key is outside it; UNAVAILABLE
 // when the region is being handed over or attached, or the server's read
 // lease does not hold (lease.go).
-func (s *Server) route(h *ring.ServerRequest, version uint64) (*engine.Region, *regionmap.Region, *ring.Reply) {
+func (s *Server) route(h *ring.ServerRequest, version uint64) (*engine.Region, *regionmap.Assignment, *ring.Reply) {
 	st := s.state.Load()
 	wrong := &ring.Reply{Status: wire.StatusWrongRegion, Payload: wire.EncodeVersion(st.m.Version)}
 	if s.closed.Load() {
@@ -72,7 +72,7 @@ func (s *Server) route(h *ring.ServerRequest, version uint64) (*engine.Region, *
 }
 
 // checkKey validates a key against the limits and the region.
-func (s *Server) checkKey(mr *regionmap.Region, key []byte) *ring.Reply {
+func (s *Server) checkKey(mr *regionmap.Assignment, key []byte) *ring.Reply {
 	var r ring.Reply
 	switch {
 	case len(key) == 0:

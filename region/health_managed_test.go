@@ -155,7 +155,7 @@ func stays(t *testing.T, d time.Duration, what string, cond func() bool) {
 func healthMap(version uint64, run int64, primary2 string, epoch2 uint64) *regionmap.Map {
 	return &regionmap.Map{Version: version, Replicas: 2,
 		Servers: []regionmap.Server{{Name: "rs1", Shm: "/nonexistent/rs1.sock", Started: 1}, {Name: "rs2", Shm: "/nonexistent/rs2.sock", Started: run}},
-		Regions: []regionmap.Region{
+		Regions: []regionmap.Assignment{
 			{ID: 1, End: "m", Primary: "rs1", Backups: []string{"rs2"}, Epoch: 1},
 			{ID: 2, Start: "m", Primary: primary2, Epoch: epoch2},
 		}}

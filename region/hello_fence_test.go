@@ -84,7 +84,7 @@ func newHelloBackup(t *testing.T) *helloBackup {
 func (h *helloBackup) setMap(epoch uint64, primary string, started int64) {
 	h.s.state.Store(&routing{m: &regionmap.Map{Version: epoch, Replication: "send-index",
 		Servers: []regionmap.Server{{Name: "b", Started: 7}, {Name: primary, Started: started}},
-		Regions: []regionmap.Region{{ID: 1, Primary: primary, Backups: []string{"b"}, Epoch: epoch}}}})
+		Regions: []regionmap.Assignment{{ID: 1, Primary: primary, Backups: []string{"b"}, Epoch: epoch}}}})
 }
 
 // hello offers a primary's replication hello at epoch; it returns the

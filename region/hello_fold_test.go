@@ -115,7 +115,7 @@ func TestBuildIndexFoldStallsNoOtherRegion(t *testing.T) {
 	s.cluster.started.Store(7)
 	m := &regionmap.Map{Version: 1, Replication: "build-index",
 		Servers: []regionmap.Server{{Name: "b", Started: 7}, {Name: "p", Started: 100}},
-		Regions: []regionmap.Region{
+		Regions: []regionmap.Assignment{
 			{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 1, End: "m"},
 			{ID: 2, Primary: "p", Backups: []string{"b"}, Epoch: 1, Start: "m"}}}
 	s.state.Store(&routing{m: m})

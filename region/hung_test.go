@@ -30,7 +30,7 @@ func TestHungBackupDroppedWritesResume(t *testing.T) {
 			dir := t.TempDir()
 			m := &regionmap.Map{Version: 1, Replication: "send-index", MinCopies: minCopies,
 				Servers: []regionmap.Server{{Name: "p", Shm: filepath.Join(dir, "p.sock")}, {Name: "b1", Shm: filepath.Join(dir, "b1.sock")}, {Name: "b2", Shm: filepath.Join(dir, "b2.sock")}},
-				Regions: []regionmap.Region{{ID: 1, Primary: "p", Backups: []string{"b1", "b2"}, Epoch: 1}}}
+				Regions: []regionmap.Assignment{{ID: 1, Primary: "p", Backups: []string{"b1", "b2"}, Epoch: 1}}}
 			session := 250 * time.Millisecond
 			start := staticServersWith(t, dir, m, 2*time.Second, nil, func(c *Config) { c.ZKSessionTimeout = Duration(session) })
 			b1 := start("b1")

@@ -282,7 +282,7 @@ func (c *inprocCluster) readBack(what string, acked map[string]string) {
 // without reports whether name has no role in m.
 func without(name string) func(*regionmap.Map) bool {
 	return func(m *regionmap.Map) bool {
-		return !slices.ContainsFunc(m.Regions, func(r regionmap.Region) bool { return r.Primary == name || slices.Contains(r.Group(), name) })
+		return !slices.ContainsFunc(m.Regions, func(r regionmap.Assignment) bool { return r.Primary == name || slices.Contains(r.Group(), name) })
 	}
 }
 
@@ -291,7 +291,7 @@ func without(name string) func(*regionmap.Map) bool {
 func backupOfAll(name string, run int64) func(*regionmap.Map) bool {
 	return func(m *regionmap.Map) bool {
 		srv, ok := m.Server(name)
-		return ok && srv.Started == run && !slices.ContainsFunc(m.Regions, func(r regionmap.Region) bool { return !slices.Contains(r.Backups, name) })
+		return ok && srv.Started == run && !slices.ContainsFunc(m.Regions, func(r regionmap.Assignment) bool { return !slices.Contains(r.Backups, name) })
 	}
 }
 

@@ -88,7 +88,7 @@ func (in *injector) kill(name string) {
 
 // promoted waits (at most 60 s) until region 1 has a primary that is not
 // among gone, at a higher epoch than r's; it returns the map, or nil.
-func (in *injector) promoted(r regionmap.Region, gone ...string) *regionmap.Map {
+func (in *injector) promoted(r regionmap.Assignment, gone ...string) *regionmap.Map {
 	m, ok := in.c.waitMapFor(in.t, 60*time.Second, func(m *regionmap.Map) bool {
 		nr := m.Region(1)
 		return nr.Epoch > r.Epoch && !slices.Contains(gone, nr.Primary)

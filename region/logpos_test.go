@@ -24,7 +24,7 @@ func (c fakeCopy) report(uint64) (uint64, bool, bool) { return c.pos, c.complete
 func TestLogReports(t *testing.T) {
 	m := &regionmap.Map{Version: 5,
 		Servers: []regionmap.Server{{Name: "p", Started: 1}, {Name: "q", Started: 1}, {Name: "b", Started: 1}},
-		Regions: []regionmap.Region{
+		Regions: []regionmap.Assignment{
 			{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 3}, // p gone: due
 			{ID: 2, Primary: "q", Backups: []string{"b"}, Epoch: 4}, // q live, the map's run: not due
 			{ID: 3, Primary: "p", Backups: []string{"b"}, Epoch: 7}, // p gone, no copy: due, incomplete

@@ -41,7 +41,7 @@ func TestClientRetryAfterUnavailableNotAppliedTwice(t *testing.T) {
 	dir := t.TempDir()
 	m := &regionmap.Map{Version: 1, Replication: "send-index",
 		Servers: []regionmap.Server{{Name: "p", Shm: filepath.Join(dir, "p.sock")}},
-		Regions: []regionmap.Region{{ID: 1, Primary: "p", Epoch: 1}}}
+		Regions: []regionmap.Assignment{{ID: 1, Primary: "p", Epoch: 1}}}
 	mapFile := filepath.Join(dir, "map.yaml")
 	if err := regionmap.WriteFile(mapFile, m); err != nil {
 		t.Fatal(err)

@@ -51,7 +51,7 @@ type held struct {
 	copy    bool
 	copyErr error
 	// job: an attach in flight, for this map region (attach.go).
-	job *regionmap.Region
+	job *regionmap.Assignment
 }
 
 // step is one kind of action of a plan.

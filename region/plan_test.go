@@ -25,15 +25,15 @@ func planString(acts []action) string {
 }
 
 func TestPlan(t *testing.T) {
-	r := func(id uint64, epoch uint64, primary string, backups ...string) regionmap.Region {
-		return regionmap.Region{ID: id, Epoch: epoch, Primary: primary, Backups: backups}
+	r := func(id uint64, epoch uint64, primary string, backups ...string) regionmap.Assignment {
+		return regionmap.Assignment{ID: id, Epoch: epoch, Primary: primary, Backups: backups}
 	}
-	mapOf := func(rs ...regionmap.Region) *regionmap.Map { return &regionmap.Map{Version: 9, Regions: rs} }
+	mapOf := func(rs ...regionmap.Assignment) *regionmap.Map { return &regionmap.Map{Version: 9, Regions: rs} }
 	primary := held{role: rolePrimary}
 	streaming := func(epoch uint64, group ...string) held {
 		return held{role: rolePrimary, stream: true, epoch: epoch, group: group}
 	}
-	job := func(h held, r regionmap.Region) held {
+	job := func(h held, r regionmap.Assignment) held {
 		h.job = &r
 		return h
 	}
@@ -55,7 +55,7 @@ func TestPlan(t *testing.T) {
 			want: "open-backup 1"},
 		{name: "first map, a joining backup: open, attach", m: mapOf(joining), known: true,
 			want: "open 1, attach 1"},
-		{name: "joining a region: open its replica", m: mapOf(regionmap.Region{ID: 1, Epoch: 2, Primary: "b", Joining: []string{"p"}}), known: true,
+		{name: "joining a region: open its replica", m: mapOf(regionmap.Assignment{ID: 1, Epoch: 2, Primary: "b", Joining: []string{"p"}}), known: true,
 			want: "open-backup 1"},
 		{name: "kept, stream unchanged: serve as it is", m: mapOf(r(1, 3, "p", "b")), known: true,
 			hs: map[uint64]held{1: streaming(3, "b")}, want: "keep 1, serve 1"},
@@ -117,7 +117,7 @@ func TestPlanOrderings(t *testing.T) {
 		hs := map[uint64]held{}
 		for id := uint64(1); id <= 5; id++ {
 			if rng.IntN(5) > 0 {
-				r := regionmap.Region{ID: id, Epoch: uint64(1 + rng.IntN(3)), Primary: pick()}
+				r := regionmap.Assignment{ID: id, Epoch: uint64(1 + rng.IntN(3)), Primary: pick()}
 				for _, s := range servers {
 					if s != r.Primary && rng.IntN(2) == 0 {
 						if rng.IntN(4) == 0 {
@@ -144,7 +144,7 @@ func TestPlanOrderings(t *testing.T) {
 				h.copy = rng.IntN(3) == 0
 			}
 			if rng.IntN(3) == 0 {
-				h.job = &regionmap.Region{ID: id, Epoch: uint64(1 + rng.IntN(3)), Primary: "p", Backups: []string{pick()}}
+				h.job = &regionmap.Assignment{ID: id, Epoch: uint64(1 + rng.IntN(3)), Primary: "p", Backups: []string{pick()}}
 			}
 			hs[id] = h
 		}

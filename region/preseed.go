@@ -29,7 +29,7 @@ type preKey struct {
 // preseedsOf returns the pre-seeds done for r's joining backups, or nil
 // when joining backups of m are seeded at attach instead, with writes held
 // (a static map, or Build-Index: docs/failover.md "Build-Index groups").
-func (s *Server) preseedsOf(m *regionmap.Map, r regionmap.Region) map[string]*replication.Preseeded {
+func (s *Server) preseedsOf(m *regionmap.Map, r regionmap.Assignment) map[string]*replication.Preseeded {
 	if s.cluster == nil || s.replMode(m) != replication.SendIndex {
 		return nil
 	}
@@ -46,7 +46,7 @@ func (s *Server) preseedsOf(m *regionmap.Map, r regionmap.Region) map[string]*re
 
 // startPreSeeds starts pre-seeding p's pending backups (those not being
 // pre-seeded already). Called with mapMu held, after the attach.
-func (s *Server) startPreSeeds(r regionmap.Region, p *primaryRepl, er *engine.Region) {
+func (s *Server) startPreSeeds(r regionmap.Assignment, p *primaryRepl, er *engine.Region) {
 	s.replMu.Lock()
 	defer s.replMu.Unlock()
 	// Results are used once: by this attach (the backup is in the stream
@@ -77,7 +77,7 @@ func (s *Server) startPreSeeds(r regionmap.Region, p *primaryRepl, er *engine.Re
 // preSeed copies region r to its joining backup name while the region
 // serves, then attaches the backup (a short quiesce). A backup that cannot
 // be reached or copied is reported dropped (the master takes it out).
-func (s *Server) preSeed(r regionmap.Region, name string, er *engine.Region) {
+func (s *Server) preSeed(r regionmap.Assignment, name string, er *engine.Region) {
 	k := preKey{r.ID, name}
 	defer func() {
 		s.replMu.Lock()
@@ -108,7 +108,7 @@ func (s *Server) preSeed(r regionmap.Region, name string, er *engine.Region) {
 
 // copyTo runs replication.PreSeed to backup name, waiting (up to
 // ReplicationConnect) for it to be reachable and to hold the region.
-func (s *Server) copyTo(r regionmap.Region, name string, er *engine.Region) (*replication.Preseeded, error) {
+func (s *Server) copyTo(r regionmap.Assignment, name string, er *engine.Region) (*replication.Preseeded, error) {
 	m := s.state.Load().m
 	srv, ok := m.Server(name)
 	if !ok {

@@ -29,7 +29,7 @@ func replCluster(t *testing.T, mode string) ([]*server, *regionmap.Map) {
 	bounds := []string{"", "k003200", "k006400", ""}
 	for i, s := range ss {
 		m.Servers = append(m.Servers, s.entry())
-		m.Regions = append(m.Regions, regionmap.Region{ID: uint64(i + 1), Start: bounds[i], End: bounds[i+1], Epoch: 1,
+		m.Regions = append(m.Regions, regionmap.Assignment{ID: uint64(i + 1), Start: bounds[i], End: bounds[i+1], Epoch: 1,
 			Primary: s.name, Backups: []string{ss[(i+1)%3].name, ss[(i+2)%3].name}})
 	}
 	startCluster(t, ss, m)
@@ -249,7 +249,7 @@ func TestE2EMutualBackupsOneWorker(t *testing.T) {
 	m := &regionmap.Map{Version: 1, Replication: "send-index"}
 	for i, bounds := range [][2]string{{"", "m"}, {"m", ""}} {
 		m.Servers = append(m.Servers, ss[i].entry())
-		m.Regions = append(m.Regions, regionmap.Region{ID: uint64(i + 1), Start: bounds[0], End: bounds[1], Epoch: 1,
+		m.Regions = append(m.Regions, regionmap.Assignment{ID: uint64(i + 1), Start: bounds[0], End: bounds[1], Epoch: 1,
 			Primary: ss[i].name, Backups: []string{ss[1-i].name}})
 	}
 	startCluster(t, ss, m)

@@ -120,7 +120,7 @@ func (s *Server) replMode(m *regionmap.Map) replication.Mode {
 
 // openBackup opens (or creates) the engine region a backup holds and its
 // replica, unless this server has it already.
-func (s *Server) openBackup(m *regionmap.Map, r regionmap.Region) (*backupRegion, error) {
+func (s *Server) openBackup(m *regionmap.Map, r regionmap.Assignment) (*backupRegion, error) {
 	s.replMu.Lock()
 	defer s.replMu.Unlock()
 	if b := s.backups[r.ID]; b != nil {
@@ -459,7 +459,7 @@ func (s *Server) peer(ctx context.Context, tr rdma.Transport, addr string) (*rin
 // primaryRepl without a stream: the region is to serve alone. The region
 // must be still. It takes no Server lock but replMu briefly (step 2 of
 // attach.go: without mapMu).
-func (s *Server) attachDialed(ctx context.Context, m *regionmap.Map, r regionmap.Region, er *engine.Region, d *dialedGroup) (*primaryRepl, error) {
+func (s *Server) attachDialed(ctx context.Context, m *regionmap.Map, r regionmap.Assignment, er *engine.Region, d *dialedGroup) (*primaryRepl, error) {
 	var backups []replication.Backup
 	links := map[string]replication.Link{}
 	p := &primaryRepl{group: r.Group(), epoch: r.Epoch, pending: d.pending}
@@ -548,7 +548,7 @@ func (s *Server) attachDialed(ctx context.Context, m *regionmap.Map, r regionmap
 // every write is durable before its acknowledgement, whatever the sync
 // mode; with the map's min_copies above 1 writes are refused (reads go
 // on).
-func (s *Server) serveAlone(m *regionmap.Map, r regionmap.Region, er *engine.Region) {
+func (s *Server) serveAlone(m *regionmap.Map, r regionmap.Assignment, er *engine.Region) {
 	er.SetReplicator(&replication.Alone{Region: er, MinCopies: m.Copies()})
 	if m.Copies() > 1 {
 		s.log.Warn("region refuses writes: fewer copies than min_copies", zap.Uint64("region", r.ID), zap.Int("copies", 1), zap.Int("min_copies", m.Copies()))

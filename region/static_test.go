@@ -17,7 +17,7 @@ import (
 func pairMap(dir string) *regionmap.Map {
 	return &regionmap.Map{Version: 1, Replication: "send-index",
 		Servers: []regionmap.Server{{Name: "p", Shm: filepath.Join(dir, "p.sock")}, {Name: "b", Shm: filepath.Join(dir, "b.sock")}},
-		Regions: []regionmap.Region{{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 1}}}
+		Regions: []regionmap.Assignment{{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 1}}}
 }
 
 // staticServers writes m as the map file of in-process servers in dir and

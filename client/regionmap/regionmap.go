@@ -45,9 +45,12 @@ func (s Server) Addr(transport string) string {
 	return ""
 }
 
-// Region is one key range [Start, End); an empty Start is the first key,
-// an empty End the end of the key space.
-type Region struct {
+// Assignment is one region as the map assigns it: its key range [Start,
+// End) (an empty Start is the first key, an empty End the end of the key
+// space), the server that is its primary, its backups, and the epoch of
+// that assignment. (The region's data is an engine.Region on the servers;
+// package region is the server.)
+type Assignment struct {
 	ID      uint64   `yaml:"id" json:"id"`
 	Start   string   `yaml:"start" json:"start"`
 	End     string   `yaml:"end" json:"end"`
@@ -62,20 +65,20 @@ type Region struct {
 }
 
 // Group is the region's backups, joining ones included.
-func (r *Region) Group() []string {
+func (r *Assignment) Group() []string {
 	return append(append([]string(nil), r.Backups...), r.Joining...)
 }
 
 // Contains reports whether key falls in the region.
-func (r *Region) Contains(key []byte) bool {
+func (r *Assignment) Contains(key []byte) bool {
 	return bytes.Compare(key, []byte(r.Start)) >= 0 && (r.End == "" || bytes.Compare(key, []byte(r.End)) < 0)
 }
 
 // Map is a versioned region map.
 type Map struct {
-	Version uint64   `yaml:"version" json:"version"`
-	Servers []Server `yaml:"servers" json:"servers"`
-	Regions []Region `yaml:"regions" json:"regions"` // sorted by Start, covering every key
+	Version uint64       `yaml:"version" json:"version"`
+	Servers []Server     `yaml:"servers" json:"servers"`
+	Regions []Assignment `yaml:"regions" json:"regions"` // sorted by Start, covering every key
 	// Replication is the cluster's scheme for regions with backups:
 	// "send-index" (the default) or "build-index" (the baseline).
 	Replication string `yaml:"replication,omitempty" json:"replication,omitempty"`
@@ -96,7 +99,7 @@ func (m *Map) Copies() int { return max(m.MinCopies, 1) }
 
 // Single is the map of one server holding one region over all keys.
 func Single(server Server) *Map {
-	return &Map{Version: 1, Servers: []Server{server}, Regions: []Region{{ID: 1, Primary: server.Name, Epoch: 1}}}
+	return &Map{Version: 1, Servers: []Server{server}, Regions: []Assignment{{ID: 1, Primary: server.Name, Epoch: 1}}}
 }
 
 // Validate checks the rules: version > 0; server names unique and each
@@ -174,7 +177,7 @@ func (m *Map) Validate() error {
 func (m *Map) Clone() *Map {
 	c := *m
 	c.Servers = append([]Server(nil), m.Servers...)
-	c.Regions = make([]Region, len(m.Regions))
+	c.Regions = make([]Assignment, len(m.Regions))
 	for i, r := range m.Regions {
 		r.Backups = append([]string(nil), r.Backups...)
 		r.Joining = append([]string(nil), r.Joining...)
@@ -184,7 +187,7 @@ func (m *Map) Clone() *Map {
 }
 
 // Lookup returns the region holding key.
-func (m *Map) Lookup(key []byte) *Region {
+func (m *Map) Lookup(key []byte) *Assignment {
 	i := sort.Search(len(m.Regions), func(i int) bool {
 		return m.Regions[i].End == "" || bytes.Compare(key, []byte(m.Regions[i].End)) < 0
 	})
@@ -195,7 +198,7 @@ func (m *Map) Lookup(key []byte) *Region {
 }
 
 // Region returns the region with an ID.
-func (m *Map) Region(id uint64) *Region {
+func (m *Map) Region(id uint64) *Assignment {
 	for i := range m.Regions {
 		if m.Regions[i].ID == id {
 			return &m.Regions[i]

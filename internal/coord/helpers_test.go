@@ -136,7 +136,7 @@ func testMap(version uint64) *regionmap.Map {
 	return &regionmap.Map{
 		Version: version,
 		Servers: []regionmap.Server{server("rs1").Server, server("rs2").Server},
-		Regions: []regionmap.Region{{ID: 1, Primary: "rs1", Backups: []string{"rs2"}, Epoch: 1}},
+		Regions: []regionmap.Assignment{{ID: 1, Primary: "rs1", Backups: []string{"rs2"}, Epoch: 1}},
 	}
 }
 

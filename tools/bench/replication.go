@@ -231,7 +231,7 @@ func replMap(dir string, b Config, setup ReplSetup) (*regionmap.Map, error) {
 		m.Servers = append(m.Servers, regionmap.Server{Name: fmt.Sprintf("rs%d", i+1), Shm: filepath.Join(dir, fmt.Sprintf("rs%d.sock", i+1)), TCP: tcp})
 	}
 	for i := range 3 {
-		r := regionmap.Region{ID: uint64(i + 1), Start: bounds[i], End: bounds[i+1], Primary: m.Servers[i].Name, Epoch: 1}
+		r := regionmap.Assignment{ID: uint64(i + 1), Start: bounds[i], End: bounds[i+1], Primary: m.Servers[i].Name, Epoch: 1}
 		for j := 1; j < setup.Factor; j++ {
 			r.Backups = append(r.Backups, m.Servers[(i+j)%3].Name)
 		}

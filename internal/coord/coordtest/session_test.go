@@ -109,7 +109,7 @@ func TestSessionLease(t *testing.T) {
 // Coordinator (delivery is not under its locks) and sees the last state.
 func TestSessionWatchAsync(t *testing.T) {
 	m := &regionmap.Map{Version: 1, Servers: []regionmap.Server{{Name: "rs1", TCP: "rs1"}},
-		Regions: []regionmap.Region{{ID: 1, Primary: "rs1", Epoch: 1}}}
+		Regions: []regionmap.Assignment{{ID: 1, Primary: "rs1", Epoch: 1}}}
 	c := New(m, nil)
 	s := c.NewSession()
 	ctx, cancel := context.WithCancel(ctxFor(t, 10*time.Second))
