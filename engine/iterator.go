@@ -136,7 +136,6 @@ func (r *Region) Compact() error {
 		r.mu.Unlock()
 		return ErrClosed
 	}
-	waited := false // once, as a write (region.go)
 	for r.mem.len() > 0 {
 		for r.imm != nil && r.bgErr == nil && r.spaceErr == nil && !r.closed && !r.l0HeldLocked() {
 			r.signal()
@@ -146,9 +145,8 @@ func (r *Region) Compact() error {
 			break
 		}
 		// The freeze's checkpoint may seal the tail (SealGate).
-		if g := r.listener.sealGate(); g != nil && !waited && !g.SealReady() {
+		if g := r.listener.sealGate(); g != nil && !g.SealReady() {
 			r.waitSeal(g)
-			waited = true
 			continue
 		}
 		if err := r.freezeLocked(); err != nil {

@@ -139,12 +139,16 @@ type WriteGate interface {
 // have persisted the segment that last used the buffer half the next one
 // reuses, and hold the tail being sealed). Before a write or an L0 freeze
 // that may seal the log's tail, the engine asks SealReady under the
-// region's lock; when it is false it releases the lock, calls WaitSeal
-// (once per write), and starts the write over. SealReady must stay true
-// once true until the next LogSealed (the engine relies on it while it
-// holds the lock). LogSealed may still wait when the gate was not asked
-// (a seal by a request-table merge) or gave up: that is the listener's
-// fallback, not the path of a write.
+// region's lock; when it is false it releases the lock, calls WaitSeal,
+// and starts the write over (asking again). SealReady must stay true once
+// true until the next LogSealed (the engine relies on it while it holds
+// the lock), and WaitSeal must return only once SealReady held (or the
+// listener is closed, after which SealReady is true), else a writer
+// spins. LogSealed may still wait when a seal was not admitted: a
+// request-table checkpoint (at an L0 freeze or a merge) whose chunks
+// seal the tail more than once, or a checkpoint chunk appended to the
+// old tail just before the seal (its WRITEs are waited for). That is the
+// listener's fallback, not the path of a write.
 type SealGate interface {
 	// SealReady reports, without blocking, whether LogSealed may run now
 	// without waiting. Called under the region's lock.

@@ -352,19 +352,16 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 	k := append([]byte(nil), key...) // L0's copy, made outside the lock
 	n := int64(recordSize(len(key), payloadLen(id, value)))
 	r.mu.Lock()
-	waited := false // a write waits for the gate once: a gate that gave up leaves LogSealed its fallback
 	for {
 		for r.held > 0 && cond == nil && !r.closed { // Quiesce: client writes wait; GC's finish its pass
 			r.memCond.Wait()
 		}
-		var gate SealGate
-		if !waited {
-			gate = r.listener.sealGate()
-		}
+		// The gate is asked on every pass: other writers may have sealed
+		// or appended while this one waited without the lock.
+		gate := r.listener.sealGate()
 		err := r.waitRoomLocked(cond != nil, gate)
 		if errors.Is(err, errSealWait) {
 			r.waitSeal(gate)
-			waited = true
 			continue
 		}
 		if err != nil {
@@ -380,7 +377,6 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 		// (SealGate). Nothing is appended between here and the append.
 		if gate != nil && r.log.maySeal(n) && !gate.SealReady() {
 			r.waitSeal(gate)
-			waited = true
 			continue
 		}
 		break

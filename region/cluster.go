@@ -178,9 +178,9 @@ func (s *Server) watchExpiry(ctx context.Context, c *clusterLink) {
 // region refuses writes, then the empty routing is published, then the
 // streams close. Run by the controller (fence).
 func (s *Server) fenceLocked() {
-	s.abortAttaches() // none may go on attaching for the map it dialed for
 	old := s.state.Load()
-	refuse(old.hosted, slices.Collect(maps.Keys(old.hosted)))
+	refuse(old.hosted, slices.Collect(maps.Keys(old.hosted))) // before anything that may wait
+	s.abortAttaches()                                         // none may go on attaching for the map it dialed for
 	s.state.Store(&routing{m: &regionmap.Map{}, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}})
 	s.replMu.Lock()
 	ids := slices.Collect(maps.Keys(s.primaries))

@@ -170,13 +170,13 @@ func (s *Server) retireOld(j *attachJob) {
 
 // reportDropped tells the master that region r's stream dropped backup
 // name at r's epoch (the master takes it out of the group; until then the
-// region acknowledges no write).
-func (s *Server) reportDropped(r regionmap.Assignment, name string) {
+// region acknowledges no write), for at most 10 s or until ctx ends.
+func (s *Server) reportDropped(ctx context.Context, r regionmap.Assignment, name string) {
 	c := s.cluster
 	if c == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := c.sess.Report(ctx, coord.DropReport{Region: r.ID, Epoch: r.Epoch, Server: name}); err != nil {
 		s.log.Warn("reporting a dropped backup failed", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))
@@ -215,6 +215,6 @@ func (s *Server) reportDrops() {
 	}
 	s.replMu.Unlock()
 	for _, d := range drops {
-		s.reportDropped(d.r, d.name)
+		s.reportDropped(s.bgCtx, d.r, d.name)
 	}
 }

@@ -96,7 +96,7 @@ func (s *Server) preSeed(r regionmap.Assignment, name string, er *engine.Region)
 		delete(s.preseeding, k)    // a re-add pre-seeds again
 		s.preFailed[k] = cur.Epoch // the map's epoch now: the master acts on that one
 		s.replMu.Unlock()
-		s.reportDropped(*cur, name) // and again from reportDrops while the map lists it
+		s.reportDropped(s.bgCtx, *cur, name) // and again from reportDrops while the map lists it
 		return
 	}
 	s.replMu.Lock()
@@ -181,6 +181,6 @@ func (s *Server) reportPreFailed() {
 	}
 	s.replMu.Unlock()
 	for _, d := range drops {
-		s.reportDropped(d.r, d.name)
+		s.reportDropped(s.bgCtx, d.r, d.name)
 	}
 }

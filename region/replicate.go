@@ -473,7 +473,7 @@ func (s *Server) attachDialed(ctx context.Context, m *regionmap.Map, r regionmap
 		if err != nil && res.joining && s.cluster != nil {
 			// Acknowledging without a joining backup loses nothing: it is
 			// not a copy until its join is reported.
-			s.reportDropped(r, name)
+			s.reportDropped(ctx, r, name)
 			s.log.Warn("joining backup unreachable: left out", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))
 			continue
 		}
@@ -481,7 +481,7 @@ func (s *Server) attachDialed(ctx context.Context, m *regionmap.Map, r regionmap
 			if s.cluster != nil {
 				// Managed: acknowledging writes it lacks would lose them if
 				// it were promoted; the master redoes the group first.
-				s.reportDropped(r, name)
+				s.reportDropped(ctx, r, name)
 				return fail(fmt.Errorf("backup %s unreachable (reported to the master): %w", name, err))
 			}
 			s.log.Error("backup unreachable: region replicates without it", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))
@@ -520,7 +520,7 @@ func (s *Server) attachDialed(ctx context.Context, m *regionmap.Map, r regionmap
 	}
 	var onDrop func(string, error)
 	if s.cluster != nil {
-		onDrop = func(name string, _ error) { s.reportDropped(r, name) }
+		onDrop = func(name string, _ error) { s.reportDropped(s.bgCtx, r, name) }
 	}
 	logID, handover := s.buildLogOf(r.ID)
 	p.shipper, err = replication.NewShipper(replication.ShipperConfig{Region: er, Epoch: r.Epoch, Mode: s.replMode(m), LogID: logID, Handover: handover,

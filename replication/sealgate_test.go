@@ -2,6 +2,7 @@ package replication
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -221,5 +222,101 @@ func TestStalledBackupDoesNotStallReads(t *testing.T) {
 		if n := s.sealStalls.Load(); n != 0 {
 			t.Errorf("%s: LogSealed waited %d times under the region's lock", name, n)
 		}
+	}
+}
+
+// pausedLink holds every Send while paused (a backup whose process
+// stopped reading its ring), and lets them all through when resumed.
+type pausedLink struct {
+	Link
+	mu     sync.Mutex
+	cond   *sync.Cond
+	paused bool
+}
+
+func newPausedLink(l Link) *pausedLink {
+	p := &pausedLink{Link: l}
+	p.cond = sync.NewCond(&p.mu)
+	return p
+}
+
+func (p *pausedLink) set(paused bool) {
+	p.mu.Lock()
+	p.paused = paused
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+func (p *pausedLink) Send(ctx context.Context, c *Command) ([]byte, error) {
+	p.mu.Lock()
+	for p.paused {
+		p.cond.Wait()
+	}
+	p.mu.Unlock()
+	return p.Link.Send(ctx, c)
+}
+
+// TestManyWritersAtSealAllAdmitted: many writers wait at a seal for a
+// backup that pauses again and again; when the gate opens, the first
+// seals and the others, filling the next segment, must each be admitted
+// again (a writer admitted once and sealing later unadmitted made
+// LogSealed wait under the region's lock, and reads with it).
+func TestManyWritersAtSealAllAdmitted(t *testing.T) {
+	fs := vfs.NewMem()
+	pv, err := engine.Open(replOpts(fs, 1<<20)("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pv.Close() })
+	a := newSealStream(t, fs, pv, 7)
+	pl := newPausedLink(a.link.Link)
+	a.link.Link = pl
+	if err := a.r.Put([]byte("probe"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			val := bytes.Repeat([]byte("x"), 16<<10)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := a.r.Put(fmt.Appendf(nil, "w%d-%d", w, i), val); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	blocked := 0
+	for range 20 {
+		pl.set(true)
+		for t0 := time.Now(); time.Since(t0) < 100*time.Millisecond; {
+			got := make(chan struct{})
+			go func() {
+				a.r.Get([]byte("probe"))
+				close(got)
+			}()
+			select {
+			case <-got:
+			case <-time.After(2 * time.Second):
+				blocked++
+				pl.set(false)
+				<-got
+			}
+		}
+		pl.set(false)
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if n := a.shipper.sealStalls.Load(); n != 0 || blocked != 0 {
+		t.Fatalf("%d seals not admitted (LogSealed waited under the region's lock); %d reads blocked for 2 s", n, blocked)
 	}
 }

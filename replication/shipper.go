@@ -524,8 +524,9 @@ func (s *Shipper) WaitSeal() {
 // those), it waits here for what SealReady checks: the next half free,
 // then the tail's WRITEs complete.
 func (s *Shipper) LogSealed(e engine.LogSeal) {
+	held := s.cfg.Mirror.TailHeld() // the mirror's lock is never taken under s.mu
 	s.mu.Lock()
-	if !s.closed && (!s.halfFreeLocked() || !s.cfg.Mirror.TailHeld()) {
+	if !s.closed && (!s.halfFreeLocked() || !held) {
 		s.sealStalls.Add(1)
 	}
 	for !s.closed && !s.halfFreeLocked() {
