@@ -507,3 +507,15 @@ func (c *inprocCluster) putAcked(cl *client.Client, key, value string) {
 	}
 	t.Fatalf("put %s: %v", key, err)
 }
+
+// writersGoOnThenReadBack waits (10 s at most) until w acknowledged more
+// writes, stops it, and reads back every write acknowledged before
+// (acked) and by w.
+func (c *inprocCluster) writersGoOnThenReadBack(w *writers, more int, what string, acked map[string]string) {
+	c.t.Helper()
+	n := w.count()
+	waitFor(c.t, 10*time.Second, "writes "+what, func() bool { return w.count() >= n+more })
+	during := w.result()
+	c.readBack(what, acked)
+	c.readBack("written by the writers", during)
+}

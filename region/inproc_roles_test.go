@@ -287,11 +287,7 @@ func TestInprocPromoteWhileJoiningThenSecondFailover(t *testing.T) {
 	c.putAcked(c.freshClient(), k+"-third", "third")
 	acked[k+"-third"] = "third"
 	c.waitMap("rs4 a backup of region 1", func(m *regionmap.Map) bool { return slices.Contains(m.Region(1).Backups, "rs4") })
-	n := w.count()
-	waitFor(t, 10*time.Second, "writes after the failovers", func() bool { return w.count() >= n+20 })
-	during := w.result()
-	c.readBack("after two failovers", acked)
-	c.readBack("written by the writers", during)
+	c.writersGoOnThenReadBack(w, 20, "after two failovers", acked)
 }
 
 // TestInprocSupersededAttachDoesNotHang: region 1's primary re-attaches
@@ -344,11 +340,7 @@ func TestInprocSupersededAttachDoesNotHang(t *testing.T) {
 		t.Fatalf("region 1 served %v after its backup answered again", d)
 	}
 	t.Logf("superseded %v after the crash; served %v after the backup answered", superseded, time.Since(unstalled))
-	n := w.count()
-	waitFor(t, 10*time.Second, "writes after the attach", func() bool { return w.count() >= n+20 })
-	during := w.result()
-	c.readBack("after the superseded attach", acked)
-	c.readBack("written by the writers", during)
+	c.writersGoOnThenReadBack(w, 20, "after the superseded attach", acked)
 }
 
 // TestInprocRestartedBackupNamedPrimaryRefuses: with the master stopped,

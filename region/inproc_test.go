@@ -46,11 +46,7 @@ func TestInprocPrimaryCrashPromotesBackup(t *testing.T) {
 	if nr := after.Region(1); !slices.Contains(r.Backups, nr.Primary) || nr.Epoch <= r.Epoch {
 		t.Fatalf("region %+v after its primary crashed: %+v; want a backup promoted at a new epoch", r, nr)
 	}
-	n := w.count()
-	waitFor(t, 10*time.Second, "writes after the failover", func() bool { return w.count() >= n+50 })
-	during := w.result()
-	c.readBack("after the failover", acked)
-	c.readBack("written by the writers", during)
+	c.writersGoOnThenReadBack(w, 50, "after the failover", acked)
 }
 
 // TestInprocCrashedServerRestartsOnSyncedData: a crashed server restarted

@@ -161,15 +161,7 @@ func newHungRig(t *testing.T, strict bool, minCopies int, opts ...func(*ShipperC
 	}
 	r.link = newStallLink(links["b1"])
 	links["b1"] = r.link
-	tail, err := g.pr.LogTail()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMirror(mirrorSeg, tail.Segment, cq, bs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
+	m := newTailMirror(t, g.pr, cq, bs)
 	r.qp.m = m
 	cfg := ShipperConfig{Region: g.pr, Epoch: 3, Mode: SendIndex, SegSize: mirrorSeg, Mirror: m,
 		Links: links, Credits: 2, Log: zaptest.NewLogger(t), Strict: strict, MinCopies: minCopies,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/rdma"
 )
 
@@ -512,4 +513,20 @@ func TestMirrorWaitOnClosedMirrorIsStreamClosed(t *testing.T) {
 	if err := m.WaitTimeout(pos, time.Second); !errors.Is(err, ErrStreamClosed) {
 		t.Fatalf("wait after Close: %v, want ErrStreamClosed", err)
 	}
+}
+
+// newTailMirror starts a mirror of r's log tail to backups bs (their QPs
+// report to cq), closed at the test's end.
+func newTailMirror(t testing.TB, r *engine.Region, cq *rdma.CQ, bs []Backup) *Mirror {
+	t.Helper()
+	tail, err := r.LogTail()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMirror(mirrorSeg, tail.Segment, cq, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
 }

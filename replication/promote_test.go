@@ -211,15 +211,7 @@ func (g *replGroup) follow(np *engine.Region, epoch uint64, reps []*Replica, reb
 		}
 		links[bs[i].Name] = &LocalLink{Replica: rep, Fail: g.linkFail[i]}
 	}
-	tail, err := np.LogTail()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMirror(mirrorSeg, tail.Segment, cq, bs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
+	m := newTailMirror(t, np, cq, bs)
 	if np != g.pr {
 		g.logID++ // a new primaryship
 	}

@@ -63,15 +63,7 @@ func (g *replGroup) reattach(epoch uint64, must bool) {
 		bs = append(bs, b)
 		links[b.Name] = &LocalLink{Replica: g.reps[i], Fail: g.linkFail[i]}
 	}
-	tail, err := g.pr.LogTail()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMirror(mirrorSeg, tail.Segment, cq, bs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
+	m := newTailMirror(t, g.pr, cq, bs)
 	sh, err := startShipper(ShipperConfig{Region: g.pr, Epoch: epoch, Mode: g.modes[0], SegSize: mirrorSeg, Mirror: m,
 		Links: links, Credits: g.creditsOr2(), Log: zaptest.NewLogger(t), LogID: g.logID})
 	g.mirror = m

@@ -45,15 +45,7 @@ func newSealStream(t *testing.T, fs vfs.FS, pv *engine.Volume, id uint64) *sealS
 	if err != nil {
 		t.Fatal(err)
 	}
-	tail, err := r.LogTail()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMirror(mirrorSeg, tail.Segment, cq, bs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
+	m := newTailMirror(t, r, cq, bs)
 	s := &sealStream{r: r, link: newStallLink(&LocalLink{Replica: rep})}
 	s.shipper, err = startShipper(ShipperConfig{Region: r, Epoch: 3, Mode: SendIndex, SegSize: mirrorSeg, Mirror: m,
 		Links: map[string]Link{"b0": s.link}, Credits: 2, Timeout: time.Minute, Log: zaptest.NewLogger(t)})
@@ -62,6 +54,18 @@ func newSealStream(t *testing.T, fs vfs.FS, pv *engine.Volume, id uint64) *sealS
 	}
 	t.Cleanup(s.shipper.Close)
 	return s
+}
+
+// openSealVolume opens the primary volume of sealStreams in fs: an L0
+// that never fills in these tests, closed at the test's end.
+func openSealVolume(t *testing.T, fs vfs.FS) *engine.Volume {
+	t.Helper()
+	pv, err := engine.Open(replOpts(fs, 1<<20)("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pv.Close() })
+	return pv
 }
 
 // p99 of ds (sorted in place).
@@ -83,11 +87,7 @@ func p99(ds []time.Duration) time.Duration {
 // any size, only more frequent here.
 func TestStalledBackupDoesNotStallReads(t *testing.T) {
 	fs := vfs.NewMem()
-	pv, err := engine.Open(replOpts(fs, 1<<20)("p"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pv.Close() })
+	pv := openSealVolume(t, fs)
 	a, b := newSealStream(t, fs, pv, 7), newSealStream(t, fs, pv, 8)
 	if err := a.r.Put([]byte("probe"), []byte("v")); err != nil {
 		t.Fatal(err)
@@ -263,11 +263,7 @@ func (p *pausedLink) Send(ctx context.Context, c *Command) ([]byte, error) {
 // LogSealed wait under the region's lock, and reads with it).
 func TestManyWritersAtSealAllAdmitted(t *testing.T) {
 	fs := vfs.NewMem()
-	pv, err := engine.Open(replOpts(fs, 1<<20)("p"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pv.Close() })
+	pv := openSealVolume(t, fs)
 	a := newSealStream(t, fs, pv, 7)
 	pl := newPausedLink(a.link.Link)
 	a.link.Link = pl
