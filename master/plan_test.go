@@ -30,26 +30,26 @@ func seen(names ...string) map[string]Observed {
 	return out
 }
 
-// goneAt sets name's Gone time in obs (made if nil) and returns obs.
-func goneAt(obs map[string]Observed, name string, at time.Time) map[string]Observed {
+// observe changes name's observed times in obs (made if nil) with set
+// and returns obs.
+func observe(obs map[string]Observed, name string, set func(*Observed)) map[string]Observed {
 	if obs == nil {
 		obs = map[string]Observed{}
 	}
 	o := obs[name]
-	o.Gone = at
+	set(&o)
 	obs[name] = o
 	return obs
 }
 
+// goneAt sets name's Gone time in obs (made if nil) and returns obs.
+func goneAt(obs map[string]Observed, name string, at time.Time) map[string]Observed {
+	return observe(obs, name, func(o *Observed) { o.Gone = at })
+}
+
 // droppedAt sets name's Dropped time in obs (made if nil) and returns obs.
 func droppedAt(obs map[string]Observed, name string, at time.Time) map[string]Observed {
-	if obs == nil {
-		obs = map[string]Observed{}
-	}
-	o := obs[name]
-	o.Dropped = at
-	obs[name] = o
-	return obs
+	return observe(obs, name, func(o *Observed) { o.Dropped = at })
 }
 
 // reported is every backup of m's regions reporting a complete copy at
