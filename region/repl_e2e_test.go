@@ -2,6 +2,7 @@ package region_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -15,6 +16,7 @@ import (
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/internal/testseed"
+	"github.com/tebis-go/tebis/region"
 )
 
 // replCluster is three server processes, each primary of one region and
@@ -161,6 +163,10 @@ func TestE2EReplication(t *testing.T) {
 			cl := open(t, regionmap.Static{M: m}, "shm")
 			waitReady(t, cl, "k000000", "k003200", "k006400")
 			model := writeRandom(t, cl, rng, 3000)
+			// Every server's compactions are over before the first stops:
+			// a backup stopped before its primary holds the primary's
+			// levels only if the primary compacts nothing after it left.
+			waitCompactionsOver(t, cl, ss)
 			cl.Close()
 			for _, s := range ss {
 				s.p.Stop(t) // SIGTERM: settle, flush to the live backups, close
@@ -337,6 +343,36 @@ func TestE2EBackupKilled(t *testing.T) {
 		got, err := cl.Get(c, []byte(k))
 		if err != nil || !bytes.Equal(got, v) {
 			t.Fatalf("%s: %q %v, want %q", k, got, err, v)
+		}
+	}
+}
+
+// waitCompactionsOver waits (30 s at most) until no server of ss finished
+// a compaction for 500 ms.
+func waitCompactionsOver(t *testing.T, cl *client.Client, ss []*server) {
+	t.Helper()
+	count := func() uint64 {
+		var n uint64
+		for _, s := range ss {
+			b, err := cl.ServerStats(ctx(t), s.name)
+			if err != nil {
+				t.Fatalf("stats of %s: %v", s.name, err)
+			}
+			var st region.ServerStats
+			if err := json.Unmarshal(b, &st); err != nil {
+				t.Fatal(err)
+			}
+			n += st.Engine.Compactions
+		}
+		return n
+	}
+	last, since := count(), time.Now()
+	for deadline := time.Now().Add(30 * time.Second); time.Since(since) < 500*time.Millisecond; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("compactions still running 30 s after the writes")
+		}
+		if n := count(); n != last {
+			last, since = n, time.Now()
 		}
 	}
 }
