@@ -146,8 +146,8 @@ func supersedes(was regionmap.Assignment, cur *regionmap.Assignment, name string
 // abortAttaches supersedes every attach job (the server closes, or its
 // session ended). Called with mapMu held.
 func (s *Server) abortAttaches() {
-	for id := range s.attachJobs {
-		s.supersede(id)
+	for _, j := range s.jobs() {
+		s.supersede(j.id)
 	}
 }
 
@@ -241,8 +241,8 @@ func (s *Server) markAttaching(st *routing, id uint64) {
 // finishJob ends job j once dialed: step 3, unless a newer map (or the
 // server's close) superseded it. Called with mapMu held.
 func (s *Server) finishJob(st *routing, j *attachJob) error {
-	if s.attachJobs[j.id] == j {
-		delete(s.attachJobs, j.id)
+	if rs := s.region(j.id); rs.job == j {
+		rs.job = nil
 	}
 	cur := s.state.Load()
 	if !j.aborted && (s.closed.Load() || cur.hosted[j.id] != j.er || supersedes(j.r, cur.m.Region(j.id), s.cfg.Name, true)) {
@@ -263,9 +263,10 @@ func (s *Server) finishJob(st *routing, j *attachJob) error {
 func (s *Server) prepareAttach(st *routing, id uint64) (*attachJob, error) {
 	r := st.m.Region(id)
 	er := st.hosted[id]
+	rs := s.region(id)
 	var release func()
 	var old *primaryRepl
-	if s.resumed[id] {
+	if rs.resumed {
 		// A serving region (its group changed, or its attach is retried):
 		// make it still and take its old stream out of service (retired
 		// in step 2); its replicator refuses from here.
@@ -289,7 +290,7 @@ func (s *Server) prepareAttach(st *routing, id uint64) (*attachJob, error) {
 			release()
 		}
 		er.Resume()
-		s.resumed[id] = true
+		rs.resumed = true
 		s.log.Warn("region has no backups left: serving without replication", zap.Uint64("region", id), zap.Uint64("epoch", r.Epoch))
 		return nil, nil
 	}
@@ -298,10 +299,7 @@ func (s *Server) prepareAttach(st *routing, id uint64) (*attachJob, error) {
 	j := &attachJob{id: id, m: st.m, r: *r, er: er, ctx: ctx, cancel: cancel, attachCtx: actx, stopAttach: stopAttach,
 		stepped: make(chan struct{}), release: release, old: old}
 	j.after, j.retired = s.retireSlot(id, old != nil)
-	if s.attachJobs == nil {
-		s.attachJobs = map[uint64]*attachJob{}
-	}
-	s.attachJobs[id] = j
+	rs.job = j
 	return j, nil
 }
 
@@ -325,11 +323,12 @@ func (s *Server) finishAttach(j *attachJob) error {
 	}
 	j.end(nil)
 	s.replMu.Lock()
-	s.primaries[j.id] = p
-	s.recordSynced(j.r, p.synced)
+	rs := s.regionLocked(j.id)
+	rs.stream = p
+	rs.recordSynced(j.r.Epoch, p.synced)
 	s.replMu.Unlock()
 	j.er.Resume()
-	s.resumed[j.id] = true
+	rs.resumed = true
 	s.reportJoins(j.r, p)
 	s.startPreSeeds(j.r, p, j.er)
 	return nil
@@ -362,19 +361,16 @@ func (d *dialedGroup) close() {
 }
 
 // recordSynced remembers that the backups names hold complete copies of
-// region r at its epoch (an attach brought them in sync), until r's epoch
+// the region at epoch (an attach brought them in sync), until its epoch
 // moves on. Called with replMu held.
-func (s *Server) recordSynced(r regionmap.Assignment, names []string) {
-	for k, epoch := range s.synced {
-		if k.region == r.ID && epoch != r.Epoch {
-			delete(s.synced, k)
+func (rs *regionState) recordSynced(epoch uint64, names []string) {
+	for _, j := range rs.members {
+		if j.syncedAt != epoch {
+			j.syncedAt = 0
 		}
 	}
-	if s.synced == nil {
-		s.synced = map[preKey]uint64{}
-	}
 	for _, name := range names {
-		s.synced[preKey{r.ID, name}] = r.Epoch
+		rs.memberLocked(name).syncedAt = epoch
 	}
 }
 
@@ -386,8 +382,12 @@ func (s *Server) syncedAt(r regionmap.Assignment) map[string]bool {
 	s.replMu.Lock()
 	defer s.replMu.Unlock()
 	out := map[string]bool{}
+	rs := s.regions[r.ID]
+	if rs == nil {
+		return out
+	}
 	for _, name := range r.Group() {
-		if s.synced[preKey{r.ID, name}] == r.Epoch {
+		if j := rs.members[name]; j != nil && j.syncedAt == r.Epoch {
 			out[name] = true
 		}
 	}

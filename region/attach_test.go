@@ -281,7 +281,7 @@ func TestJoiningBackupInSyncNotPendingAgain(t *testing.T) {
 	}
 	// An attach at epoch 4 brought j1 in sync.
 	s.replMu.Lock()
-	s.recordSynced(r, []string{"j1"})
+	s.regionLocked(r.ID).recordSynced(r.Epoch, []string{"j1"})
 	s.replMu.Unlock()
 	d = s.dialGroup(ctx, m, r)
 	if role(d, "j1") != "backup" {
@@ -294,7 +294,7 @@ func TestJoiningBackupInSyncNotPendingAgain(t *testing.T) {
 	r5 := r
 	r5.Epoch = 5
 	s.replMu.Lock()
-	s.recordSynced(r5, nil)
+	s.regionLocked(r5.ID).recordSynced(r5.Epoch, nil)
 	s.replMu.Unlock()
 	m.Regions[0].Epoch = 5
 	if d = s.dialGroup(ctx, m, *m.Region(1)); role(d, "j1") != "pending" {

@@ -13,7 +13,7 @@ import (
 // the same log). A promoted primary also keeps its handover (the old
 // primary's records it replayed) for the backups that applied less.
 
-// buildLog is one primaryship's identity and handover.
+// buildLog is one primaryship's identity (0: none drawn) and handover.
 type buildLog struct {
 	id       uint64
 	handover *replication.Handover
@@ -24,23 +24,20 @@ type buildLog struct {
 func (s *Server) startBuildLog(id uint64, ho *replication.Handover) {
 	s.replMu.Lock()
 	defer s.replMu.Unlock()
-	if s.buildLogs == nil {
-		s.buildLogs = map[uint64]buildLog{}
-	}
 	var l uint64
 	for l == 0 {
 		l = rand.Uint64()
 	}
-	s.buildLogs[id] = buildLog{id: l, handover: ho}
+	s.regionLocked(id).buildLog = buildLog{id: l, handover: ho}
 }
 
 // buildLogOf returns region id's log identity and handover, drawing an
 // identity if none was (a region hosted since before any was needed).
 func (s *Server) buildLogOf(id uint64) (uint64, *replication.Handover) {
 	s.replMu.Lock()
-	l, ok := s.buildLogs[id]
+	l := s.regionLocked(id).buildLog
 	s.replMu.Unlock()
-	if !ok {
+	if l.id == 0 {
 		s.startBuildLog(id, nil)
 		return s.buildLogOf(id)
 	}

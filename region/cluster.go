@@ -182,10 +182,8 @@ func (s *Server) fenceLocked() {
 	refuse(old.hosted, slices.Collect(maps.Keys(old.hosted))) // before anything that may wait
 	s.abortAttaches()                                         // none may go on attaching for the map it dialed for
 	s.state.Store(&routing{m: &regionmap.Map{}, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}})
-	s.replMu.Lock()
-	ids := slices.Collect(maps.Keys(s.primaries))
-	s.replMu.Unlock()
-	s.detach(ids)
+	s.deposed(slices.Collect(maps.Keys(old.hosted)))
+	s.detach(slices.Collect(maps.Keys(s.streams())))
 }
 
 // leaveCluster ends the session (the registration goes at once).

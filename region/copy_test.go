@@ -22,8 +22,8 @@ import (
 func restartedManaged(t *testing.T, vol *engine.Volume) *Server {
 	cfg := DefaultConfig()
 	cfg.Name = "b"
-	s := &Server{cfg: cfg, log: zaptest.NewLogger(t), vol: vol, backups: map[uint64]*backupRegion{}, primaries: map[uint64]*primaryRepl{},
-		resumed: map[uint64]bool{}, peers: map[string]*ring.Client{}, replCQ: rdma.NewCQ(), cluster: &clusterLink{logs: newLogReporter()}}
+	s := &Server{cfg: cfg, log: zaptest.NewLogger(t), vol: vol,
+		peers: map[string]*ring.Client{}, replCQ: rdma.NewCQ(), cluster: &clusterLink{logs: newLogReporter()}}
 	s.cluster.started.Store(7)
 	s.state.Store(&routing{m: &regionmap.Map{}, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}})
 	s.startController()
@@ -94,7 +94,11 @@ func TestNamedPrimaryWithCopyNotServed(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Restarted: the replication buffer is gone with the process.
-			for _, b := range s0.backups {
+			for _, rs := range s0.regions {
+				b := rs.backup
+				if b == nil {
+					continue
+				}
 				b.rep.Close()
 				b.buf.Deregister()
 			}
@@ -195,9 +199,7 @@ func TestDeposedBuildIndexPrimaryFollowsWithoutStall(t *testing.T) {
 	if err := s.install(backup); err != nil {
 		t.Fatal(err)
 	}
-	s.replMu.Lock()
-	b := s.backups[1]
-	s.replMu.Unlock()
+	b := s.backupOf(1)
 	if b == nil {
 		t.Fatal("region 1 not backed up")
 	}

@@ -56,8 +56,22 @@ func (s *Server) depose(ids []uint64) *routing {
 	refuse(st.hosted, ids)
 	next := st.without(ids)
 	s.state.Store(next)
+	s.deposed(ids)
 	s.detach(ids)
 	return next
+}
+
+// deposed records that regions ids are no longer primaries here (their
+// handles refuse and routing no longer serves them). Called with mapMu
+// held.
+func (s *Server) deposed(ids []uint64) {
+	s.replMu.Lock()
+	defer s.replMu.Unlock()
+	for _, id := range ids {
+		if rs := s.regions[id]; rs != nil && rs.role == rolePrimary {
+			rs.role = roleNone
+		}
+	}
 }
 
 // refuse makes the engine regions ids of hosted refuse every write and L0
@@ -76,9 +90,9 @@ func (s *Server) detach(ids []uint64) {
 	var ps []*primaryRepl
 	s.replMu.Lock()
 	for _, id := range ids {
-		if p := s.primaries[id]; p != nil {
-			ps = append(ps, p)
-			delete(s.primaries, id)
+		if rs := s.regions[id]; rs != nil && rs.stream != nil {
+			ps = append(ps, rs.stream)
+			rs.stream = nil
 			s.log.Info("no longer primary: replication stopped", zap.Uint64("region", id))
 		}
 	}

@@ -33,7 +33,8 @@ func (s *Server) promote(r regionmap.Assignment, b *backupRegion) (*engine.Regio
 	}
 	s.startBuildLog(r.ID, b.rep.Handover())
 	s.replMu.Lock()
-	delete(s.backups, r.ID)
+	rs := s.regionLocked(r.ID)
+	rs.backup, rs.reported, rs.role = nil, 0, roleNone // primary once served (install's serving step)
 	s.replMu.Unlock()
 	b.rep.Close()
 	b.buf.Deregister()
@@ -47,10 +48,7 @@ func (s *Server) promote(r regionmap.Assignment, b *backupRegion) (*engine.Regio
 func (s *Server) markPromoted(id uint64) {
 	s.replMu.Lock()
 	defer s.replMu.Unlock()
-	if s.promoted == nil {
-		s.promoted = map[uint64]bool{}
-	}
-	s.promoted[id] = true
+	s.regionLocked(id).promoted = true
 }
 
 // takeRebase returns the rebase pairs a promoted region's first attach
@@ -58,10 +56,11 @@ func (s *Server) markPromoted(id uint64) {
 func (s *Server) takeRebase(id uint64, er *engine.Region) []replication.RebasePair {
 	s.replMu.Lock()
 	defer s.replMu.Unlock()
-	if !s.promoted[id] {
+	rs := s.regions[id]
+	if rs == nil || !rs.promoted {
 		return nil
 	}
-	delete(s.promoted, id)
+	rs.promoted = false
 	return replication.PromotedPairs(er)
 }
 
@@ -72,12 +71,13 @@ func (s *Server) takeRebase(id uint64, er *engine.Region) []replication.RebasePa
 func (s *Server) stopDeposed(old, next *routing) {
 	var ids []uint64
 	s.replMu.Lock()
-	for id := range s.primaries {
-		if next.hosted[id] == nil {
+	for id, rs := range s.regions {
+		if next.hosted[id] == nil && (rs.stream != nil || rs.role == rolePrimary) {
 			ids = append(ids, id)
 		}
 	}
 	s.replMu.Unlock()
+	s.deposed(ids)
 	if len(ids) == 0 {
 		return
 	}
@@ -113,8 +113,9 @@ func (s *Server) reportJoins(r regionmap.Assignment, p *primaryRepl) {
 // with mapMu held and the region quiesced. nil: the region had none.
 func (s *Server) takeStream(id uint64, er *engine.Region) *primaryRepl {
 	s.replMu.Lock()
-	p := s.primaries[id]
-	delete(s.primaries, id)
+	rs := s.regionLocked(id)
+	p := rs.stream
+	rs.stream = nil
 	s.replMu.Unlock()
 	if p != nil && p.shipper != nil {
 		er.ReplaceReplicator(p.shipper, replication.Refuse{Err: replication.ErrStreamClosed})
@@ -130,13 +131,11 @@ func (s *Server) takeStream(id uint64, er *engine.Region) *primaryRepl {
 func (s *Server) retireSlot(id uint64, own bool) (after <-chan struct{}, retired chan struct{}) {
 	s.replMu.Lock()
 	defer s.replMu.Unlock()
-	after = s.retiring[id]
+	rs := s.regionLocked(id)
+	after = rs.retiring
 	if own {
 		retired = make(chan struct{})
-		if s.retiring == nil {
-			s.retiring = map[uint64]chan struct{}{}
-		}
-		s.retiring[id] = retired
+		rs.retiring = retired
 	}
 	return after, retired
 }
@@ -162,8 +161,8 @@ func (s *Server) retireOld(j *attachJob) {
 	}
 	close(j.retired)
 	s.replMu.Lock()
-	if s.retiring[j.id] == j.retired {
-		delete(s.retiring, j.id)
+	if rs := s.regionLocked(j.id); rs.retiring == j.retired {
+		rs.retiring = nil
 	}
 	s.replMu.Unlock()
 }
@@ -200,9 +199,8 @@ func (s *Server) reportDrops() {
 	}
 	s.reportPreFailed()
 	st := s.state.Load()
-	s.replMu.Lock()
 	var drops []drop
-	for id, p := range s.primaries {
+	for id, p := range s.streams() {
 		r := st.m.Region(id)
 		if r == nil || r.Epoch != p.epoch || p.mirror == nil {
 			continue
@@ -213,7 +211,6 @@ func (s *Server) reportDrops() {
 			}
 		}
 	}
-	s.replMu.Unlock()
 	for _, d := range drops {
 		s.reportDropped(s.bgCtx, d.r, d.name)
 	}

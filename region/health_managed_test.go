@@ -176,9 +176,7 @@ func TestHealthBackupOnlyPublishesInPlace(t *testing.T) {
 	within(t, 10*time.Second, "rs2 registered", func() bool { return r.run(t) != 0 })
 	run0 := r.run(t)
 	r.writeMap(t, healthMap(1, run0, "rs1", 1))
-	r.s.replMu.Lock()
-	backup := r.s.backups[1] != nil
-	r.s.replMu.Unlock()
+	backup := r.s.backupOf(1) != nil
 	if !backup {
 		t.Fatal("rs2 does not hold region 1's backup copy")
 	}
@@ -190,9 +188,7 @@ func TestHealthBackupOnlyPublishesInPlace(t *testing.T) {
 		t.Fatalf("the health znode names run %d (%s); want the registered run %d: a backup-only server publishes in place", h.Started, h.State, run0)
 	}
 	stays(t, time.Second, "rs2 registered as its first run", func() bool { return r.run(t) == run0 })
-	r.s.replMu.Lock()
-	backup = r.s.backups[1] != nil
-	r.s.replMu.Unlock()
+	backup = r.s.backupOf(1) != nil
 	if !backup || !r.s.cluster.knows(r.s.state.Load().m, "rs2") {
 		t.Fatal("rs2 dropped its backup role")
 	}

@@ -74,7 +74,7 @@ func newHelloBackup(t *testing.T) *helloBackup {
 		t.Fatal(err)
 	}
 	b := &backupRegion{rep: rep, buf: buf}
-	s := &Server{log: zaptest.NewLogger(t), vol: vol, backups: map[uint64]*backupRegion{1: b}, replCQ: rdma.NewCQ()}
+	s := &Server{log: zaptest.NewLogger(t), vol: vol, regions: map[uint64]*regionState{1: {id: 1, role: roleBackup, backup: b}}, replCQ: rdma.NewCQ()}
 	t.Cleanup(func() { b.buf.Deregister() })
 	return &helloBackup{t: t, s: s, b: b, rep: rep, buf: buf}
 }

@@ -110,7 +110,7 @@ func TestBuildIndexFoldStallsNoOtherRegion(t *testing.T) {
 	t.Cleanup(func() { vol.Close() })
 	cfg := DefaultConfig()
 	cfg.Name = "b"
-	s := &Server{cfg: cfg, log: zaptest.NewLogger(t), vol: vol, backups: map[uint64]*backupRegion{}, replCQ: rdma.NewCQ(),
+	s := &Server{cfg: cfg, log: zaptest.NewLogger(t), vol: vol, replCQ: rdma.NewCQ(),
 		cluster: &clusterLink{logs: newLogReporter()}}
 	s.cluster.started.Store(7)
 	m := &regionmap.Map{Version: 1, Replication: "build-index",
@@ -142,11 +142,12 @@ func TestBuildIndexFoldStallsNoOtherRegion(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := &backupRegion{rep: rep, buf: buf}
-		s.backups[r.ID] = b
+		rs := s.region(r.ID)
+		rs.backup, rs.role = b, roleBackup
 		t.Cleanup(func() { b.buf.Deregister() })
 		regions[r.ID] = er
 	}
-	b1 := s.backups[1]
+	b1 := s.backupOf(1)
 	hello := func(epoch uint64) *exposeReq {
 		req := &exposeReq{hello: replwire.Hello{Region: 1, Epoch: epoch, SegSize: helloSeg}.Encode()}
 		if err := s.acceptReplication(req); err != nil || req.rejected {

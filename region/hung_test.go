@@ -94,9 +94,7 @@ func TestHungBackupDroppedWritesResume(t *testing.T) {
 			if !slices.Contains(dropped, "b1 (region 1)") {
 				t.Fatalf("dropped backups %v, want b1 of region 1", dropped)
 			}
-			p.replMu.Lock()
-			sh := p.primaries[1].shipper
-			p.replMu.Unlock()
+			sh := p.streamOf(1).shipper
 			if d := sh.Dropped()["b1"]; !errors.Is(d, replication.ErrBackupHung) {
 				t.Fatalf("b1 dropped for %v, want ErrBackupHung", d)
 			}

@@ -176,6 +176,9 @@ func (c *inprocCluster) stop(name string) {
 	if nd.srv == nil {
 		return
 	}
+	if err := nd.srv.CheckRoles(); err != nil {
+		c.t.Error(err)
+	}
 	if err := nd.srv.Close(); err != nil {
 		c.t.Errorf("close %s: %v", name, err)
 	}
@@ -244,6 +247,14 @@ func (c *inprocCluster) waitServing(what string) {
 				t.Fatalf("%s: the region of %s does not serve: %v", what, k, err)
 			}
 			time.Sleep(5 * time.Millisecond) // a server installing the map, or a lease being renewed
+		}
+	}
+	for name, nd := range c.nodes {
+		if nd.srv == nil {
+			continue
+		}
+		if err := nd.srv.CheckRoles(); err != nil {
+			t.Errorf("%s: %s: %v", what, name, err)
 		}
 	}
 }

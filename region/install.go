@@ -42,7 +42,7 @@ func (s *Server) installLocked(m *regionmap.Map) error {
 		s.log.Info("the region map is not for this run of the server yet: no roles", zap.Uint64("version", m.Version))
 		known = false
 	}
-	acts := plan(m, s.cfg.Name, known, s.cluster != nil, s.holdings(old, m))
+	acts := plan(m, s.cfg.Name, known, s.cluster != nil, s.holdings(m))
 	next := &routing{m: m, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}}
 	var errs []error
 	var deposing []uint64
@@ -89,34 +89,23 @@ func (s *Server) installLocked(m *regionmap.Map) error {
 }
 
 // holdings is what the server holds of each region, as plan reads it:
-// its role (old's hosted regions, the open replicas), its primary stream,
-// its attach in flight, and for a region m names it primary of that it
+// its role, its primary stream, its attach in flight, and for a region m names it primary of that it
 // neither hosts nor backs up, whether the volume holds a copy. Called
 // with mapMu held.
-func (s *Server) holdings(old *routing, m *regionmap.Map) map[uint64]held {
+func (s *Server) holdings(m *regionmap.Map) map[uint64]held {
 	hs := map[uint64]held{}
 	s.replMu.Lock()
-	for id := range s.backups {
-		hs[id] = held{role: roleBackup}
-	}
-	for id, p := range s.primaries {
-		h := hs[id]
-		h.stream, h.epoch, h.group = true, p.epoch, p.group
+	for id, rs := range s.regions {
+		h := held{role: rs.role}
+		if p := rs.stream; p != nil {
+			h.stream, h.epoch, h.group = true, p.epoch, p.group
+		}
+		if rs.job != nil {
+			h.job = &rs.job.r
+		}
 		hs[id] = h
 	}
 	s.replMu.Unlock()
-	if old != nil {
-		for id := range old.hosted {
-			h := hs[id]
-			h.role = rolePrimary
-			hs[id] = h
-		}
-	}
-	for id, j := range s.attachJobs {
-		h := hs[id]
-		h.job = &j.r
-		hs[id] = h
-	}
 	for _, r := range m.Regions {
 		if r.Primary != s.cfg.Name || hs[r.ID].role != roleNone {
 			continue
@@ -136,12 +125,13 @@ func (s *Server) holdings(old *routing, m *regionmap.Map) map[uint64]held {
 // supersede cancels region id's attach in flight (attach.go). Called
 // with mapMu held.
 func (s *Server) supersede(id uint64) {
-	j := s.attachJobs[id]
+	rs := s.region(id)
+	j := rs.job
 	if j == nil {
 		return
 	}
 	j.abort()
-	delete(s.attachJobs, id)
+	rs.job = nil
 	s.log.Info("attach superseded by a newer map", zap.Uint64("region", id), zap.Uint64("epoch", j.r.Epoch))
 }
 
@@ -150,6 +140,7 @@ func (s *Server) supersede(id uint64) {
 // mapMu held.
 func (s *Server) apply(m *regionmap.Map, a action, old, next *routing, ers map[uint64]*engine.Region) error {
 	r := m.Region(a.region)
+	rs := s.region(a.region)
 	switch a.step {
 	case stepFail:
 		return a.err
@@ -157,19 +148,14 @@ func (s *Server) apply(m *regionmap.Map, a action, old, next *routing, ers map[u
 		_, err := s.openBackup(m, *r)
 		return err
 	case stepPromote:
-		s.replMu.Lock()
-		b := s.backups[r.ID]
-		s.replMu.Unlock()
-		er, err := s.promote(*r, b)
+		er, err := s.promote(*r, s.backupOf(r.ID))
 		if err != nil {
 			return err
 		}
-		delete(s.resumed, r.ID) // a new handle, held until attached
-		if s.replMode(m) == replication.BuildIndex {
-			// An ordinary region whose compactions and GC run: quiesced
-			// for its attach like a serving one.
-			s.resumed[r.ID] = true
-		}
+		// A new handle, held until attached; a Build-Index one is an
+		// ordinary region whose compactions and GC run: quiesced for its
+		// attach like a serving one.
+		rs.resumed = s.replMode(m) == replication.BuildIndex
 		ers[r.ID] = er
 	case stepKeep, stepReattach:
 		// Still its primary. A group change under a new epoch
@@ -208,7 +194,7 @@ func (s *Server) apply(m *regionmap.Map, a action, old, next *routing, ers map[u
 					return fmt.Errorf("open: %w", err)
 				}
 				s.markPromoted(r.ID)
-				delete(s.resumed, r.ID)
+				rs.resumed = false
 			} else if err := s.vol.SetFollower(r.ID, false); err != nil {
 				return fmt.Errorf("open: %w", err)
 			}
@@ -221,6 +207,7 @@ func (s *Server) apply(m *regionmap.Map, a action, old, next *routing, ers map[u
 			return nil // its role step failed (reported)
 		}
 		next.hosted[r.ID] = er
+		s.setRole(rs, rolePrimary)
 		if a.step == stepAttach {
 			next.attaching[r.ID] = true
 			return nil
@@ -231,7 +218,7 @@ func (s *Server) apply(m *regionmap.Map, a action, old, next *routing, ers map[u
 			s.serveAlone(m, *r, er)
 		}
 		er.Resume()
-		s.resumed[r.ID] = true
+		rs.resumed = true
 	default:
 		return fmt.Errorf("region: plan step %s not carried out", a.step)
 	}
@@ -265,16 +252,19 @@ func (s *Server) attachLocked(b *attachBatch) {
 	// nothing, while a serving one's quiesce may wait for a compaction
 	// stuck on a hung backup.
 	ids := make([]uint64, 0, len(st.attaching))
+	resumed := map[uint64]bool{}
 	for id := range st.attaching {
-		if j := s.attachJobs[id]; j != nil {
+		rs := s.region(id)
+		if j := rs.job; j != nil {
 			j.wait(b)
 			continue
 		}
 		ids = append(ids, id)
+		resumed[id] = rs.resumed
 	}
 	slices.SortFunc(ids, func(a, b uint64) int {
-		if s.resumed[a] != s.resumed[b] {
-			if s.resumed[b] {
+		if resumed[a] != resumed[b] {
+			if resumed[b] {
 				return -1
 			}
 			return 1

@@ -2,7 +2,6 @@ package region
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -40,10 +39,9 @@ func (s *Server) reportLogs(live map[string]coord.ServerInfo) (failed bool) {
 			continue
 		}
 		s.replMu.Lock()
-		if s.logsReported == nil {
-			s.logsReported = map[[2]uint64]bool{}
+		if rs := s.regions[j.Region]; rs != nil && rs.backup != nil {
+			rs.reported = max(rs.reported, j.Epoch)
 		}
-		s.logsReported[[2]uint64{j.Region, j.Epoch}] = true
 		s.replMu.Unlock()
 		s.log.Info("primary failed: log position reported", zap.Uint64("region", j.Region), zap.Uint64("epoch", j.Epoch),
 			zap.Uint64("segment_index", j.Pos>>32), zap.Uint64("offset", j.Pos&(1<<32-1)), zap.Bool("incomplete", !j.Complete))
@@ -57,15 +55,18 @@ func (s *Server) reportLogs(live map[string]coord.ServerInfo) (failed bool) {
 // buffer fold; replMu is taken by every command of every region).
 func (s *Server) dueLogReports(m *regionmap.Map, live map[string]coord.ServerInfo) ([]coord.LogReport, bool) {
 	s.replMu.Lock()
-	for key := range s.logsReported {
-		if r := m.Region(key[0]); r == nil || r.Epoch > key[1] {
-			delete(s.logsReported, key)
-		}
-	}
-	reported := maps.Clone(s.logsReported)
+	reported := map[[2]uint64]bool{}
 	copies := map[uint64]logCopy{}
-	for id, b := range s.backups {
-		copies[id] = bufferedCopy{rep: b.rep, buf: b.buf}
+	for id, rs := range s.regions {
+		if r := m.Region(id); rs.reported != 0 && (r == nil || r.Epoch > rs.reported) {
+			rs.reported = 0
+		}
+		if rs.reported != 0 {
+			reported[[2]uint64{id, rs.reported}] = true
+		}
+		if b := rs.backup; b != nil {
+			copies[id] = bufferedCopy{rep: b.rep, buf: b.buf}
+		}
 	}
 	s.replMu.Unlock()
 	return logReports(m, s.cfg.Name, live, reported, copies)

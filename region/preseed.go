@@ -3,6 +3,7 @@ package region
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
@@ -20,12 +21,6 @@ import (
 // with it, which ships only what changed since (the delta), and the join
 // is reported. Writes are held only for that last attach.
 
-// preKey names a pre-seed: a region and its joining backup.
-type preKey struct {
-	region uint64
-	name   string
-}
-
 // preseedsOf returns the pre-seeds done for r's joining backups, or nil
 // when joining backups of m are seeded at attach instead, with writes held
 // (a static map, or Build-Index: docs/failover.md "Build-Index groups").
@@ -36,9 +31,10 @@ func (s *Server) preseedsOf(m *regionmap.Map, r regionmap.Assignment) map[string
 	s.replMu.Lock()
 	defer s.replMu.Unlock()
 	out := map[string]*replication.Preseeded{}
+	rs := s.regionLocked(r.ID)
 	for _, name := range r.Joining {
-		if pre := s.preseeds[preKey{r.ID, name}]; pre != nil {
-			out[name] = pre
+		if j := rs.members[name]; j != nil && j.seeded != nil {
+			out[name] = j.seeded
 		}
 	}
 	return out
@@ -49,23 +45,20 @@ func (s *Server) preseedsOf(m *regionmap.Map, r regionmap.Assignment) map[string
 func (s *Server) startPreSeeds(r regionmap.Assignment, p *primaryRepl, er *engine.Region) {
 	s.replMu.Lock()
 	defer s.replMu.Unlock()
+	rs := s.regionLocked(r.ID)
 	// Results are used once: by this attach (the backup is in the stream
 	// now), or never (no longer joining).
-	for k := range s.preseeds {
-		if k.region == r.ID && !slices.Contains(p.pending, k.name) {
-			delete(s.preseeds, k)
+	for name, j := range rs.members {
+		if !slices.Contains(p.pending, name) {
+			j.seeded = nil
 		}
 	}
 	for _, name := range p.pending {
-		k := preKey{r.ID, name}
-		if s.preseeding[k] {
+		j := rs.memberLocked(name)
+		if j.seeding {
 			continue
 		}
-		if s.preseeding == nil {
-			s.preseeding, s.preseeds, s.preFailed = map[preKey]bool{}, map[preKey]*replication.Preseeded{}, map[preKey]uint64{}
-		}
-		s.preseeding[k] = true
-		delete(s.preFailed, k)
+		j.seeding, j.failedAt = true, 0
 		s.bg.Add(1)
 		go func() {
 			defer s.bg.Done()
@@ -78,10 +71,12 @@ func (s *Server) startPreSeeds(r regionmap.Assignment, p *primaryRepl, er *engin
 // serves, then attaches the backup (a short quiesce). A backup that cannot
 // be reached or copied is reported dropped (the master takes it out).
 func (s *Server) preSeed(r regionmap.Assignment, name string, er *engine.Region) {
-	k := preKey{r.ID, name}
+	s.replMu.Lock()
+	j := s.regionLocked(r.ID).memberLocked(name)
+	s.replMu.Unlock()
 	defer func() {
 		s.replMu.Lock()
-		delete(s.preseeding, k)
+		j.seeding = false
 		s.replMu.Unlock()
 	}()
 	start := time.Now()
@@ -93,14 +88,14 @@ func (s *Server) preSeed(r regionmap.Assignment, name string, er *engine.Region)
 		}
 		s.log.Warn("pre-seeding a joining backup failed: reported dropped", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))
 		s.replMu.Lock()
-		delete(s.preseeding, k)    // a re-add pre-seeds again
-		s.preFailed[k] = cur.Epoch // the map's epoch now: the master acts on that one
+		j.seeding = false      // a re-add pre-seeds again
+		j.failedAt = cur.Epoch // the map's epoch now: the master acts on that one
 		s.replMu.Unlock()
 		s.reportDropped(s.bgCtx, *cur, name) // and again from reportDrops while the map lists it
 		return
 	}
 	s.replMu.Lock()
-	s.preseeds[k] = pre
+	j.seeded = pre
 	s.replMu.Unlock()
 	s.log.Info("joining backup pre-seeded while the region served", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Duration("took", time.Since(start)))
 	s.attachPreseeded(r.ID, name)
@@ -154,11 +149,9 @@ func (s *Server) attachPreseeded(id uint64, name string) {
 func (s *Server) attachPreseededLocked(id uint64, name string) {
 	st := s.state.Load()
 	r := st.m.Region(id)
-	s.replMu.Lock()
-	p := s.primaries[id]
-	s.replMu.Unlock()
+	p := s.streamOf(id)
 	if r == nil || p == nil || p.epoch != r.Epoch || !slices.Contains(r.Joining, name) || !slices.Contains(p.pending, name) ||
-		st.hosted[id] == nil || st.attaching[id] || s.attachJobs[id] != nil || s.closed.Load() {
+		st.hosted[id] == nil || st.attaching[id] || s.region(id).job != nil || s.closed.Load() {
 		return
 	}
 	s.attachRegions(st, []uint64{id}, nil)
@@ -171,13 +164,19 @@ func (s *Server) reportPreFailed() {
 	st := s.state.Load()
 	var drops []drop
 	s.replMu.Lock()
-	for k, epoch := range s.preFailed {
-		r := st.m.Region(k.region)
-		if r == nil || r.Epoch != epoch || !slices.Contains(r.Joining, k.name) {
-			delete(s.preFailed, k)
-			continue
+	for _, rs := range s.sortedRegions() {
+		for _, name := range slices.Sorted(maps.Keys(rs.members)) {
+			j := rs.members[name]
+			if j.failedAt == 0 {
+				continue
+			}
+			r := st.m.Region(rs.id)
+			if r == nil || r.Epoch != j.failedAt || !slices.Contains(r.Joining, name) {
+				j.failedAt = 0
+				continue
+			}
+			drops = append(drops, drop{*r, name})
 		}
-		drops = append(drops, drop{*r, k.name})
 	}
 	s.replMu.Unlock()
 	for _, d := range drops {

@@ -93,9 +93,7 @@ func TestReattachHandsQueuedCompactionToBackup(t *testing.T) {
 		}
 	}
 	put("a", 300)
-	p.replMu.Lock()
-	sh := p.primaries[1].shipper
-	p.replMu.Unlock()
+	sh := p.streamOf(1).shipper
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := sh.Flush(ctx); err != nil {
@@ -113,7 +111,7 @@ func TestReattachHandsQueuedCompactionToBackup(t *testing.T) {
 	}
 	defer release()
 	put("b", 100)
-	bk := b.backups[1] // replMu is held
+	bk := b.regions[1].backup // replMu is held
 	bs, boff, _ := bk.rep.Backup().LogRecoveryPoint()
 	ps, poff, _ := er.LogRecoveryPoint()
 	if bs.Segment == ps.Segment && bs.Seq == ps.Seq && boff == poff {

@@ -123,8 +123,9 @@ func (s *Server) replMode(m *regionmap.Map) replication.Mode {
 func (s *Server) openBackup(m *regionmap.Map, r regionmap.Assignment) (*backupRegion, error) {
 	s.replMu.Lock()
 	defer s.replMu.Unlock()
-	if b := s.backups[r.ID]; b != nil {
-		return b, nil
+	rs := s.regionLocked(r.ID)
+	if rs.backup != nil {
+		return rs.backup, nil
 	}
 	mode := s.replMode(m)
 	desc := engine.RegionDesc{ID: r.ID, Epoch: r.Epoch}
@@ -141,7 +142,7 @@ func (s *Server) openBackup(m *regionmap.Map, r regionmap.Assignment) (*backupRe
 				// is stale. It becomes an empty backup, which the primary
 				// seeds.
 				s.log.Warn("demoting a region this server was primary of to an empty backup", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch))
-				delete(s.resumed, r.ID)
+				rs.resumed = false
 				eb, err = s.vol.DemoteRegion(r.ID, r.Epoch)
 			} else {
 				eb, err = s.vol.CreateBackupRegion(desc)
@@ -170,7 +171,7 @@ func (s *Server) openBackup(m *regionmap.Map, r regionmap.Assignment) (*backupRe
 		return nil, err
 	}
 	b := &backupRegion{rep: rep, buf: buf}
-	s.backups[r.ID] = b
+	rs.backup, rs.role = b, roleBackup
 	if er != nil {
 		// It indexes its primary's records with its own writes, which
 		// wait for nothing, nor do its L0 compactions: one a stream of
@@ -216,9 +217,7 @@ func (s *Server) acceptReplication(req rdma.ConnRequest) error {
 		req.Reject()
 		return err
 	}
-	s.replMu.Lock()
-	b := s.backups[h.Region]
-	s.replMu.Unlock()
+	b := s.backupOf(h.Region)
 	if b == nil {
 		req.Reject()
 		return fmt.Errorf("region: replication request for region %d, which this server does not back up", h.Region)
@@ -228,9 +227,7 @@ func (s *Server) acceptReplication(req rdma.ConnRequest) error {
 	// the new buffer not installed yet, and expose the revoked one.
 	b.hello.Lock()
 	defer b.hello.Unlock()
-	s.replMu.Lock()
-	gone := s.backups[h.Region] != b
-	s.replMu.Unlock()
+	gone := s.backupOf(h.Region) != b
 	switch {
 	case gone:
 		err = fmt.Errorf("region: replication request for region %d, which this server no longer backs up", h.Region)
@@ -357,9 +354,7 @@ func (s *Server) handleReplicate(h *ring.ServerRequest) ring.Reply {
 	if err != nil {
 		return badRequest(err)
 	}
-	s.replMu.Lock()
-	b := s.backups[c.Region]
-	s.replMu.Unlock()
+	b := s.backupOf(c.Region)
 	if b == nil {
 		return errorReply(wire.StatusUnavailable, "server %s does not back up region %d", s.cfg.Name, c.Region)
 	}
@@ -558,12 +553,7 @@ func (s *Server) serveAlone(m *regionmap.Map, r regionmap.Assignment, er *engine
 // flushPrimaries lets each hosted region finish its compactions and its
 // backups persist the whole log (a clean stop leaves complete backups).
 func (s *Server) flushPrimaries() {
-	s.replMu.Lock()
-	ps := make(map[uint64]*primaryRepl, len(s.primaries))
-	for id, p := range s.primaries {
-		ps[id] = p
-	}
-	s.replMu.Unlock()
+	ps := s.streams()
 	st := s.state.Load()
 	for id, p := range ps {
 		if er := st.hosted[id]; er != nil {
@@ -588,13 +578,19 @@ func (s *Server) flushPrimaries() {
 func (s *Server) closeReplication() {
 	s.replMu.Lock()
 	defer s.replMu.Unlock()
-	for _, p := range s.primaries {
-		p.close()
+	for _, rs := range s.regions {
+		if rs.stream != nil {
+			rs.stream.close()
+		}
 	}
 	for _, c := range s.peers {
 		c.Close()
 	}
-	for _, b := range s.backups {
+	for _, rs := range s.regions {
+		b := rs.backup
+		if b == nil {
+			continue
+		}
 		for _, qp := range b.qps {
 			qp.Close()
 		}

@@ -18,7 +18,6 @@ import (
 	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/rdma"
 	"github.com/tebis-go/tebis/rdma/ring"
-	"github.com/tebis-go/tebis/replication"
 )
 
 // Server is a running region server.
@@ -33,35 +32,20 @@ type Server struct {
 	rings  []*ring.Server
 	closed atomic.Bool
 
-	replMu    sync.Mutex
-	backups   map[uint64]*backupRegion // regions this server backs up
-	primaries map[uint64]*primaryRepl  // replication of hosted regions with backups
-	peers     map[string]*ring.Client  // command rings to backup servers, by address
-	replCQ    *rdma.CQ
-	replStop  context.CancelFunc
-	replRing  *ring.Server        // serves replication commands (their own workers)
-	promoted  map[uint64]bool     // regions promoted in this process whose backups have not rebased yet
-	buildLogs map[uint64]buildLog // Build-Index: hosted regions' log identities (buildindex.go)
-	// logsReported: (region, epoch) whose log position this backup
-	// reported after its primary failed. Under replMu.
-	logsReported map[[2]uint64]bool
-	resumed      map[uint64]bool // hosted regions whose background work runs; under mapMu
-	// attachJobs are the attaches in flight (attach.go), under mapMu;
-	// attachWG counts the attach passes dialing without mapMu.
-	attachJobs map[uint64]*attachJob
-	// retiring holds, per region, the retire of its old stream still
-	// running in an attach (closed once the stream is); under replMu.
-	retiring map[uint64]chan struct{}
+	// replMu guards regions (regionstate.go: each region's role and
+	// its data) and peers.
+	replMu   sync.Mutex
+	regions  map[uint64]*regionState
+	peers    map[string]*ring.Client // command rings to backup servers, by address
+	replCQ   *rdma.CQ
+	replStop context.CancelFunc
+	replRing *ring.Server // serves replication commands (their own workers)
+	// attachWG counts the attaches' step 2 (attach.go), run without
+	// mapMu; bg the pre-seeds' goroutines (preseed.go); bgCtx ends them
+	// at Close.
 	attachWG sync.WaitGroup
-	// Pre-seeds of joining backups (preseed.go): running, and done (until
-	// attached). Under replMu. bg tracks their goroutines; bgCtx ends
-	// them at Close.
-	preseeding map[preKey]bool
-	preseeds   map[preKey]*replication.Preseeded
-	preFailed  map[preKey]uint64 // pre-seeds that failed, at the region's epoch: reported dropped
-	synced     map[preKey]uint64 // backups an attach brought in sync, at the region's epoch (attach.go)
-	bg         sync.WaitGroup
-	bgCtx      context.Context
+	bg       sync.WaitGroup
+	bgCtx    context.Context
 
 	// ctl is the goroutine that changes the server's roles
 	// (controller.go); mapMu is held while it handles an event.
@@ -139,7 +123,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, deps: d, log: log, vol: vol, backups: map[uint64]*backupRegion{}, primaries: map[uint64]*primaryRepl{}, resumed: map[uint64]bool{},
+	s := &Server{cfg: cfg, deps: d, log: log, vol: vol, regions: map[uint64]*regionState{},
 		peers: map[string]*ring.Client{}, replCQ: rdma.NewCQ(), fault: fault}
 	s.health.kick = make(chan struct{}, 1)
 	s.replRing = ring.NewServer(ring.ServerConfig{Handlers: map[uint16]ring.HandlerFunc{wire.TypeReplicate: s.handleReplicate},

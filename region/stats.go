@@ -2,7 +2,6 @@ package region
 
 import (
 	"encoding/json"
-	"maps"
 	"time"
 
 	"github.com/tebis-go/tebis/engine"
@@ -41,17 +40,20 @@ func (s *Server) Stats() ServerStats {
 	if h := s.health.cur.Load(); h != nil {
 		st.Health, st.HealthError, st.HealthSince = h.state, h.err.Error(), h.since.UTC().Format(time.RFC3339Nano)
 	}
+	backups := map[uint64]*backupRegion{}
 	s.replMu.Lock()
-	backups := maps.Clone(s.backups)
+	for id, rs := range s.regions {
+		if rs.backup != nil {
+			backups[id] = rs.backup
+		}
+	}
 	s.replMu.Unlock()
 	// A replica's lock may be held through a command's disk I/O: not
 	// under replMu, which every other region's commands take.
 	for id, b := range backups {
 		st.Copies = append(st.Copies, CopyStats{Region: id, Epoch: b.rep.Epoch(), Complete: b.rep.Complete()})
 	}
-	s.replMu.Lock()
-	defer s.replMu.Unlock()
-	for id, p := range s.primaries {
+	for id, p := range s.streams() {
 		if p.shipper == nil {
 			continue
 		}
