@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -229,13 +228,11 @@ func (s *Server) stepped(j *attachJob) {
 // Run by the controller.
 func (s *Server) markAttaching(st *routing, id uint64) {
 	cur := s.state.Load()
-	if cur.hosted[id] == nil || cur.hosted[id] != st.hosted[id] || cur.attaching[id] {
+	er := cur.hosted(id)
+	if er == nil || er != st.hosted(id) || cur.attaching(id) {
 		return
 	}
-	next := *cur
-	next.attaching = maps.Clone(cur.attaching)
-	next.attaching[id] = true
-	s.state.Store(&next)
+	s.state.Store(cur.with(id, route{er: er, how: routeAttaching}))
 }
 
 // finishJob ends job j once dialed: step 3, unless a newer map (or the
@@ -245,7 +242,7 @@ func (s *Server) finishJob(st *routing, j *attachJob) error {
 		rs.job = nil
 	}
 	cur := s.state.Load()
-	if !j.aborted && (s.closed.Load() || cur.hosted[j.id] != j.er || supersedes(j.r, cur.m.Region(j.id), s.cfg.Name, true)) {
+	if !j.aborted && (s.closed.Load() || cur.hosted(j.id) != j.er || supersedes(j.r, cur.m.Region(j.id), s.cfg.Name, true)) {
 		j.abort()
 	}
 	if j.aborted {
@@ -262,7 +259,7 @@ func (s *Server) finishJob(st *routing, j *attachJob) error {
 // Called with mapMu held.
 func (s *Server) prepareAttach(st *routing, id uint64) (*attachJob, error) {
 	r := st.m.Region(id)
-	er := st.hosted[id]
+	er := st.hosted(id)
 	rs := s.region(id)
 	var release func()
 	var old *primaryRepl

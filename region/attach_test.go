@@ -114,7 +114,7 @@ func TestAttachHungBackupHoldsUpNothing(t *testing.T) {
 	waitAttached := func(id uint64, within time.Duration) {
 		t.Helper()
 		deadline := time.Now().Add(within)
-		for p.state.Load().attaching[id] || p.state.Load().hosted[id] == nil {
+		for p.state.Load().attaching(id) || p.state.Load().hosted(id) == nil {
 			if time.Now().After(deadline) {
 				t.Fatalf("region %d not attached within %v", id, within)
 			}
@@ -137,10 +137,10 @@ func TestAttachHungBackupHoldsUpNothing(t *testing.T) {
 	}
 	waitAttached(2, 3*time.Second)
 	t.Logf("region 2 attached %v after the install began", time.Since(began))
-	if err := p.state.Load().hosted[2].Put([]byte("k2"), []byte("v2")); err != nil {
+	if err := p.state.Load().hosted(2).Put([]byte("k2"), []byte("v2")); err != nil {
 		t.Fatalf("put to region 2: %v", err)
 	}
-	if !p.state.Load().attaching[1] {
+	if !p.state.Load().attaching(1) {
 		t.Fatal("region 1 attached to a backup that never answered")
 	}
 
@@ -155,7 +155,7 @@ func TestAttachHungBackupHoldsUpNothing(t *testing.T) {
 		t.Fatalf("installing map 3 took %v: it waited for map 2's dials", d)
 	}
 	waitAttached(1, 3*time.Second)
-	if err := p.state.Load().hosted[1].Put([]byte("k1"), []byte("v1")); err != nil {
+	if err := p.state.Load().hosted(1).Put([]byte("k1"), []byte("v1")); err != nil {
 		t.Fatalf("put to region 1: %v", err)
 	}
 	select {
@@ -181,7 +181,7 @@ func TestAttachRetriesBackupNotAnsweringYet(t *testing.T) {
 	b := start("b")
 	p := start("p")
 	deadline := time.Now().Add(10 * time.Second)
-	for p.state.Load().attaching[1] {
+	for p.state.Load().attaching(1) {
 		if time.Now().After(deadline) {
 			t.Fatal("region 1 never attached to its backup")
 		}
@@ -221,7 +221,7 @@ func TestAttachRetriesBackupNotAnsweringYet(t *testing.T) {
 	})
 	answering := time.Now()
 	start("b")
-	for p.state.Load().m.Version < 2 || p.state.Load().attaching[1] {
+	for p.state.Load().m.Version < 2 || p.state.Load().attaching(1) {
 		if time.Since(answering) > 20*time.Second {
 			t.Fatal("region 1 never attached to its restarted backup")
 		}
@@ -235,7 +235,7 @@ func TestAttachRetriesBackupNotAnsweringYet(t *testing.T) {
 	if err := <-installed; err != nil {
 		t.Fatalf("install: %v", err)
 	}
-	if err := p.state.Load().hosted[1].Put([]byte("k"), []byte("v")); err != nil {
+	if err := p.state.Load().hosted(1).Put([]byte("k"), []byte("v")); err != nil {
 		t.Fatalf("put: %v", err)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tebis-go/tebis/client/regionmap"
-	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/internal/coord"
 )
 
@@ -179,10 +178,11 @@ func (s *Server) watchExpiry(ctx context.Context, c *clusterLink) {
 // streams close. Run by the controller (fence).
 func (s *Server) fenceLocked() {
 	old := s.state.Load()
-	refuse(old.hosted, slices.Collect(maps.Keys(old.hosted))) // before anything that may wait
-	s.abortAttaches()                                         // none may go on attaching for the map it dialed for
-	s.state.Store(&routing{m: &regionmap.Map{}, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}})
-	s.deposed(slices.Collect(maps.Keys(old.hosted)))
+	ids := old.hostedIDs()
+	refuse(old, ids)  // before anything that may wait
+	s.abortAttaches() // none may go on attaching for the map it dialed for
+	s.state.Store(&routing{m: &regionmap.Map{}})
+	s.deposed(ids)
 	s.detach(slices.Collect(maps.Keys(s.streams())))
 }
 

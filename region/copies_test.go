@@ -29,7 +29,7 @@ func TestMinCopiesAndLonePrimary(t *testing.T) {
 	attached := func() {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
-		for p.state.Load().attaching[1] {
+		for p.state.Load().attaching(1) {
 			if time.Now().After(deadline) {
 				t.Fatal("region 1 never attached to its backup")
 			}
@@ -38,7 +38,7 @@ func TestMinCopiesAndLonePrimary(t *testing.T) {
 		}
 	}
 	attached()
-	er := p.state.Load().hosted[1]
+	er := p.state.Load().hosted(1)
 	syncs := func() uint64 { return p.vol.Stats().Syncs }
 	s0 := syncs()
 	for _, k := range []string{"k1", "k2", "k3"} {

@@ -25,7 +25,7 @@ func restartedManaged(t *testing.T, vol *engine.Volume) *Server {
 	s := &Server{cfg: cfg, log: zaptest.NewLogger(t), vol: vol,
 		peers: map[string]*ring.Client{}, replCQ: rdma.NewCQ(), cluster: &clusterLink{logs: newLogReporter()}}
 	s.cluster.started.Store(7)
-	s.state.Store(&routing{m: &regionmap.Map{}, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}})
+	s.state.Store(&routing{m: &regionmap.Map{}})
 	s.startController()
 	t.Cleanup(s.stopController)
 	return s
@@ -90,7 +90,7 @@ func TestNamedPrimaryWithCopyNotServed(t *testing.T) {
 			if err := s0.install(before); err != nil {
 				t.Fatal(err)
 			}
-			if err := s0.state.Load().hosted[2].Put([]byte("n1"), []byte("v")); err != nil {
+			if err := s0.state.Load().hosted(2).Put([]byte("n1"), []byte("v")); err != nil {
 				t.Fatal(err)
 			}
 			// Restarted: the replication buffer is gone with the process.
@@ -114,7 +114,7 @@ func TestNamedPrimaryWithCopyNotServed(t *testing.T) {
 				t.Fatal(err)
 			}
 			st := s.state.Load()
-			if st.hosted[1] != nil {
+			if st.hosted(1) != nil {
 				t.Fatal("region 1 served from a copy without its replication buffer")
 			}
 			if copied, err := vol.IsCopy(1); err != nil || !copied {
@@ -124,12 +124,12 @@ func TestNamedPrimaryWithCopyNotServed(t *testing.T) {
 			if reply == nil || reply.Status != wire.StatusUnavailable || !strings.Contains(string(reply.Payload), "incomplete copy") {
 				t.Fatalf("request to region 1: %+v, want UNAVAILABLE naming the incomplete copy", reply)
 			}
-			if st.hosted[2] == nil {
+			if st.hosted(2) == nil {
 				t.Fatal("region 2, the server's own, not served")
 			}
 			// Deposing another region keeps the refusal (not WRONG_REGION
 			// at the same version, which makes a client give up).
-			if !st.without([]uint64{2}).incomplete[1] {
+			if st.without([]uint64{2}).routes[1].how != routeIncomplete {
 				t.Fatal("a depose of region 2 forgot region 1's incomplete copy")
 			}
 			if _, _, reply := s.route(&ring.ServerRequest{Header: ring.Header{Region: 2}}, 9); reply != nil {
@@ -156,7 +156,7 @@ func TestStaticMapPromotesCopy(t *testing.T) {
 	if err := s.install(m); err != nil {
 		t.Fatal(err)
 	}
-	if s.state.Load().hosted[1] == nil {
+	if s.state.Load().hosted(1) == nil {
 		t.Fatal("a static map's primary not served")
 	}
 	if copied, err := vol.IsCopy(1); err != nil || copied {
@@ -183,7 +183,7 @@ func TestDeposedBuildIndexPrimaryFollowsWithoutStall(t *testing.T) {
 	if err := s.install(primary); err != nil {
 		t.Fatal(err)
 	}
-	er := s.state.Load().hosted[1]
+	er := s.state.Load().hosted(1)
 	if er == nil {
 		t.Fatal("setup: region 1 not served")
 	}

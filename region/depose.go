@@ -2,11 +2,9 @@ package region
 
 import (
 	"fmt"
-	"maps"
 
 	"go.uber.org/zap"
 
-	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/replication"
 )
 
@@ -32,15 +30,9 @@ var errDeposed = fmt.Errorf("%w: the region is no longer served here as primary"
 // the same map retries; WRONG_REGION at the same version would make it
 // give up).
 func (st *routing) without(ids []uint64) *routing {
-	next := &routing{m: st.m, hosted: maps.Clone(st.hosted), attaching: maps.Clone(st.attaching), withdrawn: maps.Clone(st.withdrawn),
-		incomplete: maps.Clone(st.incomplete)}
-	if next.withdrawn == nil {
-		next.withdrawn = map[uint64]bool{}
-	}
+	next := st
 	for _, id := range ids {
-		delete(next.hosted, id)
-		delete(next.attaching, id)
-		next.withdrawn[id] = true
+		next = next.with(id, route{how: routeWithdrawn})
 	}
 	return next
 }
@@ -53,7 +45,7 @@ func (s *Server) depose(ids []uint64) *routing {
 	if len(ids) == 0 {
 		return st
 	}
-	refuse(st.hosted, ids)
+	refuse(st, ids)
 	next := st.without(ids)
 	s.state.Store(next)
 	s.deposed(ids)
@@ -74,11 +66,11 @@ func (s *Server) deposed(ids []uint64) {
 	}
 }
 
-// refuse makes the engine regions ids of hosted refuse every write and L0
-// read from now on (step 1).
-func refuse(hosted map[uint64]*engine.Region, ids []uint64) {
+// refuse makes the engine regions ids hosted in st refuse every write
+// and L0 read from now on (step 1).
+func refuse(st *routing, ids []uint64) {
 	for _, id := range ids {
-		if er := hosted[id]; er != nil {
+		if er := st.hosted(id); er != nil {
 			er.SetReplicator(replication.Refuse{Err: errDeposed})
 		}
 	}

@@ -19,14 +19,14 @@ func twoServers(t *testing.T) (p, b *Server, m *regionmap.Map) {
 	b = start("b")
 	p = start("p")
 	deadline := time.Now().Add(10 * time.Second)
-	for p.state.Load().attaching[1] {
+	for p.state.Load().attaching(1) {
 		if time.Now().After(deadline) {
 			t.Fatal("region 1 never attached to its backup")
 		}
 		time.Sleep(10 * time.Millisecond)
 		_ = p.attachAll()
 	}
-	if err := p.state.Load().hosted[1].Put([]byte("k1"), []byte("v1")); err != nil {
+	if err := p.state.Load().hosted(1).Put([]byte("k1"), []byte("v1")); err != nil {
 		t.Fatalf("put through the attached stream: %v", err)
 	}
 	return p, b, m
@@ -40,13 +40,13 @@ func twoServers(t *testing.T) (p, b *Server, m *regionmap.Map) {
 // p with no backups, the region serves alone again.
 func TestDeposedPrimaryRefusesRoutedWrites(t *testing.T) {
 	p, _, m := twoServers(t)
-	er := p.state.Load().hosted[1] // what a request routed before the move holds
+	er := p.state.Load().hosted(1) // what a request routed before the move holds
 	m2 := m.Clone()
 	m2.Version, m2.Regions[0].Epoch, m2.Regions[0].Primary, m2.Regions[0].Backups = 2, 2, "b", nil
 	if err := p.install(m2); err != nil {
 		t.Fatal(err)
 	}
-	if p.state.Load().hosted[1] != nil {
+	if p.state.Load().hosted(1) != nil {
 		t.Fatal("region 1 still hosted by p after the map moved it")
 	}
 	err := er.Put([]byte("k2"), []byte("v2"))
@@ -64,8 +64,8 @@ func TestDeposedPrimaryRefusesRoutedWrites(t *testing.T) {
 	if err := p.install(m3); err != nil {
 		t.Fatal(err)
 	}
-	er3 := p.state.Load().hosted[1]
-	if er3 == nil || p.state.Load().attaching[1] {
+	er3 := p.state.Load().hosted(1)
+	if er3 == nil || p.state.Load().attaching(1) {
 		t.Fatal("region 1 not served by p again")
 	}
 	if err := er3.Put([]byte("k3"), []byte("v3")); err != nil {
@@ -78,9 +78,9 @@ func TestDeposedPrimaryRefusesRoutedWrites(t *testing.T) {
 // not acknowledged with no replication wait.
 func TestFencedPrimaryRefusesRoutedWrites(t *testing.T) {
 	p, _, _ := twoServers(t)
-	er := p.state.Load().hosted[1]
+	er := p.state.Load().hosted(1)
 	p.fence()
-	if len(p.state.Load().hosted) != 0 {
+	if len(p.state.Load().hostedIDs()) != 0 {
 		t.Fatal("p still hosts regions after the fence")
 	}
 	err := er.Put([]byte("k2"), []byte("v2"))

@@ -72,7 +72,7 @@ func (s *Server) stopDeposed(old, next *routing) {
 	var ids []uint64
 	s.replMu.Lock()
 	for id, rs := range s.regions {
-		if next.hosted[id] == nil && (rs.stream != nil || rs.role == rolePrimary) {
+		if next.hosted(id) == nil && (rs.stream != nil || rs.role == rolePrimary) {
 			ids = append(ids, id)
 		}
 	}
@@ -82,7 +82,7 @@ func (s *Server) stopDeposed(old, next *routing) {
 		return
 	}
 	if old != nil {
-		refuse(old.hosted, ids)
+		refuse(old, ids)
 	}
 	s.detach(ids)
 }

@@ -48,27 +48,27 @@ func (s *Server) route(h *ring.ServerRequest, version uint64) (*engine.Region, *
 		return nil, nil, wrong
 	}
 	mr := st.m.Region(h.Region)
-	er := st.hosted[h.Region]
-	if st.withdrawn[h.Region] {
+	rt := st.routes[h.Region]
+	if rt.how == routeWithdrawn {
 		r := errorReply(wire.StatusUnavailable, "region %d: no longer served by %s (handed over)", h.Region, s.cfg.Name)
 		return nil, nil, &r
 	}
-	if st.incomplete[h.Region] {
+	if rt.how == routeIncomplete {
 		r := errorReply(wire.StatusUnavailable, "region %d: %s holds an incomplete copy (it backed the region up and restarted): waiting for a server with a complete one", h.Region, s.cfg.Name)
 		return nil, nil, &r
 	}
-	if mr == nil || er == nil {
+	if mr == nil || rt.er == nil {
 		return nil, nil, wrong
 	}
 	if !s.leaseHolds() {
 		r := s.noLease()
 		return nil, nil, &r
 	}
-	if st.attaching[h.Region] {
+	if rt.how == routeAttaching {
 		r := errorReply(wire.StatusUnavailable, "region %d: connecting to its backups", h.Region)
 		return nil, nil, &r
 	}
-	return er, mr, nil
+	return rt.er, mr, nil
 }
 
 // checkKey validates a key against the limits and the region.

@@ -234,7 +234,7 @@ func (s *Server) primaryOfAny(c *clusterLink) bool {
 	if st == nil {
 		return false
 	}
-	if len(st.hosted) > 0 {
+	if len(st.hostedIDs()) > 0 {
 		return true
 	}
 	return st.m != nil && c.knows(st.m, s.cfg.Name) &&

@@ -199,8 +199,8 @@ func TestHealthBackupOnlyPublishesInPlace(t *testing.T) {
 	var run1 int64
 	within(t, 10*time.Second, "a step-down's new run", func() bool { run1 = r.run(t); return run1 != run0 && run1 != 0 })
 	within(t, 10*time.Second, "the health znode of the new run", func() bool { h, _ := r.health(t); return h.Started == run1 })
-	if st := r.s.state.Load(); len(st.hosted) != 0 || r.s.cluster.knows(st.m, "rs2") {
-		t.Fatalf("after its step-down rs2 serves %d regions as primary of map %d", len(st.hosted), st.m.Version)
+	if st := r.s.state.Load(); len(st.hostedIDs()) != 0 || r.s.cluster.knows(st.m, "rs2") {
+		t.Fatalf("after its step-down rs2 serves %d regions as primary of map %d", len(st.hostedIDs()), st.m.Version)
 	}
 
 	// The master gives region 2 back to the new run (no other copy): the
@@ -237,7 +237,7 @@ func TestHealthStepDownEscalates(t *testing.T) {
 			within(t, 10*time.Second, "rs2 registered", func() bool { return r.run(t) != 0 })
 			run0 := r.run(t)
 			r.writeMap(t, healthMap(1, run0, "rs2", 1)) // rs2 is region 2's primary
-			within(t, 10*time.Second, "region 2 served", func() bool { return len(r.s.state.Load().hosted) == 1 })
+			within(t, 10*time.Second, "region 2 served", func() bool { return len(r.s.state.Load().hostedIDs()) == 1 })
 			if _, err := r.ts.Conn().Create(root+"/health", nil, 0, zk.WorldACL(zk.PermRead|zk.PermAdmin)); err != nil {
 				t.Fatal(err)
 			}
@@ -251,8 +251,8 @@ func TestHealthStepDownEscalates(t *testing.T) {
 			// Without the bound the step-down retried for ever, its old run
 			// registered.
 			within(t, 10*time.Second, "the old run's registration gone", func() bool { return r.run(t) != run0 })
-			if st := r.s.state.Load(); len(st.hosted) != 0 {
-				t.Fatalf("rs2 still serves %d regions as primary", len(st.hosted))
+			if st := r.s.state.Load(); len(st.hostedIDs()) != 0 {
+				t.Fatalf("rs2 still serves %d regions as primary", len(st.hostedIDs()))
 			}
 			if _, err := r.ts.Conn().SetACL(root+"/health", zk.WorldACL(zk.PermAll), -1); err != nil {
 				t.Fatal(err)

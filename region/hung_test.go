@@ -40,13 +40,13 @@ func TestHungBackupDroppedWritesResume(t *testing.T) {
 			if bound != 2*session {
 				t.Fatalf("HungBackupAfter %v, want %v", bound, 2*session)
 			}
-			for deadline := time.Now().Add(10 * time.Second); p.state.Load().attaching[1]; time.Sleep(10 * time.Millisecond) {
+			for deadline := time.Now().Add(10 * time.Second); p.state.Load().attaching(1); time.Sleep(10 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatal("region 1 never attached to its backups")
 				}
 				_ = p.attachAll()
 			}
-			er := p.state.Load().hosted[1]
+			er := p.state.Load().hosted(1)
 			val := bytes.Repeat([]byte("v"), 1000) // ~64 per 64 KiB segment; the L0 holds 64 pairs
 			put := func(i int) error { return er.Put(fmt.Appendf(nil, "k%05d", i), val) }
 			for i := range 100 {

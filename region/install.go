@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -43,7 +42,7 @@ func (s *Server) installLocked(m *regionmap.Map) error {
 		known = false
 	}
 	acts := plan(m, s.cfg.Name, known, s.cluster != nil, s.holdings(m))
-	next := &routing{m: m, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}}
+	next := &routing{m: m, routes: map[uint64]route{}}
 	var errs []error
 	var deposing []uint64
 	ers := map[uint64]*engine.Region{} // the role steps' handles, for the serving steps
@@ -79,7 +78,7 @@ func (s *Server) installLocked(m *regionmap.Map) error {
 		s.cluster.logs.poke() // m may make this server a backup of a failed primary
 	}
 	s.stopDeposed(old, next)
-	s.log.Info("region map installed", zap.Uint64("version", m.Version), zap.Int("hosted", len(next.hosted)), zap.Stringers("plan", acts))
+	s.log.Info("region map installed", zap.Uint64("version", m.Version), zap.Int("hosted", len(next.hostedIDs())), zap.Stringers("plan", acts))
 	if len(s.rings) > 0 { // else not listening yet: Start attaches after listen
 		// Without waiting: the next map must not wait for this one's
 		// backups.
@@ -161,7 +160,7 @@ func (s *Server) apply(m *regionmap.Map, a action, old, next *routing, ers map[u
 		// Still its primary. A group change under a new epoch
 		// (reattach) gets a new stream: attachLocked quiesces the region,
 		// retires the old stream, seeds the joining backups.
-		ers[r.ID] = old.hosted[r.ID]
+		ers[r.ID] = old.hosted(r.ID)
 	case stepIncomplete:
 		// Named primary while it was down, as a backup: the newest writes
 		// its primary acknowledged were in the replication buffer the
@@ -169,10 +168,7 @@ func (s *Server) apply(m *regionmap.Map, a action, old, next *routing, ers map[u
 		// only complete copies; this one is not).
 		s.log.Error("named primary of a region this server holds an incomplete copy of (it backed the region up and restarted: its replication buffer is gone): not serving it",
 			zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch))
-		if next.incomplete == nil {
-			next.incomplete = map[uint64]bool{}
-		}
-		next.incomplete[r.ID] = true
+		next.routes[r.ID] = route{how: routeIncomplete}
 	case stepOpen, stepOpenCopy:
 		var er *engine.Region
 		var err error
@@ -206,12 +202,12 @@ func (s *Server) apply(m *regionmap.Map, a action, old, next *routing, ers map[u
 		if er == nil {
 			return nil // its role step failed (reported)
 		}
-		next.hosted[r.ID] = er
 		s.setRole(rs, rolePrimary)
 		if a.step == stepAttach {
-			next.attaching[r.ID] = true
+			next.routes[r.ID] = route{er: er, how: routeAttaching}
 			return nil
 		}
+		next.routes[r.ID] = route{er: er, how: routeServed}
 		if a.step == stepAlone {
 			// No backups and no stream: it serves alone, its only copy,
 			// explicitly (a handle deposed earlier still refuses).
@@ -245,15 +241,16 @@ func sameSet(a, b []string) bool {
 func (s *Server) attachLocked(b *attachBatch) {
 	defer b.seal()
 	st := s.state.Load()
-	if len(st.attaching) == 0 || s.closed.Load() {
+	waiting := st.attachingIDs()
+	if len(waiting) == 0 || s.closed.Load() {
 		return
 	}
 	// Regions not serving yet (promoted, just opened) first: they wait for
 	// nothing, while a serving one's quiesce may wait for a compaction
 	// stuck on a hung backup.
-	ids := make([]uint64, 0, len(st.attaching))
+	ids := make([]uint64, 0, len(waiting))
 	resumed := map[uint64]bool{}
-	for id := range st.attaching {
+	for _, id := range waiting {
 		rs := s.region(id)
 		if j := rs.job; j != nil {
 			j.wait(b)
@@ -282,14 +279,13 @@ func (s *Server) publishAttached(st *routing, attached map[uint64]bool) {
 		return
 	}
 	cur := s.state.Load()
-	next := *cur
-	next.attaching = maps.Clone(cur.attaching)
+	next := cur
 	for id := range attached {
-		if cur.hosted[id] == st.hosted[id] {
-			delete(next.attaching, id)
+		if er := cur.hosted(id); er != nil && er == st.hosted(id) && cur.attaching(id) {
+			next = next.with(id, route{er: er, how: routeServed})
 		}
 	}
-	s.state.Store(&next)
+	s.state.Store(next)
 }
 
 // reattach retries, every second, the regions whose replication could not
@@ -304,7 +300,7 @@ func (s *Server) reattach(ctx context.Context) {
 		case <-t.C:
 		}
 		s.reportDrops()
-		if len(s.state.Load().attaching) == 0 {
+		if len(s.state.Load().attachingIDs()) == 0 {
 			continue
 		}
 		s.submit(attachEvent{})

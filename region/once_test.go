@@ -54,7 +54,7 @@ func TestClientRetryAfterUnavailableNotAppliedTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	er := s.state.Load().hosted[1]
+	er := s.state.Load().hosted(1)
 	if er == nil {
 		t.Fatal("region 1 not hosted")
 	}

@@ -151,7 +151,7 @@ func (s *Server) attachPreseededLocked(id uint64, name string) {
 	r := st.m.Region(id)
 	p := s.streamOf(id)
 	if r == nil || p == nil || p.epoch != r.Epoch || !slices.Contains(r.Joining, name) || !slices.Contains(p.pending, name) ||
-		st.hosted[id] == nil || st.attaching[id] || s.region(id).job != nil || s.closed.Load() {
+		st.hosted(id) == nil || st.attaching(id) || s.region(id).job != nil || s.closed.Load() {
 		return
 	}
 	s.attachRegions(st, []uint64{id}, nil)

@@ -25,9 +25,9 @@ func TestFailedReattachRefusesWrites(t *testing.T) {
 	b := start("b")
 	p := start("p")
 	defer p.Close()
-	er := p.state.Load().hosted[1]
+	er := p.state.Load().hosted(1)
 	deadline := time.Now().Add(10 * time.Second)
-	for p.state.Load().attaching[1] {
+	for p.state.Load().attaching(1) {
 		if time.Now().After(deadline) {
 			t.Fatal("region 1 never attached to its backup")
 		}
@@ -45,7 +45,7 @@ func TestFailedReattachRefusesWrites(t *testing.T) {
 	if err := p.install(m2); err == nil {
 		t.Fatal("the re-attach to a stopped backup succeeded")
 	}
-	if !p.state.Load().attaching[1] {
+	if !p.state.Load().attaching(1) {
 		t.Fatal("region 1 serves after its re-attach failed")
 	}
 	err := er.Put([]byte("k2"), []byte("v2"))
@@ -77,7 +77,7 @@ func TestReattachHandsQueuedCompactionToBackup(t *testing.T) {
 	p := start("p")
 	defer p.Close()
 	waitAttached(t, p, 1)
-	er := p.state.Load().hosted[1]
+	er := p.state.Load().hosted(1)
 	put := func(prefix string, n int) {
 		t.Helper()
 		for i := range n {
@@ -142,7 +142,7 @@ func TestReattachHandsQueuedCompactionToBackup(t *testing.T) {
 func waitAttached(t *testing.T, s *Server, id uint64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for s.state.Load().attaching[id] {
+	for s.state.Load().attaching(id) {
 		if time.Now().After(deadline) {
 			t.Fatalf("region %d never attached to its backup", id)
 		}

@@ -556,7 +556,7 @@ func (s *Server) flushPrimaries() {
 	ps := s.streams()
 	st := s.state.Load()
 	for id, p := range ps {
-		if er := st.hosted[id]; er != nil {
+		if er := st.hosted(id); er != nil {
 			if err := er.WaitIdle(); err != nil {
 				s.log.Warn("region did not settle before stop", zap.Uint64("region", id), zap.Error(err))
 			}

@@ -21,7 +21,7 @@ func (s *Server) CheckRoles() error {
 	var errs []string
 	for _, id := range slices.Sorted(maps.Keys(s.regions)) {
 		rs := s.regions[id]
-		hosted := st != nil && st.hosted[id] != nil
+		hosted := st != nil && st.hosted(id) != nil
 		switch {
 		case (rs.role == rolePrimary) != hosted:
 			errs = append(errs, fmt.Sprintf("region %d: role %d, hosted %v", id, rs.role, hosted))
@@ -32,7 +32,7 @@ func (s *Server) CheckRoles() error {
 		}
 	}
 	if st != nil {
-		for id := range st.hosted {
+		for _, id := range st.hostedIDs() {
 			if rs := s.regions[id]; rs == nil {
 				errs = append(errs, fmt.Sprintf("region %d: hosted without a state", id))
 			}

@@ -61,21 +61,6 @@ type Server struct {
 	fault  *faultInjector
 }
 
-// routing is an immutable snapshot: the map and the regions hosted under it.
-type routing struct {
-	m      *regionmap.Map
-	hosted map[uint64]*engine.Region // regions this server is primary for
-	// attaching lists hosted regions whose replication is not attached
-	// yet: their requests get StatusUnavailable.
-	attaching map[uint64]bool
-	// withdrawn lists regions being handed over (deposed, depose.go)
-	// until the next map's routing is published: StatusUnavailable.
-	withdrawn map[uint64]bool
-	// incomplete lists regions the map names this server primary of
-	// whose copy here is incomplete (install.go): StatusUnavailable.
-	incomplete map[uint64]bool
-}
-
 // Start opens the volume, loads the map and starts listening; opts
 // replace what it would reach outside cfg (options.go).
 func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
@@ -137,7 +122,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
 	if cfg.Zookeeper != "" {
 		// Managed: nothing is served until the master's map arrives.
 		m = &regionmap.Map{}
-		s.state.Store(&routing{m: m, hosted: map[uint64]*engine.Region{}, attaching: map[uint64]bool{}})
+		s.state.Store(&routing{m: m})
 		err = s.listen()
 		if err == nil {
 			err = s.joinCluster()
@@ -174,7 +159,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
 		return nil, err
 	}
 	log.Info("region server started", zap.String("name", cfg.Name), zap.String("shm", cfg.Shm), zap.String("tcp", cfg.TCP),
-		zap.Uint64("map_version", m.Version), zap.Int("regions", len(s.state.Load().hosted)))
+		zap.Uint64("map_version", m.Version), zap.Int("regions", len(s.state.Load().hostedIDs())))
 	return s, nil
 }
 
@@ -302,8 +287,8 @@ func (s *Server) Close() error {
 	}
 	var errs []error
 	if st := s.state.Load(); st != nil {
-		for _, r := range st.hosted {
-			if err := r.Sync(); err != nil && !errors.Is(err, engine.ErrClosed) {
+		for _, id := range st.hostedIDs() {
+			if err := st.hosted(id).Sync(); err != nil && !errors.Is(err, engine.ErrClosed) {
 				errs = append(errs, err)
 			}
 		}

@@ -1,0 +1,87 @@
+package region
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/tebis-go/tebis/client/regionmap"
+	"github.com/tebis-go/tebis/engine"
+)
+
+// routing is an immutable snapshot the request path reads: the map, and
+// how this server answers each region it does not send away with
+// WRONG_REGION. Install publishes a new one for each map (install.go);
+// attaches, deposes and fences publish changed copies.
+type routing struct {
+	m      *regionmap.Map
+	routes map[uint64]route
+}
+
+// route is how the request path answers one region's requests.
+type route struct {
+	er  *engine.Region // the primary's handle (routeServed, routeAttaching)
+	how routeState
+}
+
+// routeState is what a region's requests get.
+type routeState uint8
+
+const (
+	// routeServed: hosted as primary, its replication attached (or it
+	// serves alone): served.
+	routeServed routeState = iota + 1
+	// routeAttaching: hosted as primary, waiting for its stream:
+	// StatusUnavailable until attached.
+	routeAttaching
+	// routeWithdrawn: being handed over (deposed, depose.go) until the
+	// next map's routing is published: StatusUnavailable (a client on
+	// the same map retries; WRONG_REGION at the same version would make
+	// it give up).
+	routeWithdrawn
+	// routeIncomplete: the map names this server primary of a region
+	// whose copy here is incomplete (install.go): StatusUnavailable.
+	routeIncomplete
+)
+
+// hosted returns region id's handle if this server hosts it as primary
+// (served or attaching), else nil.
+func (st *routing) hosted(id uint64) *engine.Region {
+	if r := st.routes[id]; r.how == routeServed || r.how == routeAttaching {
+		return r.er
+	}
+	return nil
+}
+
+// attaching reports whether region id is hosted and waits for its stream.
+func (st *routing) attaching(id uint64) bool { return st.routes[id].how == routeAttaching }
+
+// hostedIDs lists the regions hosted as primary, in order.
+func (st *routing) hostedIDs() []uint64 { return st.ids(routeServed, routeAttaching) }
+
+// attachingIDs lists the hosted regions waiting for their streams, in
+// order.
+func (st *routing) attachingIDs() []uint64 { return st.ids(routeAttaching) }
+
+func (st *routing) ids(how ...routeState) []uint64 {
+	var out []uint64
+	for _, id := range slices.Sorted(maps.Keys(st.routes)) {
+		if slices.Contains(how, st.routes[id].how) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// with returns a copy of st whose region id has route r (zero: removed).
+func (st *routing) with(id uint64, r route) *routing {
+	next := &routing{m: st.m, routes: maps.Clone(st.routes)}
+	if next.routes == nil {
+		next.routes = map[uint64]route{}
+	}
+	if r.how == 0 {
+		delete(next.routes, id)
+	} else {
+		next.routes[id] = r
+	}
+	return next
+}
