@@ -149,12 +149,8 @@ func (c *inprocCluster) start(name string) *region.Server {
 		nd = &inprocNode{name: name, mem: newMem()}
 		c.nodes[name] = nd
 	}
-	cfg := region.DefaultConfig()
-	cfg.Name, cfg.DataDir, cfg.TCP, cfg.Shm = name, "/"+name, name, ""
+	cfg := inprocConfig(name)
 	cfg.Zookeeper, cfg.ZKSessionTimeout = "coordtest", region.Duration(inprocSessionTimeout)
-	cfg.SegmentSize, cfg.L0Pairs, cfg.GrowthFactor, cfg.GrowStep = 64<<10, 256, 2, 256<<10
-	cfg.CacheSize, cfg.Workers, cfg.SpinTime = 4<<20, 4, region.Duration(time.Microsecond)
-	cfg.ReplicationConnect = region.Duration(3 * time.Second)
 	nd.sess, nd.tr = c.coord.NewSession(), newCuttable(c.fabric)
 	nd.zk = newZKLink(nd.sess)
 	if nd.stalled {
@@ -167,6 +163,18 @@ func (c *inprocCluster) start(name string) *region.Server {
 	}
 	nd.srv = srv
 	return srv
+}
+
+// inprocConfig is the configuration of in-process server name, managed
+// or not: its volume at /name in its file system, listening at address
+// name on the fabric, small segments and L0, sync mode.
+func inprocConfig(name string) region.Config {
+	cfg := region.DefaultConfig()
+	cfg.Name, cfg.DataDir, cfg.TCP, cfg.Shm = name, "/"+name, name, ""
+	cfg.SegmentSize, cfg.L0Pairs, cfg.GrowthFactor, cfg.GrowStep = 64<<10, 256, 2, 256<<10
+	cfg.CacheSize, cfg.Workers, cfg.SpinTime = 4<<20, 4, region.Duration(time.Microsecond)
+	cfg.ReplicationConnect = region.Duration(3 * time.Second)
+	return cfg
 }
 
 // stop closes server name's run (a clean stop: it syncs its volume and
@@ -188,13 +196,16 @@ func (c *inprocCluster) stop(name string) {
 // crash stops server name's run as a crash would: its file system keeps
 // only what it synced, every connection it had breaks, and its session
 // ends (its registration goes at once, as its expiry would after the
-// session timeout). The dead run is then closed to free it; nothing it
-// does meanwhile reaches the cluster or the file system a restart uses.
+// session timeout; a standalone server has none). The dead run is then
+// closed to free it; nothing it does meanwhile reaches the cluster or the
+// file system a restart uses.
 func (c *inprocCluster) crash(name string) {
 	nd := c.nodes[name]
 	synced := nd.mem.CrashClone(vfs.CrashCloneCfg{})
 	nd.tr.Cut()
-	nd.zk.Close()
+	if nd.zk != nil {
+		nd.zk.Close()
+	}
 	nd.mem = synced
 	if err := nd.srv.Close(); err != nil {
 		c.t.Logf("closing the crashed run of %s: %v", name, err)
