@@ -50,7 +50,7 @@ func (s *Server) joinCluster() error {
 	defer cancel()
 	sess := s.deps.coord // owned by the cluster link from here
 	if sess == nil {
-		zs, err := coord.Dial(ctx, coord.Config{Servers: []string{cfg.Zookeeper}, Root: cfg.ZKRoot, SessionTimeout: timeout, Log: s.log.Named("zk")})
+		zs, err := coord.Dial(ctx, coord.Config{Servers: []string{cfg.Zookeeper}, Root: cfg.ZKRoot, SessionTimeout: timeout, Log: s.log.Named("zk"), Clock: s.clock()})
 		if err != nil {
 			return err
 		}
@@ -146,7 +146,7 @@ func (s *Server) watchExpiry(ctx context.Context, c *clusterLink) {
 		case <-ctx.Done():
 			return
 		case <-c.sess.Expired():
-		case <-time.After(time.Second): // an expiry during the last round
+		case <-s.clock().After(time.Second): // an expiry during the last round
 		}
 		if g := c.sess.Generation(); g == gen {
 			continue

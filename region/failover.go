@@ -21,7 +21,7 @@ import (
 // promote turns backup b into the primary of r. Called with mapMu held;
 // it waits for a hello of the region in progress (a buffer fold).
 func (s *Server) promote(r regionmap.Assignment, b *backupRegion) (*engine.Region, error) {
-	start := time.Now()
+	start := s.clock().Now()
 	b.hello.Lock()
 	defer b.hello.Unlock()
 	s.replMu.Lock()
@@ -39,7 +39,7 @@ func (s *Server) promote(r regionmap.Assignment, b *backupRegion) (*engine.Regio
 	b.rep.Close()
 	b.buf.Deregister()
 	s.markPromoted(r.ID)
-	s.log.Info("promoted to primary", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch), zap.Duration("took", time.Since(start)))
+	s.log.Info("promoted to primary", zap.Uint64("region", r.ID), zap.Uint64("epoch", r.Epoch), zap.Duration("took", s.clock().Since(start)))
 	return er, nil
 }
 

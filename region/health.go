@@ -149,14 +149,14 @@ func (s *Server) engineErr(err error) ring.Reply {
 // watchHealth runs the health monitor until ctx ends.
 func (s *Server) watchHealth(ctx context.Context) {
 	defer s.health.wg.Done()
-	t := time.NewTicker(healthPoll)
+	t := s.clock().NewTicker(healthPoll)
 	defer t.Stop()
 	var lastProbe time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		case <-s.health.kick:
 		}
 		s.checkHealth(ctx, &lastProbe)
@@ -170,7 +170,7 @@ func (s *Server) checkHealth(ctx context.Context, lastProbe *time.Time) {
 	cur := s.health.cur.Load()
 	switch {
 	case err != nil && (cur == nil || stateOf(err) != cur.state):
-		h := &diskHealth{state: stateOf(err), err: err, since: time.Now()}
+		h := &diskHealth{state: stateOf(err), err: err, since: s.clock().Now()}
 		if cur != nil {
 			h.since = cur.since
 		}
@@ -179,14 +179,14 @@ func (s *Server) checkHealth(ctx context.Context, lastProbe *time.Time) {
 		cur = h
 	case err == nil && cur != nil:
 		s.health.cur.Store(nil)
-		s.log.Info("the volume stores writes again", zap.Duration("after", time.Since(cur.since)))
+		s.log.Info("the volume stores writes again", zap.Duration("after", s.clock().Since(cur.since)))
 		cur = nil
 	}
-	if cur != nil && cur.state == coord.HealthNoSpace && time.Since(*lastProbe) >= probeEvery {
-		*lastProbe = time.Now()
+	if cur != nil && cur.state == coord.HealthNoSpace && s.clock().Since(*lastProbe) >= probeEvery {
+		*lastProbe = s.clock().Now()
 		if perr := s.vol.ProbeSpace(); perr == nil {
 			s.health.cur.Store(nil)
-			s.log.Info("space returned: accepting writes again", zap.Duration("after", time.Since(cur.since)))
+			s.log.Info("space returned: accepting writes again", zap.Duration("after", s.clock().Since(cur.since)))
 			cur = nil
 		}
 	}
@@ -324,12 +324,12 @@ func (c *Config) stepDownWithin() time.Duration {
 // until it succeeds, ctx ends or stepDownWithin passed; it returns the
 // last error. Called with c.regMu held.
 func (s *Server) registerWithin(ctx context.Context, c *clusterLink, run int64) error {
-	deadline := time.Now().Add(s.cfg.stepDownWithin())
+	deadline := s.clock().Now().Add(s.cfg.stepDownWithin())
 	for {
-		rctx, cancel := context.WithDeadline(ctx, deadline)
+		rctx, cancel := context.WithTimeout(ctx, s.clock().Until(deadline)) // the deadline on the server's clock
 		err := s.registerRun(rctx, c, run, true)
 		cancel()
-		left := time.Until(deadline)
+		left := s.clock().Until(deadline)
 		if err == nil || ctx.Err() != nil || left <= 0 {
 			return err
 		}
@@ -337,9 +337,9 @@ func (s *Server) registerWithin(ctx context.Context, c *clusterLink, run int64) 
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(min(time.Second, left)):
+		case <-s.clock().After(min(time.Second, left)):
 		}
-		if time.Until(deadline) <= 0 {
+		if s.clock().Until(deadline) <= 0 {
 			return err
 		}
 	}
@@ -381,12 +381,12 @@ func (s *Server) registerPending(ctx context.Context, c *clusterLink) bool {
 	if run == 0 {
 		return false
 	}
-	if time.Since(last) < probeEvery {
+	if s.clock().Since(last) < probeEvery {
 		return true
 	}
 	c.regMu.Lock()
 	s.health.mu.Lock()
-	run, s.health.pendingTry = s.health.pending, time.Now() // a session expiry's registration may have come first
+	run, s.health.pendingTry = s.health.pending, s.clock().Now() // a session expiry's registration may have come first
 	s.health.mu.Unlock()
 	var err error
 	if run != 0 {
@@ -421,7 +421,7 @@ func (s *Server) installFresh(ctx context.Context, c *clusterLink) {
 		s.log.Warn("reading the region map failed; retrying", zap.Error(err))
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Second):
+		case <-s.clock().After(time.Second):
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/tebis-go/tebis/client"
 	"github.com/tebis-go/tebis/client/regionmap"
@@ -33,6 +34,9 @@ type inprocCluster struct {
 	nodes  map[string]*inprocNode
 	cl     *client.Client
 	logs   *logGate
+	// clock, if set, is the servers' clock (region.WithClock) and the
+	// coordinator's (its sessions' leases); nil: the system clock.
+	clock clockwork.Clock
 }
 
 // inprocNode is one region server: its file system outlives its runs.
@@ -71,8 +75,20 @@ func startInprocCluster(t *testing.T, n int) *inprocCluster {
 // are servers).
 func startInprocClusterOf(t *testing.T, n, replicas int) *inprocCluster {
 	t.Helper()
-	c := &inprocCluster{t: t, coord: coordtest.New(nil, nil, coordtest.WithSessionTimeout(inprocSessionTimeout)),
-		fabric: rdma.NewLoopback(), nodes: map[string]*inprocNode{}, logs: newLogGate(t)}
+	return startInprocClusterOn(t, n, replicas, nil)
+}
+
+// startInprocClusterOn is startInprocClusterOf with clk (nil: the system
+// clock) as the servers' and the coordinator's clock (inprocCluster.clock).
+// The master keeps the system clock.
+func startInprocClusterOn(t *testing.T, n, replicas int, clk clockwork.Clock) *inprocCluster {
+	t.Helper()
+	copts := []coordtest.Option{coordtest.WithSessionTimeout(inprocSessionTimeout)}
+	if clk != nil {
+		copts = append(copts, coordtest.WithClock(clk))
+	}
+	c := &inprocCluster{t: t, coord: coordtest.New(nil, nil, copts...),
+		fabric: rdma.NewLoopback(), nodes: map[string]*inprocNode{}, logs: newLogGate(t), clock: clk}
 	t.Cleanup(func() {
 		for _, name := range slices.Sorted(maps.Keys(c.nodes)) {
 			c.stop(name)
@@ -156,8 +172,11 @@ func (c *inprocCluster) start(name string) *region.Server {
 	if nd.stalled {
 		nd.tr.Stall()
 	}
-	srv, err := region.Start(cfg, c.logs.logger(t, name),
-		region.WithCoordinator(nd.zk), region.WithFS(nd.mem), region.WithListenTransport(nd.tr), region.WithDialTransport(nd.tr))
+	opts := []region.Option{region.WithCoordinator(nd.zk), region.WithFS(nd.mem), region.WithListenTransport(nd.tr), region.WithDialTransport(nd.tr)}
+	if c.clock != nil {
+		opts = append(opts, region.WithClock(c.clock))
+	}
+	srv, err := region.Start(cfg, c.logs.logger(t, name), opts...)
 	if err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}

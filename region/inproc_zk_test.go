@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tebis-go/tebis/client/regionmap"
@@ -30,6 +31,9 @@ type zkLink struct {
 	// keepLease: the lease is renewed through the cut (a paused process
 	// whose requests all passed their lease check before the pause).
 	keepLease bool
+	// renewing counts the loops renewing the lease now (KeepLease): 0
+	// once a cut that does not keep the lease has stopped them.
+	renewing atomic.Int32
 	// changed is closed and replaced at every cut and heal.
 	changed   chan struct{}
 	closed    chan struct{}
@@ -176,8 +180,11 @@ func (l *zkLink) KeepLease(ctx context.Context, name string) {
 		}()
 		switch {
 		case isClosed(open):
+			l.renewing.Add(1)
 			l.Session.KeepLease(kctx, name)
+			l.renewing.Add(-1)
 		case keep:
+			l.renewing.Add(1)
 			every := inprocSessionTimeout / 8
 			for kctx.Err() == nil {
 				lease := l.Lease()
@@ -187,6 +194,7 @@ func (l *zkLink) KeepLease(ctx context.Context, name string) {
 				case <-time.After(every):
 				}
 			}
+			l.renewing.Add(-1)
 		default:
 			<-kctx.Done()
 		}

@@ -291,13 +291,13 @@ func (s *Server) publishAttached(st *routing, attached map[uint64]bool) {
 // reattach retries, every second, the regions whose replication could not
 // attach (they stay unavailable meanwhile), until the server closes.
 func (s *Server) reattach(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+	t := s.clock().NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 		s.reportDrops()
 		if len(s.state.Load().attachingIDs()) == 0 {

@@ -107,7 +107,7 @@ func (l *logReporter) poke() {
 // logReportRetry while a report fails, until ctx ends: the master does not
 // promote a backup whose report it lacks.
 func (s *Server) runLogReports(ctx context.Context, l *logReporter) {
-	retry := time.NewTimer(time.Hour)
+	retry := s.clock().NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
 	for {
@@ -115,7 +115,7 @@ func (s *Server) runLogReports(ctx context.Context, l *logReporter) {
 		case <-ctx.Done():
 			return
 		case <-l.kick:
-		case <-retry.C:
+		case <-retry.Chan():
 		}
 		l.mu.Lock()
 		live := l.live

@@ -79,7 +79,7 @@ func (s *Server) preSeed(r regionmap.Assignment, name string, er *engine.Region)
 		j.seeding = false
 		s.replMu.Unlock()
 	}()
-	start := time.Now()
+	start := s.clock().Now()
 	pre, err := s.copyTo(r, name, er)
 	if err != nil {
 		cur := s.state.Load().m.Region(r.ID)
@@ -97,7 +97,7 @@ func (s *Server) preSeed(r regionmap.Assignment, name string, er *engine.Region)
 	s.replMu.Lock()
 	j.seeded = pre
 	s.replMu.Unlock()
-	s.log.Info("joining backup pre-seeded while the region served", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Duration("took", time.Since(start)))
+	s.log.Info("joining backup pre-seeded while the region served", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Duration("took", s.clock().Since(start)))
 	s.attachPreseeded(r.ID, name)
 }
 
@@ -113,9 +113,9 @@ func (s *Server) copyTo(r regionmap.Assignment, name string, er *engine.Region) 
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(time.Duration(s.cfg.ReplicationConnect))
+	deadline := s.clock().Now().Add(time.Duration(s.cfg.ReplicationConnect))
 	for {
-		ctx, cancel := context.WithDeadline(s.bgCtx, deadline) // ends at Close too
+		ctx, cancel := context.WithTimeout(s.bgCtx, s.clock().Until(deadline)) // ends at Close too
 		rc, err := s.peer(ctx, tr, addr)
 		cancel()
 		if err == nil {
@@ -124,13 +124,13 @@ func (s *Server) copyTo(r regionmap.Assignment, name string, er *engine.Region) 
 			if err == nil {
 				return pre, nil
 			}
-			if time.Now().After(deadline) || s.closed.Load() || errors.Is(err, engine.ErrClosed) {
+			if s.clock().Now().After(deadline) || s.closed.Load() || errors.Is(err, engine.ErrClosed) {
 				return nil, err // (closed: the region moved away from this server)
 			}
-		} else if time.Now().After(deadline) || s.closed.Load() {
+		} else if s.clock().Now().After(deadline) || s.closed.Load() {
 			return nil, err
 		}
-		time.Sleep(100 * time.Millisecond) // the backup may not have installed the map yet
+		s.clock().Sleep(100 * time.Millisecond) // the backup may not have installed the map yet
 	}
 }
 

@@ -166,7 +166,7 @@ func (s *Session) KeepLease(ctx context.Context, name string) {
 		select {
 		case <-ctx.Done():
 		case <-s.done:
-		case <-time.After(timeout / leaseRenewals):
+		case <-s.after(timeout / leaseRenewals):
 		}
 	}
 }

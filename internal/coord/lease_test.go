@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // fakeClock is a Clock moved by hand.
@@ -159,6 +161,41 @@ func TestKeepLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the lease in the new session", s.Lease().Holds)
+}
+
+// TestKeepLeaseOnClock: a session dialed with a clock that can wait
+// (clockwork's) measures its lease on it and paces the renewals on it:
+// the renewal loop waits on the clock, a renewal grants LeaseFraction x
+// the timeout from the clock's reading when it was sent, and the next one
+// is sent once the clock has moved an eighth of the timeout.
+func TestKeepLeaseOnClock(t *testing.T) {
+	t.Parallel()
+	clk := clockwork.NewFakeClockAt(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
+	s, err := Dial(ctxFor(t, 20*time.Second), Config{Servers: []string{zkAddr(t)}, Root: root(t), SessionTimeout: 800 * time.Millisecond, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	eventually(t, "the granted session timeout", func() bool { return s.Lease().SessionTimeout() != 0 })
+	timeout := s.Lease().SessionTimeout()
+	half := time.Duration(float64(timeout) * LeaseFraction)
+	ctx := ctxFor(t, 30*time.Second)
+	if err := s.Register(ctx, server("rs1")); err != nil {
+		t.Fatal(err)
+	}
+	kctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); s.KeepLease(kctx, "rs1") }()
+	defer func() { stop(); <-done }()
+	eventually(t, "the lease", s.Lease().Holds)
+	if err := clk.BlockUntilContext(ctxFor(t, 5*time.Second), 1); err != nil {
+		t.Fatalf("the renewal loop does not wait on the session's clock: %v", err)
+	}
+	if r := s.Lease().Remaining(); r != half {
+		t.Fatalf("lease remaining %v with the clock standing since the renewal, want %v", r, half)
+	}
+	clk.Advance(timeout / 8)
+	eventually(t, "a renewal sent at the clock's new reading", func() bool { return s.Lease().Remaining() == half })
 }
 
 // TestLeaseGrantedTimeout: ZooKeeper clamps a session timeout above its

@@ -29,7 +29,9 @@ type Config struct {
 	SessionTimeout time.Duration
 	Log            *zap.Logger
 	// Clock is what the session's read lease is measured on (nil: the
-	// system clock).
+	// system clock). If it can also wait (After, as time.After: a
+	// clockwork.Clock can), the lease's renewals (KeepLease) are paced on
+	// it too.
 	Clock Clock
 }
 
@@ -41,6 +43,9 @@ type Session struct {
 	log     *zap.Logger
 	timeout time.Duration // the session timeout asked for
 	lease   *Lease        // revoked at every expiry; renewed by KeepLease
+	// after is KeepLease's pause between renewals: Config.Clock's After
+	// if it has one, else time.After.
+	after func(time.Duration) <-chan time.Time
 
 	mu      sync.Mutex
 	events  []zk.Event // session events not yet consumed by the event loop
@@ -78,8 +83,13 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	s := &Session{root: cfg.Root, log: cfg.Log, timeout: cfg.SessionTimeout, lease: NewLease(cfg.Clock), wake: make(chan struct{}, 1),
+	s := &Session{root: cfg.Root, log: cfg.Log, timeout: cfg.SessionTimeout, lease: NewLease(cfg.Clock), after: time.After, wake: make(chan struct{}, 1),
 		expired: make(chan struct{}), has: make(chan struct{}), done: make(chan struct{})}
+	if w, ok := cfg.Clock.(interface {
+		After(time.Duration) <-chan time.Time
+	}); ok {
+		s.after = w.After
+	}
 	// Info lines on: the one reporting the session timeout ZooKeeper
 	// granted is how the lease learns it (zkLogger).
 	conn, _, err := zk.Connect(servers, cfg.SessionTimeout, zk.WithEventCallback(s.onEvent),

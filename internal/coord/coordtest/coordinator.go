@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/coord"
 )
@@ -20,6 +22,7 @@ type Coordinator struct {
 
 	root    string
 	timeout time.Duration // the sessions' timeout (their leases')
+	clock   clockwork.Clock
 
 	servers map[string]registration
 	health  map[string]healthReport
@@ -76,10 +79,14 @@ func WithRoot(root string) Option { return func(c *Coordinator) { c.root = root 
 // (default 2 s): a lease lasts coord.LeaseFraction of it after a renewal.
 func WithSessionTimeout(d time.Duration) Option { return func(c *Coordinator) { c.timeout = d } }
 
+// WithClock sets the clock the Sessions' leases are measured on and their
+// renewals (KeepLease) paced on (default: the system clock).
+func WithClock(clk clockwork.Clock) Option { return func(c *Coordinator) { c.clock = clk } }
+
 // New returns a Coordinator whose map is m (nil: none yet; m is copied)
 // and whose live servers are live (registered by the test).
 func New(m *regionmap.Map, live []coord.ServerInfo, opts ...Option) *Coordinator {
-	c := &Coordinator{root: "/tebis", timeout: 2 * time.Second, servers: map[string]registration{}, health: map[string]healthReport{},
+	c := &Coordinator{root: "/tebis", timeout: 2 * time.Second, clock: clockwork.NewRealClock(), servers: map[string]registration{}, health: map[string]healthReport{},
 		reports: map[coord.Report]bool{}, changed: make(chan struct{})}
 	for _, o := range opts {
 		o(c)

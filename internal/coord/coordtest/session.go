@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/coord"
@@ -27,7 +26,7 @@ type Session struct {
 
 // NewSession opens a session.
 func (c *Coordinator) NewSession() *Session {
-	s := &Session{c: c, lease: coord.NewLease(nil), done: make(chan struct{}), expired: make(chan struct{})}
+	s := &Session{c: c, lease: coord.NewLease(c.clock), done: make(chan struct{}), expired: make(chan struct{})}
 	s.lease.SetSessionTimeout(c.timeout)
 	return s
 }
@@ -218,7 +217,7 @@ func (s *Session) KeepLease(ctx context.Context, name string) {
 			return
 		case <-s.done:
 			return
-		case <-time.After(every):
+		case <-s.c.clock.After(every):
 		}
 	}
 }
