@@ -456,12 +456,8 @@ func (s *Server) dialBackup(ctx context.Context, tr rdma.Transport, addr string,
 		if ctx.Err() != nil || s.closed.Load() {
 			return nil, nil, err
 		}
-		pause := s.clock().NewTimer(100 * time.Millisecond) // stopped: a fake clock keeps no stale waiter
-		select {
-		case <-ctx.Done():
-			pause.Stop()
+		if !s.pause(ctx, 100*time.Millisecond) {
 			return nil, nil, err
-		case <-pause.Chan():
 		}
 	}
 }

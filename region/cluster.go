@@ -142,12 +142,15 @@ func (s *Server) registerRun(ctx context.Context, c *clusterLink, run int64, rep
 func (s *Server) watchExpiry(ctx context.Context, c *clusterLink) {
 	gen := c.sess.Generation()
 	for {
+		t := s.clock().NewTimer(time.Second) // an expiry during the last round
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-c.sess.Expired():
-		case <-s.clock().After(time.Second): // an expiry during the last round
+		case <-t.Chan():
 		}
+		t.Stop()
 		if g := c.sess.Generation(); g == gen {
 			continue
 		} else {

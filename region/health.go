@@ -334,10 +334,8 @@ func (s *Server) registerWithin(ctx context.Context, c *clusterLink, run int64) 
 			return err
 		}
 		s.log.Warn("registering as a new run after stepping down failed; retrying", zap.Error(err), zap.Duration("left", left))
-		select {
-		case <-ctx.Done():
+		if !s.pause(ctx, min(time.Second, left)) {
 			return err
-		case <-s.clock().After(min(time.Second, left)):
 		}
 		if s.clock().Until(deadline) <= 0 {
 			return err
@@ -419,9 +417,6 @@ func (s *Server) installFresh(ctx context.Context, c *clusterLink) {
 			return
 		}
 		s.log.Warn("reading the region map failed; retrying", zap.Error(err))
-		select {
-		case <-ctx.Done():
-		case <-s.clock().After(time.Second):
-		}
+		s.pause(ctx, time.Second)
 	}
 }

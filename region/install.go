@@ -74,6 +74,9 @@ func (s *Server) installLocked(m *regionmap.Map) error {
 		old = s.depose(deposing)
 	}
 	s.state.Store(next)
+	for _, id := range next.hostedIDs() { // primaries once published: a failed install leaves no role
+		s.setRole(s.region(id), rolePrimary)
+	}
 	if s.cluster != nil {
 		s.cluster.logs.poke() // m may make this server a backup of a failed primary
 	}
@@ -202,7 +205,6 @@ func (s *Server) apply(m *regionmap.Map, a action, old, next *routing, ers map[u
 		if er == nil {
 			return nil // its role step failed (reported)
 		}
-		s.setRole(rs, rolePrimary)
 		if a.step == stepAttach {
 			next.routes[r.ID] = route{er: er, how: routeAttaching}
 			return nil

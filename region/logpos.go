@@ -39,9 +39,8 @@ func (s *Server) reportLogs(live map[string]coord.ServerInfo) (failed bool) {
 			continue
 		}
 		s.replMu.Lock()
-		if rs := s.regions[j.Region]; rs != nil && rs.backup != nil {
-			rs.reported = max(rs.reported, j.Epoch)
-		}
+		rs := s.regionLocked(j.Region) // a region of the map: reported as its backup
+		rs.reported = max(rs.reported, j.Epoch)
 		s.replMu.Unlock()
 		s.log.Info("primary failed: log position reported", zap.Uint64("region", j.Region), zap.Uint64("epoch", j.Epoch),
 			zap.Uint64("segment_index", j.Pos>>32), zap.Uint64("offset", j.Pos&(1<<32-1)), zap.Bool("incomplete", !j.Complete))

@@ -1,6 +1,9 @@
 package region
 
 import (
+	"context"
+	"time"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/jonboulle/clockwork"
 
@@ -65,4 +68,18 @@ func (s *Server) clock() clockwork.Clock {
 		return c
 	}
 	return realClock
+}
+
+// pause waits d on the server's clock, or until ctx ends (false). Its
+// timer is stopped either way: a fake clock keeps no waiter of a pause
+// that is over.
+func (s *Server) pause(ctx context.Context, d time.Duration) bool {
+	t := s.clock().NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.Chan():
+		return true
+	}
 }

@@ -130,7 +130,9 @@ func (s *Server) copyTo(r regionmap.Assignment, name string, er *engine.Region) 
 		} else if s.clock().Now().After(deadline) || s.closed.Load() {
 			return nil, err
 		}
-		s.clock().Sleep(100 * time.Millisecond) // the backup may not have installed the map yet
+		if !s.pause(s.bgCtx, 100*time.Millisecond) { // the backup may not have installed the map yet
+			return nil, s.bgCtx.Err()
+		}
 	}
 }
 
