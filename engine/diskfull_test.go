@@ -19,19 +19,50 @@ import (
 // a reopen, and nothing acknowledged is lost. A failed write or sync
 // (EIO) is reported as ErrVolumeFailed by Health and every write.
 
-// fillUntilFull puts distinct keys until a put fails; it returns the
-// acknowledged ones (key index -> value) and the error.
+// fillValue is the value fillUntilFull puts under key index n.
+func fillValue(n int) []byte { return []byte(fmt.Sprintf("%0500d", n)) }
+
+// fillUntilFull puts distinct keys (values of fillValue's size) until the
+// volume is full; it returns the acknowledged ones (key index -> value),
+// the index of the put that found it full and that put's error.
+//
+// Full means a put failed for want of space with the region's compactions
+// settled (settle): a compaction running when a put fails may still free
+// segments (the levels it replaces, or the ones of a build that found no
+// room), and the volume then takes writes again. A put refused once they
+// have settled needed a segment that no background work will free (a
+// compaction that waits for space frees nothing until ProbeSpace finds
+// room), so every later put of its size is refused too.
 func fillUntilFull(t *testing.T, r *Region, from int, acked map[int][]byte) (int, error) {
 	t.Helper()
 	for n := from; n < from+200000; n++ {
-		val := []byte(fmt.Sprintf("%0500d", n))
-		if err := r.Put(key(n), val); err != nil {
+		val := fillValue(n)
+		err := r.Put(key(n), val)
+		if errors.Is(err, ErrNoSpace) {
+			settle(r)
+			err = r.Put(key(n), val)
+		}
+		if err != nil {
 			return n, err
 		}
 		acked[n] = val
 	}
 	t.Fatal("the volume never filled")
 	return 0, nil
+}
+
+// settle waits until no compaction attempt of r is running and either
+// none is needed or the needed one waits for space (it is retried only
+// after spaceRetry or a ProbeSpace that finds room), or r failed or
+// closed. An attempt frees what it gives up before it ends: the segments
+// of the levels it replaced (no reader holds them here), or those of a
+// build that found no room.
+func settle(r *Region) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.bgErr == nil && !r.closed && !r.idleLocked() && (r.spaceErr == nil || r.compacting) {
+		r.memCond.Wait()
+	}
 }
 
 func checkAcked(t *testing.T, r *Region, acked map[int][]byte, what string) {
@@ -51,12 +82,14 @@ func setCapacity(v *Volume, n int64) {
 	v.alloc.mu.Unlock()
 }
 
-// TestNoSpaceThenSpaceReturns fills a capped volume until writes fail: the
-// error is ErrNoSpace (not a poisoned region), acknowledged writes stay
-// readable, Health says no space; once the capacity grows ProbeSpace
-// clears it and the same region (no reopen) takes writes and compacts
-// again; a reopen finds every acknowledged write. Without the fix the
-// first compaction that found no room poisoned the region for good.
+// TestNoSpaceThenSpaceReturns fills a capped volume until writes fail
+// with its compactions settled (fillUntilFull): the error is ErrNoSpace
+// (not a poisoned region), acknowledged writes stay readable, Health says
+// no space, and puts that need space keep failing; once the capacity
+// grows ProbeSpace clears it and the same region (no reopen) takes writes
+// and compacts again; a reopen finds every acknowledged write. Without the
+// fix the first compaction that found no room poisoned the region for
+// good.
 func TestNoSpaceThenSpaceReturns(t *testing.T) {
 	for _, mode := range []SyncMode{SyncModeSync, SyncModeAsync} {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -74,9 +107,13 @@ func TestNoSpaceThenSpaceReturns(t *testing.T) {
 			if h := v.Health(); !errors.Is(h, ErrNoSpace) || errors.Is(h, ErrVolumeFailed) {
 				t.Fatalf("health on a full volume: %v", h)
 			}
-			// Still full: later writes fail the same way, nothing else.
+			// Still full: later puts that need space (the refused put's
+			// size) fail the same way, nothing else. A smaller one may
+			// still fit in the log's tail: the engine refuses the writes
+			// that need a segment, not every write (a server refuses every
+			// write while Health reports no space).
 			for i := 0; i < 20; i++ {
-				if err := r.Put(key(n+i), []byte("x")); !errors.Is(err, ErrNoSpace) || errors.Is(err, ErrVolumeFailed) {
+				if err := r.Put(key(n+i), fillValue(n+i)); !errors.Is(err, ErrNoSpace) || errors.Is(err, ErrVolumeFailed) {
 					t.Fatalf("put %d on a full volume: %v", i, err)
 				}
 			}
