@@ -155,16 +155,23 @@ func (c *inprocCluster) startMaster() {
 	})
 }
 
+// nodeOf returns server name's node in nodes, made with a new, empty
+// file system the first time.
+func nodeOf(nodes map[string]*inprocNode, name string) *inprocNode {
+	nd := nodes[name]
+	if nd == nil {
+		nd = &inprocNode{name: name, mem: newMem()}
+		nodes[name] = nd
+	}
+	return nd
+}
+
 // start starts a run of server name on its file system (a new, empty one
 // the first time), with a new session and a new view of the fabric.
 func (c *inprocCluster) start(name string) *region.Server {
 	t := c.t
 	t.Helper()
-	nd := c.nodes[name]
-	if nd == nil {
-		nd = &inprocNode{name: name, mem: newMem()}
-		c.nodes[name] = nd
-	}
+	nd := nodeOf(c.nodes, name)
 	cfg := inprocConfig(name)
 	cfg.Zookeeper, cfg.ZKSessionTimeout = "coordtest", region.Duration(inprocSessionTimeout)
 	nd.sess, nd.tr = c.coord.NewSession(), newCuttable(c.fabric)

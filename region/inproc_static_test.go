@@ -73,11 +73,7 @@ func (c *staticCluster) publish(m *regionmap.Map) {
 func (c *staticCluster) startStatic(name string) *region.Server {
 	t := c.t
 	t.Helper()
-	nd := c.nodes[name]
-	if nd == nil {
-		nd = &inprocNode{name: name, mem: newMem()}
-		c.nodes[name] = nd
-	}
+	nd := nodeOf(c.nodes, name)
 	cfg := inprocConfig(name)
 	cfg.MapFile = c.mapFile
 	nd.tr = newCuttable(c.fabric)
