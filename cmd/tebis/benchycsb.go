@@ -21,7 +21,7 @@ func benchYCSBCommand() *cli.Command {
 		Name:  "ycsb",
 		Usage: "run a YCSB workload (load and/or run phase) against one target",
 		Flags: []cli.Flag{
-			&cli.StringSliceFlag{Name: "P", Usage: "YCSB property file (repeatable; later files win)"},
+			&cli.StringSliceFlag{Name: "P", Usage: "YCSB property file (repeatable; later files win); workloada-workloadf, with no such file, are the YCSB project's, built in"},
 			&cli.StringSliceFlag{Name: "p", Usage: "property override key=value (repeatable; wins over files)"},
 			&cli.StringFlag{Name: "workload", Value: "a", Usage: "built-in workload a-f used when no -P is given"},
 			&cli.StringFlag{Name: "phases", Value: "load,run", Usage: "load, run, or load,run"},
@@ -50,7 +50,7 @@ func ycsbWorkload(c *cli.Context) (ycsb.Workload, error) {
 	if files := c.StringSlice("P"); len(files) > 0 {
 		w = ycsb.Workload{Name: filepath.Base(files[len(files)-1])}
 		for _, path := range files {
-			f, err := os.Open(path)
+			f, err := ycsb.OpenProperties(path)
 			if err != nil {
 				return w, err
 			}
