@@ -85,8 +85,9 @@ fuzz:
 		$(GO) test ./rdma/ring -run '^$$' -fuzz $$f -fuzztime 1000000x || exit 1; \
 	done
 	$(GO) test ./internal/wire -run '^$$' -fuzz FuzzDecode -fuzztime 1000000x
-	$(GO) test ./internal/replwire -run '^$$' -fuzz FuzzDecodeSegMap -fuzztime 1000000x
-	$(GO) test ./internal/replwire -run '^$$' -fuzz FuzzDecodeCommand -fuzztime 1000000x
+	for f in FuzzDecodeSegMap FuzzDecodeCommand FuzzDecodeHello FuzzDecodeState FuzzDecodeRebase FuzzDecodeBuildData FuzzDecodeMarker; do \
+		$(GO) test ./internal/replwire -run '^$$' -fuzz "^$$f\$$" -fuzztime 1000000x || exit 1; \
+	done
 
 # The engine against pebble, one process, the paper's KV-size mixes
 # (docs/benchmarks.md has the latest figures). BENCH_DIR should be on the
