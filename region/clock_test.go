@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -186,4 +188,14 @@ func TestInprocLeaseLapsesOnClock(t *testing.T) {
 	}
 	lapsed("get", get("the lease ended"))
 	lapsed("put", cl.Put(ctxFor(t, 5*time.Second), []byte(key), []byte("v2")))
+	// Its /readyz says why.
+	resp, err := http.Get("http://" + c.nodes["rs1"].srv.HTTPAddr() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "read lease lapsed") {
+		t.Fatalf("/readyz once the lease ended: %d %q, want 503 naming the lease", resp.StatusCode, body)
+	}
 }

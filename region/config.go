@@ -24,6 +24,9 @@ type Config struct {
 	DataDir string `yaml:"data_dir"` // the engine volume's directory
 	Shm     string `yaml:"shm"`      // unix socket path to listen on ("": no shm)
 	TCP     string `yaml:"tcp"`      // host:port to listen on ("": no tcp)
+	// HTTP is the host:port of the /healthz and /readyz endpoints
+	// (http.go; "": off).
+	HTTP string `yaml:"http"`
 	// MapFile is the standalone region map; "" serves one region over all
 	// keys (id 1, this server primary).
 	MapFile string `yaml:"map_file"`

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -200,6 +202,7 @@ func inprocConfig(name string) region.Config {
 	cfg.SegmentSize, cfg.L0Pairs, cfg.GrowthFactor, cfg.GrowStep = 64<<10, 256, 2, 256<<10
 	cfg.CacheSize, cfg.Workers, cfg.SpinTime = 4<<20, 4, region.Duration(time.Microsecond)
 	cfg.ReplicationConnect = region.Duration(3 * time.Second)
+	cfg.HTTP = "127.0.0.1:0" // /readyz: waitServing checks every server is ready
 	return cfg
 }
 
@@ -293,6 +296,30 @@ func (c *inprocCluster) waitServing(what string) {
 		if err := nd.srv.CheckRoles(); err != nil {
 			t.Errorf("%s: %s: %v", what, name, err)
 		}
+		waitHTTPReady(t, what, name, nd.srv)
+	}
+}
+
+// waitHTTPReady waits (up to 10 s) until srv's /readyz answers 200: every
+// server is ready once every region serves (a backup may install the
+// last map a moment after its primary serves it).
+func waitHTTPReady(t *testing.T, what, name string, srv *region.Server) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + srv.HTTPAddr() + "/readyz")
+		if err != nil {
+			t.Fatalf("%s: %s: /readyz: %v", what, name, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s not ready 10 s after every region served: %d %q", what, name, resp.StatusCode, body)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,9 @@ type Server struct {
 	// injector (faultfs.go), nil unless Config.FaultFS.
 	health healthMon
 	fault  *faultInjector
+	// httpSrv serves the HTTP endpoints (http.go) at httpAddr; nil: off.
+	httpSrv  *http.Server
+	httpAddr string
 }
 
 // Start opens the volume, loads the map and starts listening; opts
@@ -141,6 +145,9 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
 				log.Warn("regions not attached to their backups yet", zap.Error(aerr))
 			}
 		}
+	}
+	if err == nil {
+		err = s.serveHTTP()
 	}
 	if err == nil {
 		go s.reattach(ctx)
@@ -263,6 +270,7 @@ func (s *Server) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.closeHTTP()
 	for _, rs := range s.rings {
 		rs.Close()
 	}

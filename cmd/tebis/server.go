@@ -23,6 +23,7 @@ func serverFlags() []cli.Flag {
 		&cli.StringFlag{Name: "data-dir", Value: d.DataDir, Usage: "the volume's directory"},
 		&cli.StringFlag{Name: "shm", Value: d.Shm, Usage: "unix socket path for the shm transport (empty: off)"},
 		&cli.StringFlag{Name: "tcp", Value: d.TCP, Usage: "host:port for the tcp transport (empty: off)"},
+		&cli.StringFlag{Name: "http", Value: d.HTTP, Usage: "host:port of the /healthz and /readyz endpoints (empty: off; they need no credentials: keep them on loopback or a private network)"},
 		&cli.StringFlag{Name: "map-file", Usage: "standalone region map (YAML); empty: one region over all keys"},
 		&cli.StringFlag{Name: "zookeeper", Usage: "ZooKeeper ensemble host:port[,host:port] of a managed cluster (instead of --map-file)"},
 		&cli.StringFlag{Name: "zk-root", Value: d.ZKRoot, Usage: "the cluster's znode"},
@@ -59,7 +60,7 @@ func serverConfig(c *cli.Context) (region.Config, error) {
 			return cfg, err
 		}
 	}
-	str := map[string]*string{"name": &cfg.Name, "data-dir": &cfg.DataDir, "shm": &cfg.Shm, "tcp": &cfg.TCP, "map-file": &cfg.MapFile, "zookeeper": &cfg.Zookeeper, "zk-root": &cfg.ZKRoot, "sync-mode": &cfg.SyncMode, "replication-transport": &cfg.ReplicationTransport}
+	str := map[string]*string{"name": &cfg.Name, "data-dir": &cfg.DataDir, "shm": &cfg.Shm, "tcp": &cfg.TCP, "http": &cfg.HTTP, "map-file": &cfg.MapFile, "zookeeper": &cfg.Zookeeper, "zk-root": &cfg.ZKRoot, "sync-mode": &cfg.SyncMode, "replication-transport": &cfg.ReplicationTransport}
 	for name, p := range str {
 		if c.IsSet(name) || c.String("config") == "" {
 			*p = c.String(name)

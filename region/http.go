@@ -1,0 +1,112 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// The region server's HTTP endpoints (Config.HTTP; off when empty), for
+// an operator's probes and load balancers:
+//
+//   - /healthz: 200 "ok" while the server runs and its volume stores
+//     writes; 503 with the reason otherwise (shutting down, the volume's
+//     health state and error);
+//   - /readyz: 200 "ready" when it serves what the map gives it: managed,
+//     registered, its installed map made for this run and its read lease
+//     held; no region it is primary of waiting for its backups
+//     (attaching) or refused as an incomplete copy. 503 lists every
+//     reason otherwise.
+//
+// Both answer in plain text, one reason per line.
+
+// serveHTTP starts the HTTP listener, if configured.
+func (s *Server) serveHTTP() error {
+	if s.cfg.HTTP == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.HTTP)
+	if err != nil {
+		return fmt.Errorf("region: listen http %s: %w", s.cfg.HTTP, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { answer(w, s.unhealthy(), "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { answer(w, s.unready(), "ready") })
+	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.httpAddr = ln.Addr().String()
+	go func() {
+		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http listener failed", zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+// HTTPAddr is the address the HTTP endpoints listen on ("": off).
+func (s *Server) HTTPAddr() string { return s.httpAddr }
+
+// closeHTTP stops the HTTP listener, if any.
+func (s *Server) closeHTTP() {
+	if s.httpSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		s.httpSrv.Shutdown(ctx)
+		cancel()
+	}
+}
+
+// answer writes ok (200) when reasons is empty, else the reasons (503).
+func answer(w http.ResponseWriter, reasons []string, ok string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if len(reasons) == 0 {
+		fmt.Fprintln(w, ok)
+		return
+	}
+	w.WriteHeader(http.StatusServiceUnavailable)
+	fmt.Fprintln(w, strings.Join(reasons, "\n"))
+}
+
+// unhealthy lists why the server is not healthy (none: healthy).
+func (s *Server) unhealthy() []string {
+	var out []string
+	if s.closed.Load() {
+		out = append(out, "shutting down")
+	}
+	if h := s.health.cur.Load(); h != nil {
+		out = append(out, fmt.Sprintf("volume %s: %v", h.state, h.err))
+	}
+	return out
+}
+
+// unready lists why the server does not serve what its map gives it
+// (none: ready).
+func (s *Server) unready() []string {
+	out := s.unhealthy()
+	st := s.state.Load()
+	if st == nil {
+		return append(out, "no region map installed")
+	}
+	if c := s.cluster; c != nil {
+		switch {
+		case c.started.Load() == 0:
+			out = append(out, "not registered with the cluster")
+		case !c.knows(st.m, s.cfg.Name):
+			out = append(out, fmt.Sprintf("the installed map (version %d) is not for this run yet", st.m.Version))
+		}
+		if !s.leaseHolds() {
+			out = append(out, "read lease lapsed (zookeeper session not confirmed alive)")
+		}
+	}
+	if ids := st.attachingIDs(); len(ids) > 0 {
+		out = append(out, fmt.Sprintf("regions waiting for their backups: %v", ids))
+	}
+	if ids := st.ids(routeIncomplete); len(ids) > 0 {
+		out = append(out, fmt.Sprintf("regions named primary of whose copy here is incomplete: %v", ids))
+	}
+	return out
+}

@@ -1,0 +1,97 @@
+package region
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// get fetches path from the server's HTTP endpoints: status and body.
+func get(t *testing.T, s *Server, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + s.HTTPAddr() + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// wantAnswer checks path answers status with a body holding want.
+func wantAnswer(t *testing.T, s *Server, path string, status int, want string) {
+	t.Helper()
+	if code, body := get(t, s, path); code != status || !strings.Contains(body, want) {
+		t.Fatalf("GET %s: %d %q, want %d and %q", path, code, body, status, want)
+	}
+}
+
+// TestHTTPHealthAndReadiness: a serving server is healthy and ready; out
+// of space it is neither (503 naming the volume's state), and both again
+// once space returns; closed, it no longer listens.
+func TestHTTPHealthAndReadiness(t *testing.T) {
+	mem := vfs.NewMem()
+	room := vfs.DiskUsage{AvailBytes: 1 << 30, TotalBytes: 2 << 30, UsedBytes: 1 << 30}
+	mem.TestingSetDiskUsage(room)
+	s, cl := loneServer(t, t.TempDir(), func(c *Config) { c.GrowStep, c.HTTP = 256<<10, "127.0.0.1:0" }, WithFS(mem))
+	if s.HTTPAddr() == "" || strings.HasSuffix(s.HTTPAddr(), ":0") {
+		t.Fatalf("HTTP address %q", s.HTTPAddr())
+	}
+	wantAnswer(t, s, "/healthz", http.StatusOK, "ok")
+	wantAnswer(t, s, "/readyz", http.StatusOK, "ready")
+
+	mem.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 16 << 20, TotalBytes: 2 << 30, UsedBytes: 2<<30 - 16<<20})
+	n, err := fillServer(t, cl, 0, map[int]string{})
+	wantStorage(t, err, fmt.Sprintf("put %d on a full disk", n), "no space")
+	waitHealth(t, s, "no-space")
+	wantAnswer(t, s, "/healthz", http.StatusServiceUnavailable, "volume no-space")
+	wantAnswer(t, s, "/readyz", http.StatusServiceUnavailable, "volume no-space")
+
+	mem.TestingSetDiskUsage(room)
+	waitHealth(t, s, "ok")
+	wantAnswer(t, s, "/healthz", http.StatusOK, "ok")
+	wantAnswer(t, s, "/readyz", http.StatusOK, "ready")
+
+	addr := s.HTTPAddr()
+	s.Close()
+	c := http.Client{Timeout: 2 * time.Second}
+	if resp, err := c.Get("http://" + addr + "/healthz"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a closed server still answers: %s", resp.Status)
+	}
+}
+
+// TestHTTPNotReadyWhileAttaching: a primary none of whose backups answers
+// is healthy but not ready, naming the region; once its backup is up and
+// the region attached, it is ready.
+func TestHTTPNotReadyWhileAttaching(t *testing.T) {
+	dir := t.TempDir()
+	start := staticServersWith(t, dir, pairMap(dir), 200*time.Millisecond, nil, func(c *Config) {
+		if c.Name == "p" {
+			c.HTTP = "127.0.0.1:0"
+		}
+	})
+	p := start("p") // b is not running: the attach finds no backup
+	wantAnswer(t, p, "/healthz", http.StatusOK, "ok")
+	wantAnswer(t, p, "/readyz", http.StatusServiceUnavailable, "regions waiting for their backups: [1]")
+	start("b")
+	deadline := time.Now().Add(10 * time.Second) // the re-attach tick (1 s)
+	for {
+		code, body := get(t, p, "/readyz")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready 10 s after its backup started: %d %q", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
