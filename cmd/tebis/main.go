@@ -21,7 +21,7 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tebis:", err)
-		os.Exit(1)
+		os.Exit(exitStatus(err))
 	}
 }
 
