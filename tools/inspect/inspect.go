@@ -44,11 +44,44 @@ func rangeString(start, end []byte) string {
 	return "[" + s + ", " + e + ")"
 }
 
-// Summary prints the volume and its regions.
+// boundString is a range bound for JSON: the key as text when printable,
+// else 0x and hex; open the open end's name (-inf or +inf).
+func boundString(k []byte, open string) string {
+	if len(k) == 0 {
+		return open
+	}
+	if s := keyString(k); s[0] == '"' {
+		return string(k)
+	}
+	return keyString(k)
+}
+
+// regionJSON is a region in Summary's JSON: its bounds readable ("start"
+// and "end" shadow the descriptor's raw bytes) and "range" as the text
+// output shows it, the one unambiguous form.
+type regionJSON struct {
+	engine.RegionInfo
+	Start string `json:"start"`
+	End   string `json:"end"`
+	Range string `json:"range"`
+}
+
+type summaryJSON struct {
+	engine.VolumeInfo
+	Regions []regionJSON `json:"regions"`
+}
+
+// Summary prints the volume and its regions, each with its key range
+// [start, end) (-inf and +inf for open ends).
 func Summary(in *engine.Inspector, o Output) error {
 	s := in.Summary()
 	if o.JSON {
-		return o.json(s)
+		js := summaryJSON{VolumeInfo: s, Regions: []regionJSON{}}
+		for _, r := range s.Regions {
+			js.Regions = append(js.Regions, regionJSON{RegionInfo: r, Start: boundString(r.Start, "-inf"),
+				End: boundString(r.End, "+inf"), Range: rangeString(r.Start, r.End)})
+		}
+		return o.json(js)
 	}
 	fmt.Fprintf(o.W, "volume: segment size %d, node size %d, %d segments in the file, %d used, %d free\n",
 		s.SegmentSize, s.NodeSize, s.FileSegments, s.UsedSegments, s.FreeSegments)

@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -161,5 +162,78 @@ func TestDiff(t *testing.T) {
 	err := Diff(a, open("c"), 1, Output{W: &out})
 	if !errors.Is(err, ErrProblems) || !strings.Contains(out.String(), "40 with different values") {
 		t.Fatalf("changed volume: %v\n%s", err, out.String())
+	}
+}
+
+// TestSummaryRanges: summary shows each region's key range as its
+// descriptor stores it, -inf and +inf only for open ends, in text and in
+// JSON.
+func TestSummaryRanges(t *testing.T) {
+	fs := vfs.NewMem()
+	v, err := engine.Open(engine.Options{FS: fs, Dir: "vol", SegmentSize: 64 << 10, NodeSize: 4096,
+		SyncMode: engine.SyncModeAsync, GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []engine.RegionDesc{
+		{ID: 1, Epoch: 1, End: []byte("m")},
+		{ID: 2, Epoch: 3, Start: []byte("m"), End: []byte("t")},
+		{ID: 3, Epoch: 1, Start: []byte("t"), End: []byte{0xff, 0x01}},
+		{ID: 4, Epoch: 2, Start: []byte{0xff, 0x01}},
+	} {
+		if _, err := v.CreateRegion(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	in, err := engine.OpenInspector(fs, "vol", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+
+	var text bytes.Buffer
+	if err := Summary(in, Output{W: &text}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`region 1: role primary, epoch 1, keys [-inf, "m")`,
+		`region 2: role primary, epoch 3, keys ["m", "t")`,
+		`region 3: role primary, epoch 1, keys ["t", 0xff01)`,
+		`region 4: role primary, epoch 2, keys [0xff01, +inf)`,
+	} {
+		if !strings.Contains(text.String(), want+"\n") {
+			t.Errorf("text summary lacks %q:\n%s", want, text.String())
+		}
+	}
+
+	var js bytes.Buffer
+	if err := Summary(in, Output{W: &js, JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Regions []struct {
+			ID                uint64
+			Start, End, Range string
+		}
+	}
+	if err := json.Unmarshal(js.Bytes(), &got); err != nil {
+		t.Fatalf("JSON summary: %v\n%s", err, js.String())
+	}
+	want := [][3]string{
+		{"-inf", "m", `[-inf, "m")`},
+		{"m", "t", `["m", "t")`},
+		{"t", "0xff01", `["t", 0xff01)`},
+		{"0xff01", "+inf", `[0xff01, +inf)`},
+	}
+	if len(got.Regions) != len(want) {
+		t.Fatalf("JSON summary has %d regions, want %d:\n%s", len(got.Regions), len(want), js.String())
+	}
+	for i, r := range got.Regions {
+		if [3]string{r.Start, r.End, r.Range} != want[i] {
+			t.Errorf("JSON region %d: start %q end %q range %q, want %q", r.ID, r.Start, r.End, r.Range, want[i])
+		}
 	}
 }
