@@ -18,13 +18,14 @@ import (
 //   - /healthz: 200 "ok" while the server runs and its volume stores
 //     writes; 503 with the reason otherwise (shutting down, the volume's
 //     health state and error);
-//   - /readyz: 200 "ready" when it serves what the map gives it: managed,
-//     registered, its installed map made for this run and its read lease
-//     held; no region it is primary of waiting for its backups
-//     (attaching) or refused as an incomplete copy. 503 lists every
-//     reason otherwise.
+//   - /readyz: 200 "ready" when it serves what the map gives it: healthy;
+//     managed, registered, its installed map made for this run and its
+//     read lease held; every region the map names it primary of served,
+//     none waiting for its backups (attaching) or refused as an
+//     incomplete copy. 503 lists every reason otherwise.
 //
-// Both answer in plain text, one reason per line.
+// Both answer in plain text, one reason per line, from early in Start
+// (before the map is loaded or the server registers) until Close.
 
 // serveHTTP starts the HTTP listener, if configured.
 func (s *Server) serveHTTP() error {
@@ -39,7 +40,7 @@ func (s *Server) serveHTTP() error {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { answer(w, s.unhealthy(), "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { answer(w, s.unready(), "ready") })
 	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	s.httpAddr = ln.Addr().String()
+	s.httpLn, s.httpAddr = ln, ln.Addr().String()
 	go func() {
 		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http listener failed", zap.Error(err))
@@ -57,6 +58,7 @@ func (s *Server) closeHTTP() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		s.httpSrv.Shutdown(ctx)
 		cancel()
+		s.httpLn.Close() // if Serve had not started yet
 	}
 }
 
@@ -88,18 +90,30 @@ func (s *Server) unhealthy() []string {
 func (s *Server) unready() []string {
 	out := s.unhealthy()
 	st := s.state.Load()
-	if st == nil {
+	managed := s.cfg.Zookeeper != ""
+	switch {
+	case managed && !s.joined.Load():
+		return append(out, "not registered with the cluster yet")
+	case st == nil:
 		return append(out, "no region map installed")
 	}
-	if c := s.cluster; c != nil {
-		switch {
-		case c.started.Load() == 0:
-			out = append(out, "not registered with the cluster")
-		case !c.knows(st.m, s.cfg.Name):
-			out = append(out, fmt.Sprintf("the installed map (version %d) is not for this run yet", st.m.Version))
+	if managed {
+		if !s.cluster.knows(st.m, s.cfg.Name) {
+			out = append(out, fmt.Sprintf("the installed map (version %d) does not name this run of the server yet", st.m.Version))
 		}
 		if !s.leaseHolds() {
 			out = append(out, "read lease lapsed (zookeeper session not confirmed alive)")
+		}
+	}
+	if !managed || s.cluster.knows(st.m, s.cfg.Name) {
+		var unserved []uint64
+		for _, r := range st.m.Regions {
+			if how := st.routes[r.ID].how; r.Primary == s.cfg.Name && (how == 0 || how == routeWithdrawn) {
+				unserved = append(unserved, r.ID)
+			}
+		}
+		if len(unserved) > 0 {
+			out = append(out, fmt.Sprintf("regions the map names this server primary of, not served: %v", unserved))
 		}
 	}
 	if ids := st.attachingIDs(); len(ids) > 0 {

@@ -3,6 +3,7 @@ package region
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -94,4 +95,49 @@ func TestHTTPNotReadyWhileAttaching(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestHTTPAnswersWhileStarting: the endpoints answer from before Start
+// returns: a standalone primary whose backup does not answer spends
+// ReplicationConnect attaching, healthy and not ready meanwhile.
+func TestHTTPAnswersWhileStarting(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String() // a free port, for the server to take
+	ln.Close()
+	dir := t.TempDir()
+	start := staticServersWith(t, dir, pairMap(dir), 3*time.Second, nil, func(c *Config) { c.HTTP = addr })
+	started := make(chan *Server, 1)
+	go func() { started <- start("p") }()
+	c := http.Client{Timeout: 2 * time.Second}
+	probe := func(path string) (int, string) {
+		resp, err := c.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		select {
+		case <-started:
+			t.Fatal("Start returned before its endpoints answered")
+		default:
+		}
+		if code, _ := probe("/healthz"); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no answer from /healthz 2 s into Start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, body := probe("/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz while starting: %d %q, want 503", code, body)
+	}
+	<-started
 }

@@ -3,7 +3,9 @@ package region_test
 import (
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -341,6 +343,16 @@ func TestInprocManagedUnreadableCopyNotInstalled(t *testing.T) {
 		t.Fatalf("%s: region 2 not installed: %q; want region 2: open: %v", p, msg, engine.ErrClosed)
 	}
 	c.waitPlanned(q, named.Version, "depose 2")
+	// p is not ready: a region the map gives it is not served.
+	resp, err := http.Get("http://" + c.nodes[p].srv.HTTPAddr() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "primary of, not served: [2]") {
+		t.Fatalf("%s /readyz with region 2 not installed: %d %q", p, resp.StatusCode, body)
+	}
 	cl = c.freshClient()
 	k2, _ := keyOf(named, 2, 0)
 	if got, err := cl.Get(ctxFor(t, 10*time.Second), []byte(k2)); !errors.Is(err, client.ErrWrongRegion) && !errors.Is(err, client.ErrUnavailable) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -60,9 +61,13 @@ type Server struct {
 	// injector (faultfs.go), nil unless Config.FaultFS.
 	health healthMon
 	fault  *faultInjector
-	// httpSrv serves the HTTP endpoints (http.go) at httpAddr; nil: off.
+	// httpSrv serves the HTTP endpoints (http.go) on httpLn, at httpAddr;
+	// nil: off. joined: a managed server's joinCluster returned (cluster
+	// is set), for the endpoints, which answer from before it.
 	httpSrv  *http.Server
+	httpLn   net.Listener
 	httpAddr string
+	joined   atomic.Bool
 }
 
 // Start opens the volume, loads the map and starts listening; opts
@@ -122,8 +127,13 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
 	s.bgCtx = ctx
 	go s.drainReplCQ(ctx)
 	s.startController()
+	// Probes answer from here on: not ready while the map loads, the
+	// server registers, or its regions attach.
+	err = s.serveHTTP()
 	var m *regionmap.Map
-	if cfg.Zookeeper != "" {
+	switch {
+	case err != nil:
+	case cfg.Zookeeper != "":
 		// Managed: nothing is served until the master's map arrives.
 		m = &regionmap.Map{}
 		s.state.Store(&routing{m: m})
@@ -131,7 +141,8 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
 		if err == nil {
 			err = s.joinCluster()
 		}
-	} else {
+		s.joined.Store(err == nil)
+	default:
 		m, err = s.loadMap()
 		if err == nil {
 			err = s.install(m)
@@ -145,9 +156,6 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
 				log.Warn("regions not attached to their backups yet", zap.Error(aerr))
 			}
 		}
-	}
-	if err == nil {
-		err = s.serveHTTP()
 	}
 	if err == nil {
 		go s.reattach(ctx)
