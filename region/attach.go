@@ -232,7 +232,7 @@ func (s *Server) markAttaching(st *routing, id uint64) {
 	if er == nil || er != st.hosted(id) || cur.attaching(id) {
 		return
 	}
-	s.state.Store(cur.with(id, route{er: er, how: routeAttaching}))
+	s.state.Store(cur.with(map[uint64]route{id: {er: er, how: routeAttaching}}))
 }
 
 // finishJob ends job j once dialed: step 3, unless a newer map (or the

@@ -30,11 +30,11 @@ var errDeposed = fmt.Errorf("%w: the region is no longer served here as primary"
 // the same map retries; WRONG_REGION at the same version would make it
 // give up).
 func (st *routing) without(ids []uint64) *routing {
-	next := st
+	rs := map[uint64]route{}
 	for _, id := range ids {
-		next = next.with(id, route{how: routeWithdrawn})
+		rs[id] = route{how: routeWithdrawn}
 	}
-	return next
+	return st.with(rs)
 }
 
 // depose stops serving regions ids of the published routing as primary,

@@ -74,9 +74,7 @@ func (s *Server) installLocked(m *regionmap.Map) error {
 		old = s.depose(deposing)
 	}
 	s.state.Store(next)
-	for _, id := range next.hostedIDs() { // primaries once published: a failed install leaves no role
-		s.setRole(s.region(id), rolePrimary)
-	}
+	s.setRoles(next.hostedIDs(), rolePrimary) // primaries once published: a failed install leaves no role
 	if s.cluster != nil {
 		s.cluster.logs.poke() // m may make this server a backup of a failed primary
 	}
@@ -281,13 +279,13 @@ func (s *Server) publishAttached(st *routing, attached map[uint64]bool) {
 		return
 	}
 	cur := s.state.Load()
-	next := cur
+	served := map[uint64]route{}
 	for id := range attached {
 		if er := cur.hosted(id); er != nil && er == st.hosted(id) && cur.attaching(id) {
-			next = next.with(id, route{er: er, how: routeServed})
+			served[id] = route{er: er, how: routeServed}
 		}
 	}
-	s.state.Store(next)
+	s.state.Store(cur.with(served))
 }
 
 // reattach retries, every second, the regions whose replication could not

@@ -159,9 +159,12 @@ func (rs *regionState) memberLocked(name string) *member {
 	return j
 }
 
-// setRole sets rs's role. Called with mapMu held; it takes replMu.
-func (s *Server) setRole(rs *regionState, r role) {
+// setRoles sets the role of regions ids. Called with mapMu held; it
+// takes replMu.
+func (s *Server) setRoles(ids []uint64, r role) {
 	s.replMu.Lock()
-	rs.role = r
-	s.replMu.Unlock()
+	defer s.replMu.Unlock()
+	for _, id := range ids {
+		s.regionLocked(id).role = r
+	}
 }

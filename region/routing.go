@@ -72,16 +72,19 @@ func (st *routing) ids(how ...routeState) []uint64 {
 	return out
 }
 
-// with returns a copy of st whose region id has route r (zero: removed).
-func (st *routing) with(id uint64, r route) *routing {
+// with returns a copy of st whose regions have the routes rs (a zero
+// route: removed).
+func (st *routing) with(rs map[uint64]route) *routing {
 	next := &routing{m: st.m, routes: maps.Clone(st.routes)}
 	if next.routes == nil {
 		next.routes = map[uint64]route{}
 	}
-	if r.how == 0 {
-		delete(next.routes, id)
-	} else {
-		next.routes[id] = r
+	for id, r := range rs {
+		if r.how == 0 {
+			delete(next.routes, id)
+		} else {
+			next.routes[id] = r
+		}
 	}
 	return next
 }
