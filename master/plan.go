@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tebis-go/tebis/client/regionmap"
+	"github.com/tebis-go/tebis/internal/coord"
 )
 
 // Join names a joining backup whose seeding its primary reported done at
@@ -56,6 +57,18 @@ type View struct {
 	// it is promoted only when no healthy backup holds a complete copy
 	// (made primary so, it steps down then).
 	Unhealthy map[string]bool
+	// Released are the primaries that released a region the map moves
+	// away from them (regionmap.Assignment.MoveTo) at its epoch, each
+	// with when the master first saw the report.
+	Released map[Join]time.Time
+	// Moving is when the master first saw each move of the map (Server:
+	// its target) at its region's epoch; a move it never saw counts from
+	// TermStart.
+	Moving map[Join]time.Time
+	// Requests are the operators' requests: moves, drains, a rebalance.
+	Requests coord.Requests
+	// Balance has the master spread the primaries evenly by itself.
+	Balance bool
 }
 
 // Observed is when the master observed events of one server; a zero time:
@@ -91,6 +104,9 @@ type Timing struct {
 	// its session expires, and adding it back at once would stall the
 	// group's attach on a dead peer.
 	DropHold time.Duration
+	// MoveTimeout bounds how long a move waits for its primary's release
+	// (from View.Moving) before it is cancelled (0: no bound).
+	MoveTimeout time.Duration
 }
 
 // Decision is what Next decided.
@@ -102,6 +118,12 @@ type Decision struct {
 	// View.Map's, sorted: the decision failed them over as dead servers;
 	// they take roles again once the map names their new run.
 	Restarted []string
+	// Moves are the operators' move requests this decision settles
+	// (done, or given up with the reason): the master deletes them.
+	Moves []MoveOutcome
+	// Rebalanced: View.Requests.Rebalance is done (the primaries are as
+	// even as the groups allow).
+	Rebalanced bool
 }
 
 // plan is one decision's inputs: the View and the servers Next found
@@ -180,17 +202,27 @@ func Next(view View) Decision {
 			v.restarted[name] = true
 		}
 	}
+	balanced := true
 	if m.Replicas > 0 {
 		for i := range m.Regions {
 			if heal(v, &m.Regions[i]) {
 				changed = true
 			}
 		}
+		if expireMoves(v, m) {
+			changed = true
+		}
 		for i := range m.Regions {
 			if grow(v, m, &m.Regions[i]) {
 				changed = true
 			}
+			if drainBackups(v, m, &m.Regions[i]) {
+				changed = true
+			}
 		}
+		var started bool
+		started, balanced = startMoves(v, v.Map, m, changed)
+		changed = changed || started
 	}
 	for name, srv := range v.Live {
 		if v.restarted[name] && m.Replicas > 0 && failingOver(v, m, name) {
@@ -215,6 +247,7 @@ func Next(view View) Decision {
 				for j := range m.Regions {
 					if m.Regions[j].Primary == name {
 						m.Regions[j].Epoch++
+						m.Regions[j].MoveTo = ""
 					}
 				}
 			}
@@ -223,7 +256,7 @@ func Next(view View) Decision {
 		}
 	}
 	sort.Slice(m.Servers, func(i, j int) bool { return m.Servers[i].Name < m.Servers[j].Name })
-	d := Decision{}
+	d := Decision{Moves: moveOutcomes(v, m), Rebalanced: v.Requests.Rebalance && balanced}
 	for name := range v.restarted {
 		d.Restarted = append(d.Restarted, name)
 	}
@@ -267,19 +300,24 @@ func heal(v *plan, r *regionmap.Assignment) bool {
 	// acknowledges none after a drop until the map leaves the backup out),
 	// and its own report says whether its copy is complete.
 	primaryDead := v.dead(r.Primary)
+	// A primary that released its region for a move is failed over like
+	// a dead one, except that a region no backup can take returns to it.
+	released := !primaryDead && v.releasedBy(r)
+	gone := primaryDead || released
 	alive := func(names []string) []string {
 		var out []string
 		for _, n := range names {
-			if !v.dead(n) && (primaryDead || !v.Dropped[Join{Region: r.ID, Epoch: r.Epoch, Server: n}]) {
+			if !v.dead(n) && (gone || !v.Dropped[Join{Region: r.ID, Epoch: r.Epoch, Server: n}]) {
 				out = append(out, n)
 			}
 		}
 		return out
 	}
-	if v.dead(r.Primary) && waitLogs(v, r, alive(r.Backups)) {
+	if gone && waitLogs(v, r, alive(r.Backups)) {
 		return false
 	}
-	if v.dead(r.Primary) && len(alive(r.Backups)) > 0 && len(promotable(v, r, alive(r.Backups))) == 0 {
+	none := len(promotable(v, r, alive(r.Backups))) == 0
+	if primaryDead && len(alive(r.Backups)) > 0 && none {
 		return false // no live backup reported a complete copy: wait for one, or for the primary
 	}
 	if b, j := alive(r.Backups), alive(r.Joining); len(b) != len(r.Backups) || len(j) != len(r.Joining) {
@@ -287,22 +325,38 @@ func heal(v *plan, r *regionmap.Assignment) bool {
 		r.Epoch++
 		changed = true
 	}
-	if cands := promotable(v, &regionmap.Assignment{ID: r.ID, Epoch: epoch}, r.Backups); v.dead(r.Primary) && len(cands) > 0 {
-		if healthy := slices.DeleteFunc(slices.Clone(cands), func(i int) bool { return v.Unhealthy[r.Backups[i]] }); len(healthy) > 0 {
-			cands = healthy // a full or failing disk could not take the region's writes
+	if released && none && !changed {
+		r.Epoch++ // no backup can take it: the move is cancelled, the primary serves again
+		changed = true
+	}
+	if cands := promotable(v, &regionmap.Assignment{ID: r.ID, Epoch: epoch}, r.Backups); gone && len(cands) > 0 {
+		prefer := func(keep func(string) bool) {
+			if k := slices.DeleteFunc(slices.Clone(cands), func(i int) bool { return !keep(r.Backups[i]) }); len(k) > 0 {
+				cands = k
+			}
 		}
+		prefer(func(b string) bool { return !v.Unhealthy[b] }) // a full or failing disk could not take the region's writes
+		prefer(func(b string) bool { return b == r.MoveTo })
+		prefer(func(b string) bool { return !v.Requests.Drained[b] })
 		best := cands[0]
 		for _, i := range cands {
 			if v.Logs[Join{r.ID, epoch, r.Backups[i]}] > v.Logs[Join{r.ID, epoch, r.Backups[best]}] {
 				best = i
 			}
 		}
+		old := r.Primary
 		r.Primary = r.Backups[best]
 		r.Backups = slices.Delete(slices.Clone(r.Backups), best, best+1)
+		if released && v.mayHold(old) {
+			r.Joining = append(r.Joining, old) // moved, not failed: it stays in the group
+		}
 		if !changed {
 			r.Epoch++
 		}
 		changed = true
+	}
+	if r.Epoch != epoch {
+		r.MoveTo = "" // a move lives within one epoch
 	}
 	var still []string
 	for _, j := range r.Joining {
@@ -348,6 +402,9 @@ func (v *plan) held(name string) bool {
 // passed since its primary went.
 func waitLogs(v *plan, r *regionmap.Assignment, backups []string) bool {
 	since := v.Servers[r.Primary].Gone
+	if at, ok := v.Released[Join{r.ID, r.Epoch, r.Primary}]; ok && !v.dead(r.Primary) {
+		since = at
+	}
 	if since.IsZero() {
 		since = v.TermStart
 	}
@@ -364,8 +421,9 @@ func waitLogs(v *plan, r *regionmap.Assignment, backups []string) bool {
 
 // grow adds joining backups to a region short of replicas.
 func grow(v *plan, m *regionmap.Map, r *regionmap.Assignment) bool {
-	want := m.Replicas - 1 - len(r.Backups) - len(r.Joining)
-	if want <= 0 || v.dead(r.Primary) {
+	members := slices.DeleteFunc(r.Group(), func(n string) bool { return v.Requests.Drained[n] })
+	want := m.Replicas - 1 - len(members)
+	if want <= 0 || v.dead(r.Primary) || r.MoveTo != "" {
 		return false
 	}
 	load := map[string]int{}
@@ -381,7 +439,7 @@ func grow(v *plan, m *regionmap.Map, r *regionmap.Assignment) bool {
 	}
 	var cands []string
 	for name := range v.Live {
-		if !in[name] && !v.restarted[name] && !v.held(name) && !v.Unhealthy[name] {
+		if !in[name] && v.mayHold(name) {
 			cands = append(cands, name)
 		}
 	}

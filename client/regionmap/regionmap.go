@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 
 	"gopkg.in/yaml.v3"
@@ -62,6 +63,20 @@ type Assignment struct {
 	// a joining backup is never promoted.
 	Joining []string `yaml:"joining,omitempty" json:"joining,omitempty"`
 	Epoch   uint64   `yaml:"epoch" json:"epoch"`
+	// MoveTo, when set, names the backup the master is moving the
+	// primary role to (an operator's move, a drain or the balancer):
+	// Primary releases the region (it serves and replicates it no more,
+	// then reports the release), its backups report their log positions
+	// as after a primary's failure, and the master then promotes one of
+	// them, MoveTo first, at a new epoch. Meanwhile the region serves no
+	// request: clients retry until a newer map.
+	MoveTo string `yaml:"move_to,omitempty" json:"move_to,omitempty"`
+}
+
+// Serving reports whether the map has server name serve r as primary:
+// it is r's primary and r is not being moved away from it.
+func (r *Assignment) Serving(name string) bool {
+	return r.Primary == name && r.MoveTo == ""
 }
 
 // Group is the region's backups, joining ones included.
@@ -107,7 +122,7 @@ func Single(server Server) *Map {
 // (each starts where the previous ends), covering every key (first starts
 // at "", last ends at ""), non-empty, with a known primary and epoch > 0;
 // 0 <= min_copies <= replicas (replicas 0: min_copies at most 1 + each
-// region's backups).
+// region's backups); a region's move_to, if set, one of its backups.
 func (m *Map) Validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
@@ -167,6 +182,9 @@ func (m *Map) Validate() error {
 				return bad("region %d: backup %q unknown, repeated or the primary", r.ID, b)
 			}
 			seen[b] = true
+		}
+		if r.MoveTo != "" && !slices.Contains(r.Backups, r.MoveTo) {
+			return bad("region %d: move_to %q is not one of its backups", r.ID, r.MoveTo)
 		}
 		ids[r.ID] = true
 	}

@@ -53,11 +53,28 @@ func TestInvalid(t *testing.T) {
 		"min_copies > replicas":        `{version: 1, replicas: 2, min_copies: 3, servers: [{name: a, tcp: x}, {name: b, tcp: y}], regions: [{id: 1, primary: a, backups: [b], epoch: 1}]}`,
 		"min_copies > static copies":   `{version: 1, min_copies: 3, servers: [{name: a, tcp: x}, {name: b, tcp: y}], regions: [{id: 1, primary: a, backups: [b], epoch: 1}]}`,
 		"min_copies > static, joining": `{version: 1, min_copies: 2, servers: [{name: a, tcp: x}, {name: b, tcp: y}], regions: [{id: 1, primary: a, joining: [b], epoch: 1}]}`,
+		"move_to joining":              `{version: 1, servers: [{name: a, tcp: x}, {name: b, tcp: y}], regions: [{id: 1, primary: a, joining: [b], move_to: b, epoch: 1}]}`,
+		"move_to primary":              `{version: 1, servers: [{name: a, tcp: x}, {name: b, tcp: y}], regions: [{id: 1, primary: a, backups: [b], move_to: a, epoch: 1}]}`,
 	}
 	for name, doc := range cases {
 		if _, err := Parse([]byte(doc)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
+	}
+}
+
+func TestMoveToServing(t *testing.T) {
+	m, err := Parse([]byte(`{version: 1, servers: [{name: a, tcp: x}, {name: b, tcp: y}], regions: [{id: 1, primary: a, backups: [b], move_to: b, epoch: 1}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := m.Region(1)
+	if r.MoveTo != "b" || r.Serving("a") || r.Serving("b") {
+		t.Fatalf("moving region: MoveTo %q, serving a %v, b %v", r.MoveTo, r.Serving("a"), r.Serving("b"))
+	}
+	r.MoveTo = ""
+	if !r.Serving("a") || r.Serving("b") {
+		t.Fatal("a settled region is served by its primary only")
 	}
 }
 

@@ -34,6 +34,10 @@ import (
 //	                         persistent: a backup reports how much of its
 //	                         failed primary's log it holds, its copy
 //	                         complete (log-) or not (logi-) (LogReport)
+//	<root>/reports/release-<region>-<epoch>-<server>
+//	                         persistent: a primary the map moves away
+//	                         released the region (ReleaseReport)
+//	<root>/admin/...         persistent: operators' requests (admin.go)
 
 // Errors of the layout operations.
 var (

@@ -25,9 +25,9 @@ type ReportKey struct {
 	Server        string
 }
 
-// Report is a JoinReport, a DropReport or a LogReport. The three are
-// comparable values (usable as map keys); no other type implements
-// Report.
+// Report is a JoinReport, a DropReport, a LogReport or a ReleaseReport.
+// They are comparable values (usable as map keys); no other type
+// implements Report.
 type Report interface {
 	// Key is the backup the report is about.
 	Key() ReportKey
@@ -59,6 +59,16 @@ type LogReport struct {
 	Complete      bool
 }
 
+// ReleaseReport is from the region's primary Server itself: the map
+// moves the region away from it (regionmap.Assignment.MoveTo) and it
+// released the region at Epoch: it serves and replicates it no more
+// (docs/failover.md, "Moving a primary"). The master promotes a backup of
+// a moving region only after its primary's release, or its failure.
+type ReleaseReport ReportKey
+
+// Key implements Report.
+func (r ReleaseReport) Key() ReportKey { return ReportKey(r) }
+
 // Key implements Report.
 func (r JoinReport) Key() ReportKey { return ReportKey(r) }
 
@@ -76,6 +86,10 @@ func (r DropReport) znode() string {
 	return fmt.Sprintf("drop-%d-%d-%s", r.Region, r.Epoch, r.Server)
 }
 
+func (r ReleaseReport) znode() string {
+	return fmt.Sprintf("release-%d-%d-%s", r.Region, r.Epoch, r.Server)
+}
+
 func (r LogReport) znode() string {
 	prefix := "logi-"
 	if r.Complete {
@@ -91,7 +105,7 @@ func parseReport(name string) (_ Report, ok bool) {
 	for _, p := range []struct {
 		prefix, kind string
 		fields       int
-	}{{"drop-", "drop", 3}, {"logi-", "logi", 4}, {"log-", "log", 4}} {
+	}{{"drop-", "drop", 3}, {"release-", "release", 3}, {"logi-", "logi", 4}, {"log-", "log", 4}} {
 		if s, found := strings.CutPrefix(name, p.prefix); found {
 			kind, rest, fields = p.kind, s, p.fields
 			break
@@ -112,6 +126,8 @@ func parseReport(name string) (_ Report, ok bool) {
 	switch kind {
 	case "drop":
 		return DropReport(k), true
+	case "release":
+		return ReleaseReport(k), true
 	case "log", "logi":
 		return LogReport{Region: k.Region, Epoch: k.Epoch, Server: k.Server, Pos: nums[2], Complete: kind == "log"}, true
 	}

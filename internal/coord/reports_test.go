@@ -17,6 +17,7 @@ func TestReportZnodeNames(t *testing.T) {
 		{"log-5-6-38654771200-rs-c", LogReport{Region: 5, Epoch: 6, Server: "rs-c", Pos: 9<<32 | 65536, Complete: true}},
 		{"log-7-8-0-x", LogReport{Region: 7, Epoch: 8, Server: "x", Complete: true}},
 		{"logi-9-10-12884901988-rs-d", LogReport{Region: 9, Epoch: 10, Server: "rs-d", Pos: 3<<32 | 100}},
+		{"release-3-4-rs-b-2", ReleaseReport{Region: 3, Epoch: 4, Server: "rs-b-2"}},
 		{"18446744073709551615-1-s", JoinReport{Region: 1<<64 - 1, Epoch: 1, Server: "s"}},
 	} {
 		got, ok := parseReport(c.znode)
@@ -28,7 +29,7 @@ func TestReportZnodeNames(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "1-2-", "1-x-rs", "drop-1-2", "drop-1-2-", "log-1-2-rs", "log-1-2-x-rs", "log--2-3-rs",
-		"logi-1-2-rs", "nope", "-1-2-rs", "1--2-rs"} {
+		"logi-1-2-rs", "release-1-2", "release-x-2-rs", "nope", "-1-2-rs", "1--2-rs"} {
 		if r, ok := parseReport(bad); ok {
 			t.Errorf("%q parsed as %#v", bad, r)
 		}
@@ -48,6 +49,7 @@ func TestReportKeyAndStale(t *testing.T) {
 		{DropReport{Region: 1, Epoch: 3, Server: "a"}, false},
 		{LogReport{Region: 1, Epoch: 2, Server: "a", Pos: 5}, true},
 		{LogReport{Region: 2, Epoch: 1, Server: "a", Complete: true}, false}, // a region keep lacks
+		{ReleaseReport{Region: 1, Epoch: 2, Server: "a"}, true},
 	} {
 		k := c.r.Key()
 		if want := (ReportKey{Region: k.Region, Epoch: k.Epoch, Server: "a"}); k != want || k.Region == 0 {

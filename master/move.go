@@ -1,0 +1,282 @@
+package master
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/tebis-go/tebis/client/regionmap"
+)
+
+// Moving a live primary (docs/failover.md, "Moving a primary"): an
+// operator's move, a drain or the balancer. A move lives within one
+// epoch of its region and takes two maps:
+//
+//  1. the map names the target, one of the region's backups, in MoveTo
+//     (the epoch stays): the primary stops serving and replicating the
+//     region, then reports its release; its backups report their log
+//     positions as after a failure;
+//  2. once the primary released (or failed), the region fails over as if
+//     its primary had died: a backup that reported a complete copy is
+//     promoted (the target first) at a new epoch, and the old primary, if
+//     it may hold roles, joins the group.
+//
+// Until the release, the old primary may still serve: nothing is promoted
+// before it (a promotion before would let it answer reads a new primary
+// made stale). A move ends with any change of its region's epoch: a
+// group that changes meanwhile, no release within Timing.MoveTimeout, or
+// no backup with a complete copy after the release cancel it, and the
+// primary serves again at a new epoch.
+
+// MoveOutcome is an operator's move request the master is done with.
+type MoveOutcome struct {
+	Region uint64
+	Target string
+	// Err is why the move was given up; nil: the target is primary.
+	Err error
+}
+
+// releasedBy reports whether r's primary released r for its move
+// (MoveTo set) at r's epoch.
+func (v *plan) releasedBy(r *regionmap.Assignment) bool {
+	if r.MoveTo == "" {
+		return false
+	}
+	_, ok := v.Released[Join{r.ID, r.Epoch, r.Primary}]
+	return ok
+}
+
+// mayHold reports whether server name may be given a new role: live, not
+// restarted, healthy, not drained, not held back after a drop.
+func (v *plan) mayHold(name string) bool {
+	_, live := v.Live[name]
+	return live && !v.restarted[name] && !v.Unhealthy[name] && !v.Requests.Drained[name] && !v.held(name)
+}
+
+// target reports whether server name may take r's primary role by a move
+// (nil) or why not: a backup (not joining) that may hold roles, not
+// dropped at r's epoch.
+func (v *plan) target(r *regionmap.Assignment, name string) error {
+	switch {
+	case name == r.Primary:
+		return fmt.Errorf("%s is the region's primary already", name)
+	case !slices.Contains(r.Backups, name):
+		return fmt.Errorf("%s is not a backup of region %d (backups %v, joining %v)", name, r.ID, r.Backups, r.Joining)
+	case v.dead(name):
+		return fmt.Errorf("%s is not live", name)
+	case v.Requests.Drained[name]:
+		return fmt.Errorf("%s is drained", name)
+	case v.Unhealthy[name]:
+		return fmt.Errorf("%s reported its volume unhealthy", name)
+	case !v.mayHold(name) || v.Dropped[Join{r.ID, r.Epoch, name}]:
+		return fmt.Errorf("%s may hold no new role now (restarted or dropped)", name)
+	}
+	return nil
+}
+
+// expireMoves cancels the moves of m whose primary did not release within
+// Timing.MoveTimeout of the master first seeing them: the primary (live:
+// a dead one is failed over by heal) serves again at a new epoch.
+func expireMoves(v *plan, m *regionmap.Map) bool {
+	changed := false
+	for i := range m.Regions {
+		r := &m.Regions[i]
+		if r.MoveTo == "" || v.releasedBy(r) || v.Timing.MoveTimeout <= 0 {
+			continue
+		}
+		since, ok := v.Moving[Join{r.ID, r.Epoch, r.MoveTo}]
+		if !ok {
+			since = v.TermStart
+		}
+		if v.Now.Sub(since) >= v.Timing.MoveTimeout {
+			r.MoveTo = ""
+			r.Epoch++
+			changed = true
+		}
+	}
+	return changed
+}
+
+// startMoves starts moves in regions of m that are settled (none changed
+// by this decision, in old, and no move in flight): operators' requests
+// first, then primaries of drained servers, then, if the map changed in
+// nothing else, one move of the balancer (Balance or a Rebalance
+// request). It returns whether it started any, and whether the balancer
+// found the primaries spread as evenly as the groups allow.
+func startMoves(v *plan, old, m *regionmap.Map, changedElse bool) (started, balanced bool) {
+	settled := func(r *regionmap.Assignment) bool {
+		o := old.Region(r.ID)
+		if o == nil || o.Epoch != r.Epoch || r.MoveTo != "" || o.MoveTo != "" || !v.mayHoldPrimary(r.Primary) {
+			return false
+		}
+		for _, b := range r.Group() { // a drop waits for its group change
+			if v.Dropped[Join{r.ID, r.Epoch, b}] || v.dead(b) {
+				return false
+			}
+		}
+		return true
+	}
+	for i := range m.Regions {
+		r := &m.Regions[i]
+		if t, ok := v.Requests.Moves[r.ID]; ok && settled(r) && v.target(r, t) == nil {
+			r.MoveTo = t
+			started = true
+		}
+	}
+	load := primaries(m)
+	for i := range m.Regions {
+		r := &m.Regions[i]
+		if !v.Requests.Drained[r.Primary] || !settled(r) {
+			continue
+		}
+		if t := v.leastLoaded(r, r.Backups, load); t != "" {
+			r.MoveTo = t
+			load[r.Primary]--
+			load[t]++
+			started = true
+		}
+	}
+	if !v.Balance && !v.Requests.Rebalance {
+		return started, true
+	}
+	if started || changedElse || slices.ContainsFunc(m.Regions, func(r regionmap.Assignment) bool { return r.MoveTo != "" || v.dead(r.Primary) }) {
+		return started, false
+	}
+	r, t := balanceMove(v, m)
+	if r == nil {
+		return false, true
+	}
+	r.MoveTo = t
+	return true, false
+}
+
+// mayHoldPrimary reports whether a region whose primary is name may start
+// a move: its primary is live and its run the map's.
+func (v *plan) mayHoldPrimary(name string) bool {
+	_, live := v.Live[name]
+	return live && !v.restarted[name]
+}
+
+// primaries counts the regions each server of m is primary of.
+func primaries(m *regionmap.Map) map[string]int {
+	load := map[string]int{}
+	for _, r := range m.Regions {
+		load[r.Primary]++
+	}
+	return load
+}
+
+// leastLoaded returns the server of names that may take r's primary role
+// with the fewest primaries in load (then by name), or "".
+func (v *plan) leastLoaded(r *regionmap.Assignment, names []string, load map[string]int) string {
+	var cands []string
+	for _, n := range names {
+		if v.target(r, n) == nil {
+			cands = append(cands, n)
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if load[cands[i]] != load[cands[j]] {
+			return load[cands[i]] < load[cands[j]]
+		}
+		return cands[i] < cands[j]
+	})
+	if len(cands) == 0 {
+		return ""
+	}
+	return cands[0]
+}
+
+// balanceMove is the balancer's policy: among the servers that may hold
+// roles, a server with at least two primaries more than another moves one
+// of its regions (the lowest id that can) to a backup of it with at least
+// two fewer (the least loaded, then by name). Moving only across a gap of
+// two is the hysteresis: every move narrows the spread, and no move is
+// undone by the next. nil: no such move (the primaries are as even as
+// the groups allow).
+func balanceMove(v *plan, m *regionmap.Map) (*regionmap.Assignment, string) {
+	load := primaries(m)
+	var servers []string
+	for name := range v.Live {
+		if v.mayHold(name) {
+			servers = append(servers, name)
+		}
+	}
+	if len(servers) < 2 {
+		return nil, ""
+	}
+	sort.Slice(servers, func(i, j int) bool {
+		if load[servers[i]] != load[servers[j]] {
+			return load[servers[i]] > load[servers[j]]
+		}
+		return servers[i] < servers[j]
+	})
+	for _, src := range servers {
+		for i := range m.Regions {
+			r := &m.Regions[i]
+			if r.Primary != src {
+				continue
+			}
+			var under []string
+			for _, b := range r.Backups {
+				if load[b] <= load[src]-2 {
+					under = append(under, b)
+				}
+			}
+			if t := v.leastLoaded(r, under, load); t != "" {
+				return r, t
+			}
+		}
+	}
+	return nil, ""
+}
+
+// moveOutcomes lists the operators' move requests next settles: done
+// (the target is primary) or given up (no such region, or a target that
+// cannot take the role).
+func moveOutcomes(v *plan, next *regionmap.Map) []MoveOutcome {
+	var out []MoveOutcome
+	ids := make([]uint64, 0, len(v.Requests.Moves))
+	for id := range v.Requests.Moves {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		t := v.Requests.Moves[id]
+		r := next.Region(id)
+		switch {
+		case r == nil:
+			out = append(out, MoveOutcome{Region: id, Target: t, Err: fmt.Errorf("no region %d", id)})
+		case r.Primary == t && r.MoveTo == "":
+			out = append(out, MoveOutcome{Region: id, Target: t})
+		case r.MoveTo == t:
+		default:
+			if err := v.target(r, t); err != nil {
+				out = append(out, MoveOutcome{Region: id, Target: t, Err: err})
+			}
+		}
+	}
+	return out
+}
+
+// drainBackups takes drained servers out of r's group once the group
+// holds Replicas-1 backups without them (grow adds their replacements as
+// joining backups first): a drained joining backup goes at once. A
+// drained primary's region is moved by startMoves.
+func drainBackups(v *plan, m *regionmap.Map, r *regionmap.Assignment) bool {
+	if r.MoveTo != "" || len(v.Requests.Drained) == 0 {
+		return false
+	}
+	drained := func(n string) bool { return v.Requests.Drained[n] }
+	j := slices.DeleteFunc(slices.Clone(r.Joining), drained)
+	b := slices.Clone(r.Backups)
+	if kept := slices.DeleteFunc(slices.Clone(b), drained); len(kept) >= m.Replicas-1 {
+		b = kept
+	}
+	if len(b) == len(r.Backups) && len(j) == len(r.Joining) {
+		return false
+	}
+	r.Backups, r.Joining = b, j
+	r.Epoch++
+	return true
+}
