@@ -24,6 +24,12 @@ type Coordinator interface {
 	// coord.ErrNoMap if there is none.
 	ReadMap(ctx context.Context) (*regionmap.Map, int32, error)
 	ForgetReports(ctx context.Context, keep map[uint64]uint64) error
+	// WatchRequests reports the operators' requests (coord.Requests).
+	WatchRequests(ctx context.Context, fn func(coord.Requests))
+	// FinishMove deletes a move request the master is done with.
+	FinishMove(ctx context.Context, region uint64, server string) error
+	// FinishRebalance deletes the rebalance request.
+	FinishRebalance(ctx context.Context) error
 }
 
 // Leadership is a won election (coord.Term, implemented by

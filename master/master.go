@@ -36,7 +36,14 @@ type Config struct {
 	// not given a new backup role unless it registers again (it may be
 	// dead with its session not expired yet). Default 5 s.
 	DropHold time.Duration
-	Log      *zap.Logger
+	// MoveTimeout bounds how long a move of a live primary (an operator's
+	// move, a drain, the balancer) waits for the primary to release its
+	// region before it is cancelled. Default 10 s.
+	MoveTimeout time.Duration
+	// Balance has the master spread the regions' primaries evenly over
+	// the servers by itself (docs/failover.md, "Moving a primary").
+	Balance bool
+	Log     *zap.Logger
 	Now      func() time.Time // default time.Now
 }
 
@@ -55,6 +62,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.LogWait == 0 {
 		cfg.LogWait = time.Second
 	}
+	if cfg.MoveTimeout == 0 {
+		cfg.MoveTimeout = 10 * time.Second
+	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
@@ -70,7 +80,8 @@ func Run(ctx context.Context, cfg Config) error {
 	// When this master last saw each server live, kept across terms: a
 	// server it saw that is gone now has failed, and waiting Grace for it
 	// again after a leadership blip would only delay its failover.
-	h := &history{seen: map[string]time.Time{}, gone: map[string]time.Time{}, drops: map[Join]time.Time{}}
+	h := &history{seen: map[string]time.Time{}, gone: map[string]time.Time{}, drops: map[Join]time.Time{},
+		released: map[Join]time.Time{}, moving: map[Join]time.Time{}}
 	for ctx.Err() == nil {
 		cfg.Log.Info("campaigning for master", zap.String("name", cfg.Name))
 		lead, err := cfg.Coord.Campaign(ctx, cfg.Name)
@@ -96,6 +107,9 @@ type history struct {
 	seen  map[string]time.Time // servers seen live, last
 	gone  map[string]time.Time // registrations seen ending or changing
 	drops map[Join]time.Time   // drop reports, first seen
+	// released: release reports, first seen; moving: the map's moves
+	// (Server: the target), first seen
+	released, moving map[Join]time.Time
 }
 
 // observations is what h holds of each server.
@@ -136,6 +150,8 @@ type observed struct {
 	// health: servers' health reports (a full or failing disk), by name
 	health      map[string]coord.Health
 	healthReady bool // the first health reports arrived
+	requests    coord.Requests
+	reqReady    bool // the first requests arrived
 }
 
 // unhealthy lists the live servers whose health report names their
@@ -167,7 +183,16 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	wg.Add(4)
+	wg.Add(5)
+	go func() {
+		defer wg.Done()
+		s.WatchRequests(ctx, func(rq coord.Requests) {
+			obs.mu.Lock()
+			obs.requests, obs.reqReady = rq, true
+			obs.mu.Unlock()
+			poke()
+		})
+	}()
 	go func() {
 		defer wg.Done()
 		s.WatchHealth(ctx, func(h map[string]coord.Health) {
@@ -205,6 +230,7 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history) error {
 		s.WatchReports(ctx, func(rs []coord.Report) {
 			obs.mu.Lock()
 			obs.joins, obs.dropped, obs.logs, obs.incomplete, obs.reports = map[Join]bool{}, map[Join]bool{}, map[Join]uint64{}, map[Join]bool{}, true
+			releases := map[Join]bool{}
 			for _, r := range rs {
 				key := r.Key()
 				k := Join{Region: key.Region, Epoch: key.Epoch, Server: key.Server}
@@ -221,6 +247,16 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history) error {
 					}
 				case coord.JoinReport:
 					obs.joins[k] = true
+				case coord.ReleaseReport:
+					releases[k] = true
+					if _, ok := obs.released[k]; !ok {
+						obs.released[k] = cfg.Now()
+					}
+				}
+			}
+			for k := range obs.released {
+				if !releases[k] {
+					delete(obs.released, k)
 				}
 			}
 			for k, at := range obs.drops { // forget drops deleted, past their hold
@@ -267,7 +303,7 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history) error {
 // when this term began.
 func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, termStart time.Time) error {
 	obs.mu.Lock()
-	ready := obs.ready && obs.reports && obs.healthReady
+	ready := obs.ready && obs.reports && obs.healthReady && obs.reqReady
 	obs.mu.Unlock()
 	if !ready { // nothing to decide from before the watches delivered
 		return nil
@@ -277,18 +313,37 @@ func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, ter
 		return err
 	}
 	obs.mu.Lock()
-	v := View{Map: m, Live: obs.live, Now: cfg.Now(), TermStart: termStart, Servers: obs.observations(),
-		Timing: Timing{Grace: cfg.Grace, LogWait: cfg.LogWait, DropHold: cfg.DropHold},
-		Joins:  obs.joins, Dropped: obs.dropped, Logs: obs.logs, Incomplete: obs.incomplete, Unhealthy: obs.unhealthy()}
+	now := cfg.Now()
+	moves := map[Join]bool{}
+	for _, r := range m.Regions {
+		if r.MoveTo != "" {
+			k := Join{r.ID, r.Epoch, r.MoveTo}
+			moves[k] = true
+			if _, ok := obs.moving[k]; !ok {
+				obs.moving[k] = now
+			}
+		}
+	}
+	for k := range obs.moving {
+		if !moves[k] {
+			delete(obs.moving, k)
+		}
+	}
+	v := View{Map: m, Live: obs.live, Now: now, TermStart: termStart, Servers: obs.observations(),
+		Timing: Timing{Grace: cfg.Grace, LogWait: cfg.LogWait, DropHold: cfg.DropHold, MoveTimeout: cfg.MoveTimeout},
+		Joins:  obs.joins, Dropped: obs.dropped, Logs: obs.logs, Incomplete: obs.incomplete, Unhealthy: obs.unhealthy(),
+		Released: obs.released, Moving: obs.moving, Requests: obs.requests, Balance: cfg.Balance}
 	d := Next(v)
 	obs.mu.Unlock()
 	next := d.Map
 	if next == nil {
+		finishRequests(ctx, cfg, d)
 		return nil
 	}
 	if err := lead.WriteMap(ctx, next, ver); err != nil {
 		return err
 	}
+	finishRequests(ctx, cfg, d)
 	if len(d.Restarted) > 0 {
 		cfg.Log.Info("restarted servers failed over", zap.Strings("servers", d.Restarted))
 	}
@@ -304,12 +359,37 @@ func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, ter
 	return nil
 }
 
+// finishRequests deletes the operators' requests d settled (after its
+// map, if any, was published).
+func finishRequests(ctx context.Context, cfg Config, d Decision) {
+	for _, o := range d.Moves {
+		if o.Err != nil {
+			cfg.Log.Warn("move request given up", zap.Uint64("region", o.Region), zap.String("target", o.Target), zap.Error(o.Err))
+		} else {
+			cfg.Log.Info("move request done", zap.Uint64("region", o.Region), zap.String("primary", o.Target))
+		}
+		if err := cfg.Coord.FinishMove(ctx, o.Region, o.Target); err != nil && ctx.Err() == nil {
+			cfg.Log.Warn("move request not deleted", zap.Uint64("region", o.Region), zap.Error(err))
+		}
+	}
+	if d.Rebalanced {
+		cfg.Log.Info("rebalance request done")
+		if err := cfg.Coord.FinishRebalance(ctx); err != nil && ctx.Err() == nil {
+			cfg.Log.Warn("rebalance request not deleted", zap.Error(err))
+		}
+	}
+}
+
 // logChanges logs what a new map changed per region, and the log
 // positions a promotion chose from.
 func logChanges(log *zap.Logger, old, next *regionmap.Map, logs map[Join]uint64) {
 	log.Info("region map published", zap.Uint64("version", next.Version))
 	for _, r := range next.Regions {
 		o := old.Region(r.ID)
+		if o != nil && o.MoveTo == "" && r.MoveTo != "" {
+			log.Info("moving a primary", zap.Uint64("region", r.ID), zap.String("primary", r.Primary), zap.String("to", r.MoveTo),
+				zap.Uint64("epoch", r.Epoch))
+		}
 		if o != nil && o.Primary != r.Primary {
 			pos := map[string]uint64{}
 			for _, b := range o.Backups {

@@ -138,7 +138,7 @@ func (j *attachJob) end(rep engine.Replicator) {
 // primary, or the epoch or the backups (joining included) changed. known
 // false: the map is not for this run of the server.
 func supersedes(was regionmap.Assignment, cur *regionmap.Assignment, name string, known bool) bool {
-	return !known || cur == nil || cur.Primary != name || cur.Epoch != was.Epoch ||
+	return !known || cur == nil || !cur.Serving(name) || cur.Epoch != was.Epoch ||
 		!slices.Equal(cur.Group(), was.Group()) || !slices.Equal(cur.Joining, was.Joining)
 }
 

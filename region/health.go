@@ -238,7 +238,7 @@ func (s *Server) primaryOfAny(c *clusterLink) bool {
 		return true
 	}
 	return st.m != nil && c.knows(st.m, s.cfg.Name) &&
-		slices.ContainsFunc(st.m.Regions, func(r regionmap.Assignment) bool { return r.Primary == s.cfg.Name })
+		slices.ContainsFunc(st.m.Regions, func(r regionmap.Assignment) bool { return r.Serving(s.cfg.Name) })
 }
 
 // publishHealth brings the health znode to h (nil: none) for the run

@@ -108,7 +108,7 @@ func (s *Server) unready() []string {
 	if !managed || s.cluster.knows(st.m, s.cfg.Name) {
 		var unserved []uint64
 		for _, r := range st.m.Regions {
-			if how := st.routes[r.ID].how; r.Primary == s.cfg.Name && (how == 0 || how == routeWithdrawn) {
+			if how := st.routes[r.ID].how; r.Serving(s.cfg.Name) && (how == 0 || how == routeWithdrawn) {
 				unserved = append(unserved, r.ID)
 			}
 		}

@@ -107,7 +107,7 @@ func (s *Server) holdings(m *regionmap.Map) map[uint64]held {
 	}
 	s.replMu.Unlock()
 	for _, r := range m.Regions {
-		if r.Primary != s.cfg.Name || hs[r.ID].role != roleNone {
+		if !r.Serving(s.cfg.Name) || hs[r.ID].role != roleNone {
 			continue
 		}
 		_, primary := s.vol.Region(r.ID)

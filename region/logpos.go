@@ -17,7 +17,8 @@ import (
 // reportLogs is a backup's part in choosing whom to promote: for every
 // region the map makes it a backup of (not joining) whose primary's
 // registration is gone or belongs to a new run (the master fails such a
-// primary over), it reports once per region epoch how much of the
+// primary over), or that the map moves to another primary (MoveTo), it
+// reports once per region epoch how much of the
 // primary's log its buffer holds and whether its copy is complete
 // (replication.Replica.Report); the master promotes only a backup that
 // reported its copy complete. Called by runLogReports only; it returns
@@ -71,6 +72,49 @@ func (s *Server) dueLogReports(m *regionmap.Map, live map[string]coord.ServerInf
 	return logReports(m, s.cfg.Name, live, reported, copies)
 }
 
+// reportReleases is a moved primary's part (docs/failover.md, "Moving a
+// primary"): for every region the installed map moves away from this
+// server (regionmap.Assignment.MoveTo) that it no longer serves, it
+// reports the release once per region epoch. Install deposed such a
+// region (refused its writes, withdrew its routing) before it published
+// that map, so a release read from the published map is never early: the
+// master promotes a backup only after it. Called by runLogReports only;
+// it returns whether a report failed.
+func (s *Server) reportReleases() (failed bool) {
+	c := s.cluster
+	st := s.state.Load()
+	if c == nil || st == nil || !c.knows(st.m, s.cfg.Name) {
+		return false
+	}
+	var due []coord.ReleaseReport
+	s.replMu.Lock()
+	for _, r := range st.m.Regions {
+		if r.Primary != s.cfg.Name || r.MoveTo == "" {
+			continue
+		}
+		if rs := s.regionLocked(r.ID); rs.role != rolePrimary && rs.released < r.Epoch {
+			due = append(due, coord.ReleaseReport{Region: r.ID, Epoch: r.Epoch, Server: s.cfg.Name})
+		}
+	}
+	s.replMu.Unlock()
+	for _, rr := range due {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := c.sess.Report(ctx, rr)
+		cancel()
+		if err != nil {
+			s.log.Warn("reporting a release failed", zap.Uint64("region", rr.Region), zap.Error(err))
+			failed = true
+			continue
+		}
+		s.replMu.Lock()
+		rs := s.regionLocked(rr.Region)
+		rs.released = max(rs.released, rr.Epoch)
+		s.replMu.Unlock()
+		s.log.Info("moving the primary role away: region released", zap.Uint64("region", rr.Region), zap.Uint64("epoch", rr.Epoch))
+	}
+	return failed
+}
+
 // logReportRetry is how soon a failed log position report is tried again.
 const logReportRetry = 500 * time.Millisecond
 
@@ -119,10 +163,11 @@ func (s *Server) runLogReports(ctx context.Context, l *logReporter) {
 		l.mu.Lock()
 		live := l.live
 		l.mu.Unlock()
-		if live == nil {
-			continue
+		failed := s.reportReleases()
+		if live != nil && s.reportLogs(live) {
+			failed = true
 		}
-		if s.reportLogs(live) {
+		if failed {
 			retry.Reset(logReportRetry)
 		}
 	}
@@ -162,8 +207,8 @@ func logReports(m *regionmap.Map, name string, live map[string]coord.ServerInfo,
 			continue
 		}
 		mine, _ := m.Server(r.Primary)
-		if reg, ok := live[r.Primary]; ok && (mine.Started == 0 || reg.Started == mine.Started) {
-			continue // the primary is the map's
+		if reg, ok := live[r.Primary]; ok && (mine.Started == 0 || reg.Started == mine.Started) && r.MoveTo == "" {
+			continue // the primary is the map's, and not moving
 		}
 		var pos uint64
 		var complete bool

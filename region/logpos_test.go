@@ -31,14 +31,17 @@ func TestLogReports(t *testing.T) {
 			{ID: 4, Primary: "p", Joining: []string{"b"}, Epoch: 2}, // joining: never
 			{ID: 5, Primary: "p", Backups: []string{"b"}, Epoch: 9}, // reported already
 			{ID: 6, Primary: "q", Backups: []string{"x"}, Epoch: 1}, // not ours
+			{ID: 7, Primary: "q", Backups: []string{"b", "x"}, MoveTo: "x", Epoch: 2}, // q live, moving away: due
 		}}
 	live := map[string]coord.ServerInfo{"q": {Server: regionmap.Server{Name: "q"}, Started: 1}, "b": {Server: regionmap.Server{Name: "b"}, Started: 1}}
-	copies := map[uint64]logCopy{1: fakeCopy{pos: 3<<32 | 100, complete: true, ok: true}, 2: fakeCopy{ok: true, complete: true}, 5: fakeCopy{ok: true}}
+	copies := map[uint64]logCopy{1: fakeCopy{pos: 3<<32 | 100, complete: true, ok: true}, 2: fakeCopy{ok: true, complete: true}, 5: fakeCopy{ok: true},
+		7: fakeCopy{pos: 2 << 32, complete: true, ok: true}}
 	reported := map[[2]uint64]bool{{5, 9}: true}
 	out, failed := logReports(m, "b", live, reported, copies)
 	want := []coord.LogReport{
 		{Region: 1, Epoch: 3, Server: "b", Pos: 3<<32 | 100, Complete: true},
 		{Region: 3, Epoch: 7, Server: "b"},
+		{Region: 7, Epoch: 2, Server: "b", Pos: 2 << 32, Complete: true},
 	}
 	if failed || len(out) != len(want) {
 		t.Fatalf("reports %+v (failed %v), want %+v", out, failed, want)
@@ -52,7 +55,7 @@ func TestLogReports(t *testing.T) {
 	// now (its buffer revoked) is tried again, not reported.
 	live["q"] = coord.ServerInfo{Server: regionmap.Server{Name: "q"}, Started: 2}
 	copies[2] = fakeCopy{ok: false}
-	reported[[2]uint64{1, 3}], reported[[2]uint64{3, 7}] = true, true
+	reported[[2]uint64{1, 3}], reported[[2]uint64{3, 7}], reported[[2]uint64{7, 2}] = true, true, true
 	out, failed = logReports(m, "b", live, reported, copies)
 	if !failed || len(out) != 0 {
 		t.Fatalf("an unreadable copy: reports %+v, failed %v", out, failed)

@@ -121,7 +121,7 @@ func plan(m *regionmap.Map, name string, known, managed bool, hs map[uint64]held
 		if hs[id].role != rolePrimary {
 			continue
 		}
-		if r := m.Region(id); !known || r == nil || r.Primary != name {
+		if r := m.Region(id); !known || r == nil || !r.Serving(name) {
 			out = append(out, action{step: stepDepose, region: id})
 		}
 	}
@@ -134,8 +134,8 @@ func plan(m *regionmap.Map, name string, known, managed bool, hs map[uint64]held
 			out = append(out, action{step: stepOpenBackup, region: r.ID})
 			continue
 		}
-		if r.Primary != name {
-			continue
+		if !r.Serving(name) {
+			continue // not its primary, or releasing it (a move)
 		}
 		stream := h.stream
 		switch {

@@ -39,6 +39,10 @@ func TestPlan(t *testing.T) {
 	}
 	joining := r(1, 4, "p", "b")
 	joining.Joining = []string{"c"}
+	moving := func(a regionmap.Assignment, to string) regionmap.Assignment {
+		a.MoveTo = to
+		return a
+	}
 	for _, tc := range []struct {
 		name    string
 		m       *regionmap.Map
@@ -91,6 +95,16 @@ func TestPlan(t *testing.T) {
 			want: "supersede 1, supersede 2, depose 2, keep 1, attach 1"},
 		{name: "an attach for the same region, epoch and group goes on", m: mapOf(r(1, 3, "p", "b")), known: true, managed: true,
 			hs: map[uint64]held{1: job(primary, r(1, 3, "p", "b"))}, want: "keep 1, attach 1"},
+		{name: "moving away: deposed, nothing opened", m: mapOf(moving(r(1, 3, "p", "b"), "b")), known: true, managed: true,
+			hs: map[uint64]held{1: streaming(3, "b")}, want: "depose 1"},
+		{name: "moving away while attaching: superseded, deposed", m: mapOf(moving(r(1, 3, "p", "b"), "b")), known: true, managed: true,
+			hs: map[uint64]held{1: job(primary, r(1, 3, "p", "b"))}, want: "supersede 1, depose 1"},
+		{name: "released: nothing to do until the next map", m: mapOf(moving(r(1, 3, "p", "b"), "b")), known: true, managed: true,
+			hs: map[uint64]held{1: {}}, want: ""},
+		{name: "a move to this server: still a backup until promoted", m: mapOf(moving(r(1, 3, "b", "p"), "p")), known: true, managed: true,
+			hs: map[uint64]held{1: {role: roleBackup}}, want: "open-backup 1"},
+		{name: "a cancelled move: the released primary serves again", m: mapOf(r(1, 4, "p", "b")), known: true, managed: true,
+			want: "open 1, attach 1"},
 		{name: "a map not for this run supersedes every attach", m: mapOf(r(1, 3, "p", "b")), known: false, managed: true,
 			hs: map[uint64]held{1: job(primary, r(1, 3, "p", "b"))}, want: "supersede 1, depose 1"},
 	} {
@@ -126,6 +140,9 @@ func TestPlanOrderings(t *testing.T) {
 							r.Backups = append(r.Backups, s)
 						}
 					}
+				}
+				if len(r.Backups) > 0 && rng.IntN(4) == 0 {
+					r.MoveTo = r.Backups[rng.IntN(len(r.Backups))] // a move in flight
 				}
 				m.Regions = append(m.Regions, r)
 			}
@@ -185,8 +202,8 @@ func TestPlanOrderings(t *testing.T) {
 				if deposed[a.region] {
 					fail("region %d deposed and served as primary by one plan", a.region)
 				}
-				if r := m.Region(a.region); !known || r == nil || r.Primary != "p" {
-					fail("region %d served, but the map does not name this server its primary", a.region)
+				if r := m.Region(a.region); !known || r == nil || !r.Serving("p") {
+					fail("region %d served, but the map does not have this server serve it as primary", a.region)
 				}
 				served[a.region] = true
 			default:
@@ -209,12 +226,14 @@ func TestPlanOrderings(t *testing.T) {
 			}
 			rs := roleOf[r.ID]
 			switch {
-			case r.Primary == "p" && (rs == 0 || rs == stepOpenBackup):
+			case r.Serving("p") && (rs == 0 || rs == stepOpenBackup):
 				fail("region %d: primary here, role step %v", r.ID, rs)
 			case slices.Contains(r.Group(), "p") && rs != stepOpenBackup:
 				fail("region %d: a backup here, role step %v", r.ID, rs)
-			case r.Primary == "p" && rs != stepIncomplete && rs != stepFail && !served[r.ID]:
+			case r.Serving("p") && rs != stepIncomplete && rs != stepFail && !served[r.ID]:
 				fail("region %d: primary here, never served", r.ID)
+			case r.Primary == "p" && r.MoveTo != "" && (rs != 0 || hs[r.ID].role == rolePrimary && !deposed[r.ID]):
+				fail("region %d: moving away from here, yet role step %v or not deposed", r.ID, rs)
 			}
 		}
 	}

@@ -83,7 +83,7 @@ func (s *Server) preSeed(r regionmap.Assignment, name string, er *engine.Region)
 	pre, err := s.copyTo(r, name, er)
 	if err != nil {
 		cur := s.state.Load().m.Region(r.ID)
-		if s.closed.Load() || cur == nil || cur.Primary != s.cfg.Name || !slices.Contains(cur.Joining, name) {
+		if s.closed.Load() || cur == nil || !cur.Serving(s.cfg.Name) || !slices.Contains(cur.Joining, name) {
 			return // no longer ours to seed, or no longer joining
 		}
 		s.log.Warn("pre-seeding a joining backup failed: reported dropped", zap.Uint64("region", r.ID), zap.String("backup", name), zap.Error(err))

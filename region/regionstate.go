@@ -29,6 +29,10 @@ type regionState struct {
 	backup   *backupRegion
 	reported uint64
 
+	// released is the region epoch at which this server reported it
+	// released the region for a move (logpos.go; 0: none).
+	released uint64
+
 	// rolePrimary (kept across a depose until the next primaryship
 	// replaces them):
 	//

@@ -27,6 +27,7 @@ type Coordinator struct {
 	servers map[string]registration
 	health  map[string]healthReport
 	reports map[coord.Report]bool
+	reqs    coord.Requests
 	m       *regionmap.Map
 	ver     int32            // the map's znode version
 	history []*regionmap.Map // every map published, the first included
@@ -37,6 +38,7 @@ type Coordinator struct {
 
 	serverW watchers[map[string]coord.ServerInfo]
 	reportW watchers[[]coord.Report]
+	reqW    watchers[coord.Requests]
 	healthW watchers[map[string]coord.Health]
 	mapW    watchers[*regionmap.Map]
 
@@ -87,7 +89,7 @@ func WithClock(clk clockwork.Clock) Option { return func(c *Coordinator) { c.clo
 // and whose live servers are live (registered by the test).
 func New(m *regionmap.Map, live []coord.ServerInfo, opts ...Option) *Coordinator {
 	c := &Coordinator{root: "/tebis", timeout: 2 * time.Second, clock: clockwork.NewRealClock(), servers: map[string]registration{}, health: map[string]healthReport{},
-		reports: map[coord.Report]bool{}, changed: make(chan struct{})}
+		reports: map[coord.Report]bool{}, reqs: coord.Requests{Moves: map[uint64]string{}, Drained: map[string]bool{}}, changed: make(chan struct{})}
 	for _, o := range opts {
 		o(c)
 	}
@@ -128,6 +130,10 @@ func (c *Coordinator) reportsSnap() []coord.Report {
 	return out
 }
 
+func (c *Coordinator) requestsSnap() coord.Requests {
+	return coord.Requests{Moves: maps.Clone(c.reqs.Moves), Drained: maps.Clone(c.reqs.Drained), Rebalance: c.reqs.Rebalance}
+}
+
 func (c *Coordinator) mapSnap() *regionmap.Map {
 	if c.m == nil {
 		return nil
@@ -162,6 +168,32 @@ func (c *Coordinator) changeHealth(change func()) {
 	change()
 	c.mu.Unlock()
 	notify(c, &c.healthW, c.healthSnap)
+}
+
+func (c *Coordinator) changeRequests(change func()) {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	c.mu.Lock()
+	change()
+	c.mu.Unlock()
+	notify(c, &c.reqW, c.requestsSnap)
+}
+
+// SetRequests replaces the operators' requests (coord.Requests; nil maps
+// are empty).
+func (c *Coordinator) SetRequests(rq coord.Requests) {
+	c.changeRequests(func() {
+		c.reqs = coord.Requests{Moves: map[uint64]string{}, Drained: map[string]bool{}, Rebalance: rq.Rebalance}
+		maps.Copy(c.reqs.Moves, rq.Moves)
+		maps.Copy(c.reqs.Drained, rq.Drained)
+	})
+}
+
+// Requests returns the operators' requests kept.
+func (c *Coordinator) Requests() coord.Requests {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.requestsSnap()
 }
 
 func (c *Coordinator) changeReports(change func()) {

@@ -56,6 +56,29 @@ func (c *Coordinator) WatchReports(ctx context.Context, fn func([]coord.Report))
 	watch(ctx, c, &c.reportW, fn, false, nil, c.reportsSnap)
 }
 
+// WatchRequests calls fn with the operators' requests now and after
+// every change.
+func (c *Coordinator) WatchRequests(ctx context.Context, fn func(coord.Requests)) {
+	watch(ctx, c, &c.reqW, fn, false, nil, c.requestsSnap)
+}
+
+// FinishMove deletes the request to move region to server, if it is the
+// one kept.
+func (c *Coordinator) FinishMove(ctx context.Context, region uint64, server string) error {
+	c.changeRequests(func() {
+		if c.reqs.Moves[region] == server {
+			delete(c.reqs.Moves, region)
+		}
+	})
+	return nil
+}
+
+// FinishRebalance deletes the rebalance request.
+func (c *Coordinator) FinishRebalance(ctx context.Context) error {
+	c.changeRequests(func() { c.reqs.Rebalance = false })
+	return nil
+}
+
 // WatchMap calls fn with the map now (if there is one) and after every
 // change; bad is never called (maps are validated when written).
 func (c *Coordinator) WatchMap(ctx context.Context, fn func(*regionmap.Map), bad func(error)) {
