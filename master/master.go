@@ -44,7 +44,7 @@ type Config struct {
 	// the servers by itself (docs/failover.md, "Moving a primary").
 	Balance bool
 	Log     *zap.Logger
-	Now      func() time.Time // default time.Now
+	Now     func() time.Time // default time.Now
 }
 
 // Run campaigns and, while leading, keeps the region map true, until ctx

@@ -25,12 +25,12 @@ func TestLogReports(t *testing.T) {
 	m := &regionmap.Map{Version: 5,
 		Servers: []regionmap.Server{{Name: "p", Started: 1}, {Name: "q", Started: 1}, {Name: "b", Started: 1}},
 		Regions: []regionmap.Assignment{
-			{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 3}, // p gone: due
-			{ID: 2, Primary: "q", Backups: []string{"b"}, Epoch: 4}, // q live, the map's run: not due
-			{ID: 3, Primary: "p", Backups: []string{"b"}, Epoch: 7}, // p gone, no copy: due, incomplete
-			{ID: 4, Primary: "p", Joining: []string{"b"}, Epoch: 2}, // joining: never
-			{ID: 5, Primary: "p", Backups: []string{"b"}, Epoch: 9}, // reported already
-			{ID: 6, Primary: "q", Backups: []string{"x"}, Epoch: 1}, // not ours
+			{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 3},                   // p gone: due
+			{ID: 2, Primary: "q", Backups: []string{"b"}, Epoch: 4},                   // q live, the map's run: not due
+			{ID: 3, Primary: "p", Backups: []string{"b"}, Epoch: 7},                   // p gone, no copy: due, incomplete
+			{ID: 4, Primary: "p", Joining: []string{"b"}, Epoch: 2},                   // joining: never
+			{ID: 5, Primary: "p", Backups: []string{"b"}, Epoch: 9},                   // reported already
+			{ID: 6, Primary: "q", Backups: []string{"x"}, Epoch: 1},                   // not ours
 			{ID: 7, Primary: "q", Backups: []string{"b", "x"}, MoveTo: "x", Epoch: 2}, // q live, moving away: due
 		}}
 	live := map[string]coord.ServerInfo{"q": {Server: regionmap.Server{Name: "q"}, Started: 1}, "b": {Server: regionmap.Server{Name: "b"}, Started: 1}}
