@@ -39,6 +39,20 @@ type inprocCluster struct {
 	// clock, if set, is the servers' clock (region.WithClock) and the
 	// coordinator's (its sessions' leases); nil: the system clock.
 	clock clockwork.Clock
+	// splits are the initial map's region boundaries; balance runs the
+	// master with its balancer (master.Config.Balance).
+	splits  []string
+	balance bool
+}
+
+// inprocSetup is what startInproc starts: n servers, a map asking for
+// replicas copies of regions split at splits (nil: inprocSplits), the
+// clock (nil: the system clock), the master balancing primaries or not.
+type inprocSetup struct {
+	n, replicas int
+	splits      []string
+	clock       clockwork.Clock
+	balance     bool
 }
 
 // inprocNode is one region server: its file system outlives its runs.
@@ -85,12 +99,23 @@ func startInprocClusterOf(t *testing.T, n, replicas int) *inprocCluster {
 // The master keeps the system clock.
 func startInprocClusterOn(t *testing.T, n, replicas int, clk clockwork.Clock) *inprocCluster {
 	t.Helper()
+	return startInproc(t, inprocSetup{n: n, replicas: replicas, clock: clk})
+}
+
+// startInproc starts the cluster setup describes (startInprocCluster).
+func startInproc(t *testing.T, setup inprocSetup) *inprocCluster {
+	t.Helper()
+	n, replicas, clk := setup.n, setup.replicas, setup.clock
+	if setup.splits == nil {
+		setup.splits = inprocSplits
+	}
 	copts := []coordtest.Option{coordtest.WithSessionTimeout(inprocSessionTimeout)}
 	if clk != nil {
 		copts = append(copts, coordtest.WithClock(clk))
 	}
 	c := &inprocCluster{t: t, coord: coordtest.New(nil, nil, copts...),
-		fabric: rdma.NewLoopback(), nodes: map[string]*inprocNode{}, logs: newLogGate(t), clock: clk}
+		fabric: rdma.NewLoopback(), nodes: map[string]*inprocNode{}, logs: newLogGate(t), clock: clk,
+		splits: setup.splits, balance: setup.balance}
 	t.Cleanup(func() {
 		for _, name := range slices.Sorted(maps.Keys(c.nodes)) {
 			c.stop(name)
@@ -107,7 +132,7 @@ func startInprocClusterOn(t *testing.T, n, replicas int, clk clockwork.Clock) *i
 		srv.Started = si.Started
 		srvs = append(srvs, srv)
 	}
-	m, err := master.InitialMap(srvs, master.Layout{Splits: inprocSplits, Replicas: min(n, replicas)})
+	m, err := master.InitialMap(srvs, master.Layout{Splits: c.splits, Replicas: min(n, replicas)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +167,7 @@ func (c *inprocCluster) startMaster() {
 		// a server reported dropped gets no role) is as safe as the
 		// default with real sessions, and restarts rejoin without a wait.
 		done <- master.Run(ctx, master.Config{Name: "m", Coord: c.coord, Recheck: 20 * time.Millisecond, DropHold: 100 * time.Millisecond,
-			Log: c.logs.logger(t, "master")})
+			Balance: c.balance, Log: c.logs.logger(t, "master")})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -248,9 +273,15 @@ func (c *inprocCluster) run(name string) int64 { return c.coord.Servers()[name].
 // waitMap waits (event-driven, up to 20 s) until the published map
 // satisfies ok, and returns it.
 func (c *inprocCluster) waitMap(what string, ok func(*regionmap.Map) bool) *regionmap.Map {
+	c.t.Helper()
+	return c.waitMapWithin(20*time.Second, what, ok)
+}
+
+// waitMapWithin is waitMap, waiting up to d.
+func (c *inprocCluster) waitMapWithin(d time.Duration, what string, ok func(*regionmap.Map) bool) *regionmap.Map {
 	t := c.t
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	found := make(chan *regionmap.Map, 1)
 	go c.coord.WatchMap(ctx, func(m *regionmap.Map) {
@@ -266,7 +297,7 @@ func (c *inprocCluster) waitMap(what string, ok func(*regionmap.Map) bool) *regi
 		return m
 	case <-ctx.Done():
 		m, _ := c.coord.Map()
-		t.Fatalf("timed out after 20 s waiting for %s; the map: %+v", what, m)
+		t.Fatalf("timed out after %v waiting for %s; the map: %+v", d, what, m)
 		return nil
 	}
 }
@@ -277,7 +308,7 @@ func (c *inprocCluster) waitServing(what string) {
 	t := c.t
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for _, k := range append([]string{"k000000"}, inprocSplits...) {
+	for _, k := range append([]string{"k000000"}, c.splits...) {
 		for {
 			_, err := c.cl.Get(ctxFor(t, 5*time.Second), []byte(k))
 			if err == nil || errors.Is(err, client.ErrNotFound) {
