@@ -43,6 +43,8 @@ func masterCommand() *cli.Command {
 			&cli.DurationFlag{Name: "grace", Value: 10 * time.Second, Usage: "a new leader's wait for servers of the map it never saw live"},
 			&cli.DurationFlag{Name: "log-wait", Value: time.Second, Usage: "how long a failed primary's promotion waits for every live backup's log position before choosing among the complete copies reported"},
 			&cli.DurationFlag{Name: "drop-hold", Value: 5 * time.Second, Usage: "how long a server dropped from a replication stream gets no new backup role (unless it registers again)"},
+			&cli.BoolFlag{Name: "balance", Value: true, Usage: "spread the regions' primaries evenly over the servers (a moved primary stays in its group as a backup)"},
+			&cli.DurationFlag{Name: "move-timeout", Value: 10 * time.Second, Usage: "how long a move of a live primary waits for it to release its region before it is cancelled"},
 		),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c)
@@ -56,7 +58,8 @@ func masterCommand() *cli.Command {
 			}
 			defer sess.Close()
 			return master.Run(c.Context, master.Config{Name: c.String("name"), Session: sess, Grace: c.Duration("grace"),
-				LogWait: c.Duration("log-wait"), DropHold: c.Duration("drop-hold"), Log: log.Named("master")})
+				LogWait: c.Duration("log-wait"), DropHold: c.Duration("drop-hold"), Balance: c.Bool("balance"), MoveTimeout: c.Duration("move-timeout"),
+				Log: log.Named("master")})
 		},
 	}
 }
@@ -70,7 +73,7 @@ func clusterCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "cluster",
 		Usage: "a managed cluster's region map in ZooKeeper",
-		Subcommands: []*cli.Command{{
+		Subcommands: append([]*cli.Command{{
 			Name:  "init",
 			Usage: "create the region map over the registered servers (waits for --servers of them)",
 			Flags: append(zkFlags(),
@@ -89,7 +92,7 @@ func clusterCommand() *cli.Command {
 			Usage:  "print the leading master, the live servers and the region map",
 			Flags:  append(zkFlags(), &cli.BoolFlag{Name: "json", Usage: "JSON output"}),
 			Action: withSession(clusterStatus),
-		}},
+		}}, adminCommands()...),
 	}
 }
 
@@ -176,23 +179,35 @@ func clusterStatus(c *cli.Context, sess *coord.Session) error {
 	if err != nil {
 		return err
 	}
+	rq, err := sess.Requests(c.Context)
+	if err != nil {
+		return err
+	}
 	var lv []string
 	for n := range live {
 		lv = append(lv, n)
 	}
 	sort.Strings(lv)
 	if c.Bool("json") {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"master": leader, "live": lv, "map": m, "unhealthy": health})
+		return enc.Encode(map[string]any{"master": leader, "live": lv, "map": m, "unhealthy": health,
+			"drained": slices.Sorted(maps.Keys(rq.Drained)), "moves_requested": rq.Moves, "rebalance_requested": rq.Rebalance})
 	}
-	fmt.Printf("master: %s\nlive servers: %s\nmap version %d, %d replicas, %s\n", leader, strings.Join(lv, ","), m.Version, m.Replicas, m.Replication)
+	fmt.Fprintf(c.App.Writer, "master: %s\nlive servers: %s\nmap version %d, %d replicas, %s\n", leader, strings.Join(lv, ","), m.Version, m.Replicas, m.Replication)
 	for _, n := range slices.Sorted(maps.Keys(health)) {
 		h := health[n]
-		fmt.Printf("  server %s cannot store writes (%s since %s): %s\n", n, h.State, time.Unix(0, h.Since).UTC().Format(time.RFC3339), h.Error)
+		fmt.Fprintf(c.App.Writer, "  server %s cannot store writes (%s since %s): %s\n", n, h.State, time.Unix(0, h.Since).UTC().Format(time.RFC3339), h.Error)
+	}
+	if len(rq.Drained) > 0 {
+		fmt.Fprintf(c.App.Writer, "  drained: %s\n", strings.Join(slices.Sorted(maps.Keys(rq.Drained)), ","))
 	}
 	for _, r := range m.Regions {
-		fmt.Printf("  region %d [%q, %q) epoch %d: primary %s backups %v joining %v\n", r.ID, r.Start, r.End, r.Epoch, r.Primary, r.Backups, r.Joining)
+		moving := ""
+		if r.MoveTo != "" {
+			moving = " moving to " + r.MoveTo
+		}
+		fmt.Fprintf(c.App.Writer, "  region %d [%q, %q) epoch %d: primary %s%s backups %v joining %v\n", r.ID, r.Start, r.End, r.Epoch, r.Primary, moving, r.Backups, r.Joining)
 	}
 	return nil
 }

@@ -48,8 +48,8 @@ func exitStatus(err error) int {
 	return 1
 }
 
-// kvUsageError is a usage error for c naming its usage line.
-func kvUsageError(c *cli.Context, format string, args ...any) error {
+// usageError is a usage error (exit status 2) for c naming its usage line.
+func usageError(c *cli.Context, format string, args ...any) error {
 	cmd := c.Command
 	line := cmd.HelpName // "tebis kv get"
 	if line == "" {
@@ -135,7 +135,7 @@ var openKVStore = func(c *cli.Context) (kvStore, error) {
 
 func kvCommand() *cli.Command {
 	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print results as JSON"}
-	onUsage := func(c *cli.Context, err error, _ bool) error { return kvUsageError(c, "%v", err) }
+	onUsage := func(c *cli.Context, err error, _ bool) error { return usageError(c, "%v", err) }
 	return &cli.Command{
 		Name:         "kv",
 		Usage:        "put, get, delete and scan keys through the client",
@@ -151,7 +151,7 @@ func kvCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return kvUsageError(c, "unknown subcommand %q", c.Args().First())
+				return usageError(c, "unknown subcommand %q", c.Args().First())
 			}
 			return cli.ShowSubcommandHelp(c)
 		},
@@ -202,7 +202,7 @@ func kvAction(nargs int, fn func(*cli.Context, kvStore) (any, error)) cli.Action
 			if c.NArg() > 0 {
 				got = fmt.Sprintf("%d (%s)", c.NArg(), strings.Join(c.Args().Slice(), " "))
 			}
-			return kvUsageError(c, "want %s, got %s", want, got)
+			return usageError(c, "want %s, got %s", want, got)
 		}
 		st, err := openKVStore(c)
 		if err != nil {
