@@ -271,6 +271,40 @@ func TestSeedNewBackup(t *testing.T) {
 	}
 }
 
+// TestClosedShipperReportsNoDrop: the backups a stream's mirror drops
+// once the stream is closed (the writes in flight at a depose fail as its
+// connections close) are not reported through OnDrop: a deposed primary
+// reporting its whole group dropped had the master empty the group of a
+// region being moved, and cancel the move.
+func TestClosedShipperReportsNoDrop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 15))
+	g := newReplGroup(t, 64, []Mode{SendIndex, SendIndex}, nil)
+	g.write(rng, 2, 50, 2400)
+	g.settle()
+	g.shipper.Close()
+	g.mirror.Close()
+	dropped := make(chan string, 4)
+	g.strict, g.onDrop = true, func(name string, _ error) { dropped <- name }
+	g.follow(g.pr, 3, g.reps, nil)
+	g.write(rng, 2, 20, 2400)
+	g.shipper.Close()
+	g.mirror.Drop("b1", fmt.Errorf("test: a WRITE failed as the connections closed"))
+	select {
+	case name := <-dropped:
+		t.Fatalf("OnDrop reported %s after the stream closed", name)
+	case <-time.After(200 * time.Millisecond):
+	}
+	// Before the close, a drop is reported (the same path).
+	g.mirror.Close()
+	g.follow(g.pr, 4, g.reps, nil)
+	g.mirror.Drop("b1", fmt.Errorf("test: backup 1 late"))
+	select {
+	case <-dropped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnDrop not called for a drop of an open stream")
+	}
+}
+
 // TestStrictShipperRefusesAfterDrop: with Strict, a write is acknowledged
 // only while every backup of the stream holds it: once a backup is dropped
 // (as after a late WRITE or a failed command) OnDrop reports it and later writes fail with

@@ -57,7 +57,7 @@ type ShipperConfig struct {
 	// name this primary's).
 	Rebase []RebasePair
 	// OnDrop, if set, is called (on a goroutine of its own) for every
-	// backup dropped from the stream.
+	// backup dropped from the stream while it is not closed.
 	OnDrop func(name string, err error)
 	// Strict: once a backup is dropped no write is acknowledged
 	// (ErrBackupDropped) — every backup of the region's group must hold an
@@ -359,9 +359,15 @@ func (s *Shipper) checkBackup(l Link, check *Command, rebase bool) ([]*Command, 
 // mirrorDropped stops commands to a backup the mirror dropped (its WRITEs
 // failed, or the stream dropped it: leave): its buffer no longer holds
 // the log, so no flush may persist it. The mirror writes it nothing more,
-// so the stream's waits go on without it at once.
+// so the stream's waits go on without it at once. A drop once the stream
+// is closed is its own teardown (the writes it had in flight fail when
+// its connections close), not a failed backup: OnDrop does not hear of
+// it.
 func (s *Shipper) mirrorDropped(name string, err error) {
-	if s.cfg.OnDrop != nil {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if s.cfg.OnDrop != nil && !closed {
 		s.cfg.OnDrop(name, err)
 	}
 	s.mu.Lock()

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -235,6 +237,24 @@ func (n *nemesis) inject(ctx context.Context, s step) (at time.Duration, note st
 			err = c.servers[v].start()
 		}
 		return 0, fmt.Sprintf("region %d: %s's segment file failing (EIO) for %v, then restarted", r.ID, v, s.Hold.Round(time.Millisecond)), heal(err)
+
+	case movePrimary:
+		// The operator's command, as an operator runs it, while the
+		// workloads run; the balancer (on in every master) may move
+		// other primaries meanwhile. Not done in time, or given up (a
+		// group that changed under it), is an outcome, not a failure.
+		if backup == "" {
+			return 0, "", fmt.Errorf("torture: region %d has no backup to move to", r.ID)
+		}
+		n.mark()
+		cmd := exec.CommandContext(ctx, c.o.Binary, "--log-level", "warn", "cluster", "move-primary", "--zookeeper", c.zk.connect(),
+			"--wait", (3 * c.o.Session).String(), strconv.FormatUint(r.ID, 10), backup)
+		out, err := cmd.CombinedOutput()
+		res := strings.TrimSpace(string(out))
+		if err != nil {
+			res = "not done: " + res
+		}
+		return 0, fmt.Sprintf("region %d: primary %s moved to %s: %s", r.ID, primary, backup, res), nil
 
 	case slowLink, lossyLink:
 		n.mark()

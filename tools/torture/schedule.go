@@ -29,11 +29,12 @@ const (
 	lossyLink        = "lossy-link"               // a primary's traffic partly dropped
 	diskFull         = "disk-full"                // a server's file system full (ENOSPC), then space back
 	diskError        = "disk-error"               // a server's segment file failing (EIO), then the server restarted
+	movePrimary      = "move-primary"             // an operator's move of a live primary to a backup (tebis cluster move-primary)
 )
 
 // nemesisKinds is every kind, in a fixed order.
 var nemesisKinds = []string{killPrimary, killBackup, killMaster, killZK, killTwo, pausePrimary, pauseBackup, pauseMaster,
-	cutPrimaryZK, cutPrimaryBackup, cutClient, cutZKMinority, flapLink, slowLink, lossyLink, diskFull, diskError}
+	cutPrimaryZK, cutPrimaryBackup, cutClient, cutZKMinority, flapLink, slowLink, lossyLink, diskFull, diskError, movePrimary}
 
 // needsNetwork reports whether kind needs cuts or shaping.
 func needsNetwork(kind string) bool {
