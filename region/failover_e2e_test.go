@@ -33,6 +33,9 @@ type managed struct {
 	servers map[string]*server
 	zs      *client.ZooKeeper
 	cl      *client.Client
+	// balance runs the masters with their primary balancer (off in the
+	// tests of failovers, which name the primaries they hit).
+	balance bool
 }
 
 // zkSession is the servers' and masters' session timeout (the failure
@@ -75,6 +78,8 @@ type managedSpec struct {
 	// prepare, if set, runs before each server starts (its data
 	// directory on another file system, say).
 	prepare func(t *testing.T, s *server)
+	// balance: the masters balance primaries (tebis master --balance).
+	balance bool
 }
 
 // startManagedSpec starts ZooKeeper, the masters, the servers (regions
@@ -82,7 +87,7 @@ type managedSpec struct {
 // serves.
 func startManagedSpec(t *testing.T, spec managedSpec) *managed {
 	t.Helper()
-	c := &managed{zk: zkserver.ForTest(t), servers: map[string]*server{}}
+	c := &managed{zk: zkserver.ForTest(t), servers: map[string]*server{}, balance: spec.balance}
 	for range max(spec.masters, 1) {
 		c.startMaster(t)
 	}
@@ -123,7 +128,7 @@ func startManagedSpec(t *testing.T, spec managedSpec) *managed {
 
 func (c *managed) startMaster(t *testing.T) {
 	c.masters = append(c.masters, proctest.Start(t, "--log-level", "info", "master", "--zookeeper", c.zk.Addr(),
-		"--zk-session-timeout", zkSession(), "--grace", "5s", "--name", fmt.Sprintf("m%d", len(c.masters)+1)))
+		"--zk-session-timeout", zkSession(), "--grace", "5s", "--name", fmt.Sprintf("m%d", len(c.masters)+1), fmt.Sprintf("--balance=%v", c.balance)))
 }
 
 // ackedWriter puts key k<w>... values in sequence, retrying an

@@ -1,14 +1,18 @@
 package region_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tebis-go/tebis/client"
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/testseed"
 )
@@ -150,6 +154,67 @@ func logSigns(t *testing.T, all string) {
 			t.Log(line)
 		}
 	}
+}
+
+// TestE2EBalanceAfterRestart: 3 servers, 3 regions, 3-way Send-Index,
+// the master balancing primaries, writers on every region. A server is
+// killed (SIGKILL) and restarted once its regions failed over: it rejoins
+// every group as a joining backup and, within 30 s of its restart, is
+// primary of one region again (one each), and every acknowledged write
+// reads back.
+func TestE2EBalanceAfterRestart(t *testing.T) {
+	c := startManagedSpec(t, managedSpec{servers: 3, replicas: 3, masters: 1, balance: true,
+		serverArgs: []string{"--segment-size", "2MiB", "--l0-pairs", "4096", "--growth-factor", "4"}})
+	even := func(m *regionmap.Map) bool {
+		load := map[string]int{}
+		for _, r := range m.Regions {
+			if r.MoveTo != "" {
+				return false
+			}
+			load[r.Primary]++
+		}
+		return load["rs1"] == 1 && load["rs2"] == 1 && load["rs3"] == 1
+	}
+	c.waitMap(t, "one primary each at the start", even)
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 33))
+	before := writeRandom(t, c.cl, rng, 3000)
+	stop := make(chan struct{})
+	w := runWriters(t, c.cl, stop, []string{"k000001.b", "k004000.b", "k008000.b", "k001000.b", "k005000.b", "k009000.b"})
+	time.Sleep(time.Second)
+	c.servers["rs1"].p.Kill()
+	c.waitMap(t, "rs1's region failed over", func(m *regionmap.Map) bool {
+		return !slices.ContainsFunc(m.Regions, func(r regionmap.Assignment) bool { return r.Primary == "rs1" })
+	})
+	restarted := time.Now()
+	c.servers["rs1"].start(t)
+	deadline := restarted.Add(30 * time.Second)
+	var m *regionmap.Map
+	for {
+		var err error
+		if m, err = c.zs.Load(ctx(t)); err == nil && even(m) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("primaries not spread evenly 30 s after the restart: %+v", m)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("one primary each %v after the restart (map version %d)", time.Since(restarted).Round(time.Millisecond), m.Version)
+	time.Sleep(time.Second)
+	close(stop)
+	w.verify(t, c.cl)
+	for k, want := range before {
+		got, err := c.cl.Get(ctx(t), []byte(k))
+		if want == nil && errors.Is(err, client.ErrNotFound) {
+			continue // deleted
+		}
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("key %s written before the kill: %q, %v; want %q", k, got, err, want)
+		}
+	}
+	w.mu.Lock()
+	t.Logf("%d keys written before, %d by the writers, longest write outage %v", len(before), len(w.acked), w.outage)
+	w.mu.Unlock()
 }
 
 // TestE2EPromotedBackupsInSync: 3 servers, 3-way Send-Index, clients
