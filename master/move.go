@@ -142,12 +142,21 @@ func startMoves(v *plan, old, m *regionmap.Map, changedElse bool) (started, bala
 	if started || changedElse || slices.ContainsFunc(m.Regions, func(r regionmap.Assignment) bool { return r.MoveTo != "" || v.dead(r.Primary) }) {
 		return started, false
 	}
-	r, t := balanceMove(v, m)
-	if r == nil {
-		return false, true
+	if slices.ContainsFunc(m.Regions, func(r regionmap.Assignment) bool {
+		return len(r.Joining) > 0 || len(r.Backups) > m.Replicas-1
+	}) {
+		return false, false // a group still changing (a role handed over joins, or is trimmed)
 	}
-	r.MoveTo = t
-	return true, false
+	if r, t := balanceMove(v, m); r != nil {
+		r.MoveTo = t
+		return true, false
+	}
+	if r, t := balanceRoles(v, m); r != nil {
+		r.Joining = append(r.Joining, t)
+		r.Epoch++
+		return true, false
+	}
+	return false, true
 }
 
 // mayHoldPrimary reports whether a region whose primary is name may start
@@ -229,6 +238,75 @@ func balanceMove(v *plan, m *regionmap.Map) (*regionmap.Assignment, string) {
 		}
 	}
 	return nil, ""
+}
+
+// roleLoad counts the roles (primary, backup, joining) each server holds
+// in m.
+func roleLoad(m *regionmap.Map) map[string]int {
+	load := map[string]int{}
+	for _, r := range m.Regions {
+		load[r.Primary]++
+		for _, b := range r.Group() {
+			load[b]++
+		}
+	}
+	return load
+}
+
+// balanceRoles is the balancer's policy for backup roles, so that a new
+// server, or one that returned to full groups, gets copies (and then
+// primaries): among the servers that may hold roles, one with at least
+// two roles fewer than another joins a group that other backs up (the
+// least loaded server, the lowest region id); trim takes the most loaded
+// backup out of the group once it joined. nil: none.
+func balanceRoles(v *plan, m *regionmap.Map) (*regionmap.Assignment, string) {
+	load := roleLoad(m)
+	var servers []string
+	for name := range v.Live {
+		if v.mayHold(name) {
+			servers = append(servers, name)
+		}
+	}
+	if len(servers) < 2 {
+		return nil, ""
+	}
+	sort.Slice(servers, func(i, j int) bool {
+		if load[servers[i]] != load[servers[j]] {
+			return load[servers[i]] < load[servers[j]]
+		}
+		return servers[i] < servers[j]
+	})
+	low := servers[0]
+	for i := len(servers) - 1; i > 0 && load[servers[i]] >= load[low]+2; i-- {
+		high := servers[i]
+		for j := range m.Regions {
+			r := &m.Regions[j]
+			if slices.Contains(r.Backups, high) && r.Primary != low && !slices.Contains(r.Group(), low) {
+				return r, low
+			}
+		}
+	}
+	return nil, ""
+}
+
+// trim takes a backup out of a group with more than Replicas-1 backups,
+// all joined (a role the balancer handed over): the one on the server
+// holding the most roles (then the last by name). The group keeps
+// Replicas-1 backups in sync: no copy is lost.
+func trim(v *plan, m *regionmap.Map, r *regionmap.Assignment) bool {
+	if r.MoveTo != "" || len(r.Joining) > 0 || len(r.Backups) <= m.Replicas-1 || v.dead(r.Primary) {
+		return false
+	}
+	load := roleLoad(m)
+	worst := -1
+	for i, b := range r.Backups {
+		if worst < 0 || load[b] > load[r.Backups[worst]] || load[b] == load[r.Backups[worst]] && b > r.Backups[worst] {
+			worst = i
+		}
+	}
+	r.Backups = slices.Delete(slices.Clone(r.Backups), worst, worst+1)
+	r.Epoch++
+	return true
 }
 
 // moveOutcomes lists the operators' move requests next settles: done

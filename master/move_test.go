@@ -227,15 +227,7 @@ func TestNextDrain(t *testing.T) {
 		}
 		v.Map = d.Map
 		// The servers' part: released primaries, complete copies, joins.
-		v.Released, v.Logs, v.Joins = map[Join]time.Time{}, reported(v.Map), map[Join]bool{}
-		for _, r := range v.Map.Regions {
-			if r.MoveTo != "" {
-				v.Released[Join{r.ID, r.Epoch, r.Primary}] = t0
-			}
-			for _, j := range r.Joining {
-				v.Joins[Join{r.ID, r.Epoch, j}] = true
-			}
-		}
+		serversPart(&v)
 	}
 	for _, r := range v.Map.Regions {
 		if r.Primary == "rs1" || slices.Contains(r.Group(), "rs1") || r.MoveTo != "" || len(r.Backups) != 2 {
@@ -255,6 +247,21 @@ func TestNextDrain(t *testing.T) {
 		}
 		if r.Primary == "rs1" && r.MoveTo == "" {
 			t.Errorf("region %d: rs1's primary role not moving: %+v", r.ID, r)
+		}
+	}
+}
+
+// serversPart plays the servers' part after v.Map is published: moving
+// primaries release, every backup reports a complete copy, joining
+// backups are reported in sync.
+func serversPart(v *View) {
+	v.Released, v.Logs, v.Joins = map[Join]time.Time{}, reported(v.Map), map[Join]bool{}
+	for _, r := range v.Map.Regions {
+		if r.MoveTo != "" {
+			v.Released[Join{r.ID, r.Epoch, r.Primary}] = t0
+		}
+		for _, j := range r.Joining {
+			v.Joins[Join{r.ID, r.Epoch, j}] = true
 		}
 	}
 }
@@ -300,15 +307,7 @@ func TestNextBalancer(t *testing.T) {
 			moves++
 		}
 		v.Map = d.Map
-		v.Released, v.Logs, v.Joins = map[Join]time.Time{}, reported(v.Map), map[Join]bool{}
-		for _, r := range v.Map.Regions {
-			if r.MoveTo != "" {
-				v.Released[Join{r.ID, r.Epoch, r.Primary}] = t0
-			}
-			for _, j := range r.Joining {
-				v.Joins[Join{r.ID, r.Epoch, j}] = true
-			}
-		}
+		serversPart(&v)
 	}
 	load := primaries(v.Map)
 	if load["rs1"] != 2 || load["rs2"] != 2 || load["rs3"] != 2 || moves != 2 {
@@ -339,14 +338,73 @@ func TestNextBalancerHysteresis(t *testing.T) {
 		t.Fatalf("moved within a spread of one: %+v", d.Map.Regions)
 	}
 	v = balanceView(t)
+	v.Unhealthy = map[string]bool{"rs3": true}
+	v.Requests.Rebalance = true
+	d := Next(v)
+	if d.Map != nil || !d.Rebalanced {
+		t.Fatalf("a gap only an unhealthy server could close: map %v, rebalanced %v", d.Map != nil, d.Rebalanced)
+	}
+}
+
+// TestNextBalancerGivesNewServerRoles: a server in no group (new, or back
+// to groups already full) is handed backup roles one at a time (it joins,
+// then the most loaded backup leaves the group: no group ever holds fewer
+// copies), and then its share of primaries.
+func TestNextBalancerGivesNewServerRoles(t *testing.T) {
+	v := balanceView(t)
+	v.Map.Replicas = 2
 	for i := range v.Map.Regions {
 		r := &v.Map.Regions[i]
 		r.Backups = slices.DeleteFunc(r.Backups, func(s string) bool { return s == "rs3" })
 	}
-	v.Map.Replicas = 2
+	for step := 0; step < 80; step++ {
+		d := Next(v)
+		if d.Map == nil {
+			break
+		}
+		for _, r := range d.Map.Regions {
+			if len(r.Group()) < d.Map.Replicas-1 {
+				t.Fatalf("step %d: region %d's group is short: %+v", step, r.ID, r)
+			}
+		}
+		v.Map = d.Map
+		serversPart(&v)
+	}
+	load, roles := primaries(v.Map), roleLoad(v.Map)
+	if load["rs1"] != 2 || load["rs2"] != 2 || load["rs3"] != 2 || roles["rs1"] != 4 || roles["rs2"] != 4 || roles["rs3"] != 4 {
+		t.Fatalf("primaries %v, roles %v; want 2 and 4 each", load, roles)
+	}
 	v.Requests.Rebalance = true
-	d := Next(v)
-	if d.Map != nil || !d.Rebalanced {
-		t.Fatalf("a gap no group can close: map %v, rebalanced %v", d.Map != nil, d.Rebalanced)
+	if d := Next(v); d.Map != nil || !d.Rebalanced {
+		t.Fatalf("balanced: map %v, rebalanced %v", d.Map != nil, d.Rebalanced)
+	}
+}
+
+// TestNextBalancerNewServerInFullGroups: a fourth server registering with
+// a cluster of 3 regions whose 3-way groups are full gets backup roles
+// (9 roles spread 3/2/2/2) and no primary moves beyond a gap of one.
+func TestNextBalancerNewServerInFullGroups(t *testing.T) {
+	m, err := InitialMap([]regionmap.Server{srv("rs1"), srv("rs2"), srv("rs3")}, Layout{Regions: 3, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := View{Map: m, Live: live("rs1", "rs2", "rs3", "rs4"), Servers: seen("rs1", "rs2", "rs3", "rs4"), TermStart: t0, Now: t0,
+		Timing: Timing{Grace: time.Second, LogWait: time.Second, MoveTimeout: 10 * time.Second}, Balance: true}
+	for range 40 {
+		d := Next(v)
+		if d.Map == nil {
+			break
+		}
+		v.Map = d.Map
+		serversPart(&v)
+	}
+	roles, prim := roleLoad(v.Map), primaries(v.Map)
+	if roles["rs4"] != 2 || roles["rs1"]+roles["rs2"]+roles["rs3"] != 7 || prim["rs1"]+prim["rs2"]+prim["rs3"] != 3 {
+		t.Fatalf("roles %v, primaries %v; want rs4 with 2 roles and no primary (a gap of one)", roles, prim)
+	}
+	for _, r := range v.Map.Regions {
+		if len(r.Backups) != 2 || len(r.Joining) != 0 {
+			t.Fatalf("region %d: %+v", r.ID, r)
+		}
 	}
 }

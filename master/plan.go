@@ -219,6 +219,9 @@ func Next(view View) Decision {
 			if drainBackups(v, m, &m.Regions[i]) {
 				changed = true
 			}
+			if trim(v, m, &m.Regions[i]) {
+				changed = true
+			}
 		}
 		var started bool
 		started, balanced = startMoves(v, v.Map, m, changed)
