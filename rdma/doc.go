@@ -37,6 +37,11 @@
 // transport goroutine applies WRITE frames into registered memory). One
 // conformance suite (rdma/internal/conformance) runs against each.
 //
+// Peer authentication happens before a connection request is read, so a
+// refused peer exposes, maps and writes nothing: TCP with a TLS
+// configuration requires mutual TLS (TCP.TLS), and a Shm listener admits
+// only peers of the uids it allows (Shm.PeerUIDs, from SO_PEERCRED).
+//
 // Package rdma/ring builds the client-server message protocol on these
 // WRITEs; the replication log mirror uses them directly.
 package rdma

@@ -15,6 +15,11 @@ var (
 	ErrClosed = errors.New("rdma: closed")
 	// ErrRejected: the passive side refused the connection request.
 	ErrRejected = errors.New("rdma: connection rejected")
+	// ErrAuth: the peer is not authenticated: over TLS it presented no
+	// certificate, or one the configured CA did not sign or that does not
+	// name it, or it refused ours; over shm it runs as a user the
+	// listener does not allow.
+	ErrAuth = errors.New("rdma: peer not authenticated")
 	// ErrProtocol: a peer sent bytes that do not follow the transport's
 	// connection protocol.
 	ErrProtocol = errors.New("rdma: transport protocol violation")

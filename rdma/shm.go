@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,13 @@ import (
 type Shm struct {
 	// HandshakeTimeout bounds connection set-up (default 5 s).
 	HandshakeTimeout time.Duration
+	// PeerUIDs are the users whose processes may connect to a listener
+	// (nil: this process's uid and root, who can read its memory
+	// anyway). The listener reads the dialer's uid from the socket
+	// (SO_PEERCRED) before anything else: a peer of another uid is
+	// rejected before its set-up message is read, so no memory is mapped
+	// either way.
+	PeerUIDs []uint32
 }
 
 // Name implements Transport.
@@ -64,10 +72,22 @@ func (s *Shm) Listen(addr string) (Listener, error) {
 	return newAcceptor(ln, s.handshake), nil
 }
 
-// handshake reads one connection request; a bad one closes the socket.
+// handshake checks the peer's uid and reads one connection request; a
+// bad one closes the socket.
 func (s *Shm) handshake(nc net.Conn) (ConnRequest, error) {
 	c := nc.(*net.UnixConn)
 	_ = c.SetDeadline(time.Now().Add(s.handshakeTimeout()))
+	if err := s.checkPeer(c); err != nil {
+		// The request is read to be dropped (so that the reject reaches
+		// the dialer rather than a reset): without room for control
+		// messages, the kernel closes the descriptors it carries in place
+		// of passing them here.
+		var drop [1]byte
+		_, _ = c.Read(drop[:])
+		_, _ = c.Write(hello{kind: helloReject}.encode())
+		c.Close()
+		return nil, err
+	}
 	h, maps, err := shmRecvHello(c)
 	if err == nil && h.kind != helloRequest {
 		err = fmt.Errorf("%w: expected a connection request", ErrProtocol)
@@ -78,6 +98,35 @@ func (s *Shm) handshake(nc net.Conn) (ConnRequest, error) {
 		return nil, err
 	}
 	return &shmConnReq{t: s, c: c, h: h, maps: maps}, nil
+}
+
+// checkPeer fails with ErrAuth unless the socket's peer runs as an
+// allowed uid.
+func (s *Shm) checkPeer(c *net.UnixConn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("rdma: shm peer credentials: %w", err)
+	}
+	var cred *unix.Ucred
+	cerr := rc.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if cerr != nil || err != nil {
+		return fmt.Errorf("rdma: shm peer credentials: %w", errors.Join(cerr, err))
+	}
+	if !uidAllowed(cred.Uid, s.PeerUIDs, uint32(os.Getuid())) {
+		return fmt.Errorf("rdma: shm peer pid %d: %w: uid %d", cred.Pid, ErrAuth, cred.Uid)
+	}
+	return nil
+}
+
+// uidAllowed says whether uid may connect: it is in allowed, or, with
+// allowed nil, it is self or root.
+func uidAllowed(uid uint32, allowed []uint32, self uint32) bool {
+	if allowed == nil {
+		return uid == self || uid == 0
+	}
+	return slices.Contains(allowed, uid)
 }
 
 type shmConnReq struct {

@@ -3,7 +3,9 @@ package rdma
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -25,6 +27,16 @@ type TCP struct {
 	// MaxQueued bounds bytes posted but not yet handed to the socket;
 	// PostWrite waits beyond it (default 4 MiB).
 	MaxQueued int
+	// TLS, if set, runs every connection over TLS with mutual
+	// authentication (nil: plaintext). Listen requires it to verify the
+	// dialer's certificate (ClientAuth tls.RequireAndVerifyClientCert,
+	// against ClientCAs), and the handshake completes before the
+	// connection request is read: a peer without a valid certificate
+	// never reaches the set-up message, so it registers nothing and
+	// writes nowhere. Dial presents Certificates and verifies the
+	// listener against RootCAs; an empty ServerName is the host of the
+	// dialed address. A failed handshake is ErrAuth.
+	TLS *tls.Config
 }
 
 // Name implements Transport.
@@ -53,6 +65,9 @@ func (t *TCP) maxQueued() int {
 
 // Listen implements Transport.
 func (t *TCP) Listen(addr string) (Listener, error) {
+	if t.TLS != nil && t.TLS.ClientAuth != tls.RequireAndVerifyClientCert {
+		return nil, fmt.Errorf("rdma: tcp listen: %w: the TLS configuration does not require and verify client certificates", ErrAuth)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("rdma: tcp listen: %w", err)
@@ -60,23 +75,46 @@ func (t *TCP) Listen(addr string) (Listener, error) {
 	return newAcceptor(ln, t.handshake), nil
 }
 
-// handshake reads one connection request; a bad one closes the socket.
-func (t *TCP) handshake(c net.Conn) (ConnRequest, error) {
-	_ = c.SetDeadline(time.Now().Add(t.handshakeTimeout()))
+// handshake authenticates the peer (with TLS) and reads one connection
+// request; a bad one closes the socket.
+func (t *TCP) handshake(raw net.Conn) (ConnRequest, error) {
+	deadline := time.Now().Add(t.handshakeTimeout())
+	_ = raw.SetDeadline(deadline)
+	c, err := t.secure(raw, func(c net.Conn) net.Conn { return tls.Server(c, t.TLS) }, deadline)
+	if err != nil {
+		return nil, err
+	}
 	h, err := tcpRecvHello(c)
 	if err == nil && h.kind != helloRequest {
 		err = fmt.Errorf("%w: expected a connection request", ErrProtocol)
 	}
 	if err != nil {
-		c.Close()
+		raw.Close()
 		return nil, err
 	}
-	return &tcpConnReq{t: t, c: c, h: h}, nil
+	return &tcpConnReq{t: t, c: c, raw: raw, h: h}, nil
+}
+
+// secure runs the TLS handshake on raw through wrap (tls.Server or
+// tls.Client), or returns raw without TLS. On error raw is closed.
+func (t *TCP) secure(raw net.Conn, wrap func(net.Conn) net.Conn, deadline time.Time) (net.Conn, error) {
+	if t.TLS == nil {
+		return raw, nil
+	}
+	c := wrap(raw).(*tls.Conn)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if err := c.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("rdma: tcp %s: %w: %w", raw.RemoteAddr(), ErrAuth, err)
+	}
+	return c, nil
 }
 
 type tcpConnReq struct {
 	t    *TCP
-	c    net.Conn
+	c    net.Conn // over raw: itself, or TLS
+	raw  net.Conn
 	h    hello
 	once sync.Once
 }
@@ -89,18 +127,18 @@ func (r *tcpConnReq) Accept(cfg ConnConfig) (QP, error) {
 		_ = r.c.SetDeadline(time.Now().Add(r.t.handshakeTimeout()))
 		msg := hello{kind: helloAccept, mrs: remotes(cfg.Expose), private: cfg.Private}
 		if err := tcpSendHello(r.c, msg); err != nil {
-			r.c.Close()
+			r.raw.Close()
 			return nil, err
 		}
 		_ = r.c.SetDeadline(time.Time{})
-		return startTCPQP(r.t, r.c, cfg, r.h), nil
+		return startTCPQP(r.t, r.c, r.raw, cfg, r.h), nil
 	})
 }
 
 func (r *tcpConnReq) Reject() error {
 	r.once.Do(func() {
 		_ = tcpSendHello(r.c, hello{kind: helloReject})
-		r.c.Close()
+		r.raw.Close()
 	})
 	return nil
 }
@@ -111,7 +149,7 @@ func (t *TCP) Dial(ctx context.Context, addr string, cfg ConnConfig) (QP, error)
 		return nil, err
 	}
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("rdma: tcp dial %s: %w: %w", addr, ErrPeerGone, err)
 	}
@@ -119,7 +157,11 @@ func (t *TCP) Dial(ctx context.Context, addr string, cfg ConnConfig) (QP, error)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	_ = c.SetDeadline(deadline)
+	_ = raw.SetDeadline(deadline)
+	c, err := t.secure(raw, func(c net.Conn) net.Conn { return tls.Client(c, t.clientTLS(addr)) }, deadline)
+	if err != nil {
+		return nil, err
+	}
 	err = tcpSendHello(c, hello{kind: helloRequest, mrs: remotes(cfg.Expose), private: cfg.Private})
 	var h hello
 	if err == nil {
@@ -131,11 +173,36 @@ func (t *TCP) Dial(ctx context.Context, addr string, cfg ConnConfig) (QP, error)
 		err = fmt.Errorf("%w: expected an accept", ErrProtocol)
 	}
 	if err != nil {
-		c.Close()
-		return nil, err
+		raw.Close()
+		return nil, refusal(err)
 	}
 	_ = c.SetDeadline(time.Time{})
-	return startTCPQP(t, c, cfg, h), nil
+	return startTCPQP(t, c, raw, cfg, h), nil
+}
+
+// clientTLS is t.TLS with ServerName the host of addr if it had none.
+func (t *TCP) clientTLS(addr string) *tls.Config {
+	if t.TLS.ServerName != "" {
+		return t.TLS
+	}
+	cfg := t.TLS.Clone()
+	cfg.ServerName = addr
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		cfg.ServerName = host
+	}
+	return cfg
+}
+
+// refusal marks as ErrAuth a set-up error that is the listener's TLS
+// alert: with TLS 1.3 the dialer's handshake completes before the
+// listener has checked its certificate, and a refusal arrives as an
+// alert in place of the accept.
+func refusal(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "remote error" {
+		return fmt.Errorf("%w: %w", ErrAuth, err)
+	}
+	return err
 }
 
 func tcpSendHello(c net.Conn, h hello) error {
@@ -176,7 +243,8 @@ type inflight struct {
 type tcpQP struct {
 	qpBase
 	t       *TCP
-	c       net.Conn
+	c       net.Conn // over raw: itself, or TLS
+	raw     net.Conn // closed to end the connection (at once, with TLS too)
 	exposed exposedSet
 	armed   armedFlag
 
@@ -194,8 +262,8 @@ type tcpQP struct {
 	stopped sync.Once
 }
 
-func startTCPQP(t *TCP, c net.Conn, cfg ConnConfig, h hello) *tcpQP {
-	q := &tcpQP{t: t, c: c, exposed: newExposedSet(cfg.Expose), kick: make(chan struct{}, 1), stop: make(chan struct{})}
+func startTCPQP(t *TCP, c, raw net.Conn, cfg ConnConfig, h hello) *tcpQP {
+	q := &tcpQP{t: t, c: c, raw: raw, exposed: newExposedSet(cfg.Expose), kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	q.self, q.cq, q.peerMRs, q.private = q, cfg.CQ, h.mrs, h.private
 	q.ocond = sync.NewCond(&q.omu)
 	go transportLabeled(q.writer)
@@ -437,7 +505,7 @@ func (q *tcpQP) fail(err error) {
 	}
 	q.stopped.Do(func() {
 		close(q.stop)
-		q.c.Close()
+		q.raw.Close()
 	})
 }
 

@@ -1,0 +1,63 @@
+package rdma_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tebis-go/tebis/rdma"
+)
+
+// TestShmRefusesDisallowedUID: a listener whose allowed uids leave out
+// this process's refuses its dial before reading its connection request
+// (Accept never sees it, nothing is mapped); by default (its own uid) the
+// same dialer connects.
+func TestShmRefusesDisallowedUID(t *testing.T) {
+	self := uint32(os.Getuid())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mr, err := rdma.Register(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Deregister()
+
+	strict, err := (&rdma.Shm{PeerUIDs: []uint32{self + 1}}).Listen(filepath.Join(t.TempDir(), "strict"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer strict.Close()
+	qp, err := (&rdma.Shm{}).Dial(ctx, strict.Addr(), rdma.ConnConfig{CQ: rdma.NewCQ(), Expose: []*rdma.MR{mr}, Private: []byte("hello")})
+	if !errors.Is(err, rdma.ErrRejected) {
+		if qp != nil {
+			qp.Close()
+		}
+		t.Fatalf("dial as uid %d to a listener allowing only %d: %v, want ErrRejected", self, self+1, err)
+	}
+	actx, acancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	req, err := strict.Accept(actx)
+	acancel()
+	if err == nil {
+		req.Reject()
+		t.Fatalf("the refused request reached Accept (private %q)", req.Private())
+	}
+
+	open, err := (&rdma.Shm{}).Listen(filepath.Join(t.TempDir(), "open"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	go func() {
+		if req, err := open.Accept(ctx); err == nil {
+			_, _ = req.Accept(rdma.ConnConfig{CQ: rdma.NewCQ()})
+		}
+	}()
+	qp, err = (&rdma.Shm{}).Dial(ctx, open.Addr(), rdma.ConnConfig{CQ: rdma.NewCQ(), Expose: []*rdma.MR{mr}})
+	if err != nil {
+		t.Fatalf("dial with the default allowed uids: %v", err)
+	}
+	qp.Close()
+}
