@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tebis-go/tebis/client/regionmap"
+	"github.com/tebis-go/tebis/internal/pki"
 	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/rdma"
 	"github.com/tebis-go/tebis/rdma/ring"
@@ -40,11 +42,18 @@ type Config struct {
 	// ClientID names this client in its writes' request identities; 0
 	// (the default) picks a random one. Two clients must never share one.
 	ClientID uint64
+	// TLSCert, TLSKey and TLSCA (PEM files, all three or none) make tcp
+	// connections mutually authenticated TLS: the client presents TLSCert
+	// and accepts only servers whose certificate TLSCA signed for the
+	// host it dials. None: plaintext, which a server configured with TLS
+	// refuses. They do not apply to shm or DialTransport.
+	TLSCert, TLSKey, TLSCA string
 }
 
 // Client talks to a tebis cluster.
 type Client struct {
 	cfg Config
+	tls *tls.Config // tcp's; nil: plaintext
 	m   atomic.Pointer[regionmap.Map]
 
 	mu     sync.Mutex
@@ -100,6 +109,10 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.RetryWindow < 0 || cfg.RetryWindow > MaxRetryWindow {
 		return nil, fmt.Errorf("client: RetryWindow %v outside (0, %v]", cfg.RetryWindow, MaxRetryWindow)
 	}
+	tlsCfg, err := pki.Load(pki.Files{Cert: cfg.TLSCert, Key: cfg.TLSKey, CA: cfg.TLSCA})
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
 	id := cfg.ClientID
 	if id == 0 {
 		var err error
@@ -111,7 +124,7 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, conns: map[string]*ring.Client{}, id: id, seqs: newSeqTracker()}
+	c := &Client{cfg: cfg, tls: tlsCfg, conns: map[string]*ring.Client{}, id: id, seqs: newSeqTracker()}
 	c.m.Store(m)
 	if z, ok := cfg.Map.(*ZooKeeper); ok {
 		z.subscribe(c.adopt)
@@ -163,7 +176,7 @@ func (c *Client) conn(ctx context.Context, m *regionmap.Map, name string) (*ring
 		tname = map[string]string{"tcp": "shm", "shm": "tcp"}[tname]
 		addr = srv.Addr(tname)
 	}
-	var tr rdma.Transport = &rdma.TCP{}
+	var tr rdma.Transport = &rdma.TCP{TLS: c.tls}
 	switch {
 	case c.cfg.DialTransport != nil:
 		tr = c.cfg.DialTransport

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"slices"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/pki"
 	"github.com/tebis-go/tebis/rdma/ring"
 )
 
@@ -74,6 +77,18 @@ type Config struct {
 	// file system (for the metadata store): growing further fails as a
 	// full disk, which the server survives (docs/operations.md). 0: none.
 	SpaceReserve ByteSize `yaml:"space_reserve"`
+
+	// TLSCert, TLSKey and TLSCA (PEM files, all three or none) turn on
+	// mutual TLS on the tcp transport: clients and other servers must
+	// present a certificate TLSCA signed, and this server presents
+	// TLSCert to them and to the backups it dials (docs/operations.md,
+	// "TLS and peer authentication"). None: plaintext.
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
+	TLSCA   string `yaml:"tls_ca"`
+	// ShmAllowUIDs are users whose processes may connect over shm besides
+	// the server's own user and root.
+	ShmAllowUIDs []uint32 `yaml:"shm_allow_uids"`
 
 	// FaultFS wraps the volume's file system in a fault injector driven by
 	// the control file FaultFile in DataDir (faultfs.go): a testing
@@ -191,5 +206,35 @@ func (c *Config) Validate() error {
 	case c.SpaceReserve < 0:
 		return bad("space_reserve %v is negative", c.SpaceReserve)
 	}
+	if err := c.tlsFiles().Check(); err != nil {
+		return bad("tls_cert, tls_key and tls_ca: %v", err)
+	}
 	return nil
+}
+
+// tlsFiles are the TLS keys' files.
+func (c *Config) tlsFiles() pki.Files {
+	return pki.Files{Cert: c.TLSCert, Key: c.TLSKey, CA: c.TLSCA}
+}
+
+// shmPeerUIDs are the uids the shm listener admits: this process's,
+// root's and ShmAllowUIDs.
+func (c *Config) shmPeerUIDs(self uint32) []uint32 {
+	uids := append([]uint32{self, 0}, c.ShmAllowUIDs...)
+	slices.Sort(uids)
+	return slices.Compact(uids)
+}
+
+// plaintextExposed says whether a tcp listen address without TLS may be
+// reached from other hosts: it is not a loopback address or "localhost".
+func plaintextExposed(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return true
+	}
+	if host == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
 }

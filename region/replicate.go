@@ -418,7 +418,7 @@ func (s *Server) replTransport(peer regionmap.Server) (rdma.Transport, string, e
 	if want == "shm" {
 		return &rdma.Shm{}, addr, nil
 	}
-	return &rdma.TCP{}, addr, nil
+	return &rdma.TCP{TLS: s.tls}, addr, nil
 }
 
 // peer returns the ring client to a backup server, dialing it once. The

@@ -2,10 +2,12 @@ package region
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/internal/pki"
 	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/rdma"
 	"github.com/tebis-go/tebis/rdma/ring"
@@ -28,6 +31,7 @@ type Server struct {
 	deps deps // Start's options
 	log  *zap.Logger
 	vol  *engine.Volume
+	tls  *tls.Config // the tcp transport's, both ways; nil: plaintext
 
 	state  atomic.Pointer[routing]
 	mapMu  sync.Mutex // serializes map changes
@@ -88,8 +92,15 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
 	if d.coord != nil && cfg.Zookeeper == "" {
 		return nil, fmt.Errorf("%w: a coordinator given to a standalone server (zookeeper is empty)", ErrConfig)
 	}
+	tlsCfg, err := pki.Load(cfg.tlsFiles())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	if log == nil {
 		log = zap.NewNop()
+	}
+	if tlsCfg == nil && cfg.TCP != "" && plaintextExposed(cfg.TCP) {
+		log.Warn("tcp listens beyond loopback without TLS: anyone who reaches it can read and write every key (set tls_cert, tls_key and tls_ca)", zap.String("tcp", cfg.TCP))
 	}
 	fs, fault := d.fs, (*faultInjector)(nil)
 	if fs == nil {
@@ -117,7 +128,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, deps: d, log: log, vol: vol, regions: map[uint64]*regionState{},
+	s := &Server{cfg: cfg, deps: d, log: log, vol: vol, tls: tlsCfg, regions: map[uint64]*regionState{},
 		peers: map[string]*ring.Client{}, replCQ: rdma.NewCQ(), fault: fault}
 	s.health.kick = make(chan struct{}, 1)
 	s.replRing = ring.NewServer(ring.ServerConfig{Handlers: map[uint16]ring.HandlerFunc{wire.TypeReplicate: s.handleReplicate},
@@ -173,7 +184,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
 		s.Close()
 		return nil, err
 	}
-	log.Info("region server started", zap.String("name", cfg.Name), zap.String("shm", cfg.Shm), zap.String("tcp", cfg.TCP),
+	log.Info("region server started", zap.String("name", cfg.Name), zap.String("shm", cfg.Shm), zap.String("tcp", cfg.TCP), zap.Bool("tls", tlsCfg != nil),
 		zap.Uint64("map_version", m.Version), zap.Int("regions", len(s.state.Load().hostedIDs())))
 	return s, nil
 }
@@ -235,7 +246,7 @@ func (s *Server) MapVersion() uint64 { return s.state.Load().m.Version }
 
 func (s *Server) listen() error {
 	handlers := s.handlers()
-	var shm, tcp rdma.Transport = &rdma.Shm{}, &rdma.TCP{}
+	var shm, tcp rdma.Transport = &rdma.Shm{PeerUIDs: s.cfg.shmPeerUIDs(uint32(os.Getuid()))}, &rdma.TCP{TLS: s.tls}
 	if s.deps.listen != nil {
 		shm, tcp = s.deps.listen, s.deps.listen
 	}
