@@ -20,7 +20,7 @@ func benchCommand() *cli.Command {
 		Subcommands: append([]*cli.Command{{
 			Name:  "engine",
 			Usage: "run YCSB Load A and Run A-D against the tebis engine and pebble in one process",
-			Flags: []cli.Flag{
+			Flags: append([]cli.Flag{
 				&cli.StringSliceFlag{Name: "engines", Usage: "engines to run, in order: tebis, pebble, server (default: tebis, pebble)"},
 				&cli.StringFlag{Name: "server-map", Usage: "server engine: run against the servers of this region map instead of starting one"},
 				&cli.StringFlag{Name: "server-transport", Value: "shm", Usage: "server engine: client transport, shm or tcp"},
@@ -38,7 +38,7 @@ func benchCommand() *cli.Command {
 				&cli.Int64Flag{Name: "disk-bw-bytes", Value: bench.DefaultDiskBWBytes, Usage: "size of the sequential write test (0: skip)"},
 				&cli.StringFlag{Name: "json", Usage: "also write the results as JSON to this file"},
 				&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the whole run to this file"},
-			},
+			}, tlsFlags()...),
 			Action: benchEngine,
 		}}, append(benchRDMACommands(), benchYCSBCommand(), benchReplicationCommand(), benchPlotCommand())...),
 	}
@@ -65,6 +65,7 @@ func benchEngine(c *cli.Context) error {
 		ServerArgv:      serverArgv(),
 		ServerMap:       serverMap(c.String("server-map")),
 		ServerTransport: c.String("server-transport"),
+		ServerTLS:       clientTLS(c),
 		Phases:          c.StringSlice("phases"),
 		Sizes:           sizes,
 		RecordCount:     c.Int64("recordcount"),

@@ -20,7 +20,7 @@ func benchYCSBCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "ycsb",
 		Usage: "run a YCSB workload (load and/or run phase) against one target",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringSliceFlag{Name: "P", Usage: "YCSB property file (repeatable; later files win); workloada-workloadf, with no such file, are the YCSB project's, built in"},
 			&cli.StringSliceFlag{Name: "p", Usage: "property override key=value (repeatable; wins over files)"},
 			&cli.StringFlag{Name: "workload", Value: "a", Usage: "built-in workload a-f used when no -P is given"},
@@ -37,7 +37,7 @@ func benchYCSBCommand() *cli.Command {
 			&cli.StringFlag{Name: "dir", Usage: "parent of the scratch data directory (in-process and server targets)"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text, json or csv"},
 			&cli.StringFlag{Name: "out", Usage: "write the results here instead of stdout"},
-		},
+		}, tlsFlags()...),
 		Action: benchYCSB,
 	}
 }
@@ -133,6 +133,7 @@ func benchYCSB(c *cli.Context) error {
 		ServerArgv:      serverArgv(),
 		ServerMap:       srvMap,
 		ServerTransport: c.String("transport"),
+		ServerTLS:       clientTLS(c),
 		Progress:        progress.Reporter{W: os.Stderr, Bar: stderrIsTerminal()},
 		Logger:          log,
 	})

@@ -123,7 +123,8 @@ var openKVStore = func(c *cli.Context) (kvStore, error) {
 		}
 		src = regionmap.Static{M: regionmap.Single(srv)}
 	}
-	cl, err := client.Open(c.Context, client.Config{Map: src, Transport: c.String("transport")})
+	cl, err := client.Open(c.Context, client.Config{Map: src, Transport: c.String("transport"),
+		TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"), TLSCA: c.String("tls-ca")})
 	if err != nil {
 		if zkSession != nil {
 			zkSession.Close()
@@ -142,13 +143,13 @@ func kvCommand() *cli.Command {
 		ArgsUsage:    "put|get|delete|scan ...",
 		Description:  kvDescription,
 		OnUsageError: onUsage,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "map", Usage: "region map file (YAML)"},
 			&cli.StringFlag{Name: "zookeeper", Usage: "a managed cluster's ZooKeeper ensemble host:port[,...] (the master's map)"},
 			&cli.StringFlag{Name: "zk-root", Value: "/tebis", Usage: "the cluster's znode"},
 			&cli.StringFlag{Name: "server", Value: "127.0.0.1:7070", Usage: "without --map: one standalone server's address"},
 			&cli.StringFlag{Name: "transport", Value: "tcp", Usage: "tcp or shm (with --server, the address is a socket path for shm)"},
-		},
+		}, tlsFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usageError(c, "unknown subcommand %q", c.Args().First())

@@ -32,7 +32,7 @@ func newApp() *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 		},
-		Commands: []*cli.Command{benchCommand(), demoCommand(), serverCommand(), masterCommand(), clusterCommand(), configCommand(), kvCommand(), inspectCommand(), tortureCommand()},
+		Commands: []*cli.Command{benchCommand(), demoCommand(), serverCommand(), masterCommand(), clusterCommand(), configCommand(), certsCommand(), kvCommand(), inspectCommand(), tortureCommand()},
 	}
 }
 

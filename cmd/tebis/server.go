@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -45,6 +47,10 @@ func serverFlags() []cli.Flag {
 		&cli.IntFlag{Name: "replication-credits", Value: d.ReplicationCredits, Usage: "index segments queued per backup (Send-Index flow control)"},
 		&cli.StringFlag{Name: "grow-step", Value: d.GrowStep.String(), Usage: "how far the segment file grows at a time, with unit"},
 		&cli.StringFlag{Name: "space-reserve", Value: d.SpaceReserve.String(), Usage: "free space the segment file leaves the metadata store (0B: none), with unit"},
+		&cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate of this server: with --tls-key and --tls-ca, mutual TLS on tcp for clients and replication (`tebis certs` makes a dev set)"},
+		&cli.StringFlag{Name: "tls-key", Usage: "PEM private key of --tls-cert"},
+		&cli.StringFlag{Name: "tls-ca", Usage: "PEM CA certificate that signs the clients and servers allowed on tcp"},
+		&cli.StringFlag{Name: "shm-allow-uids", Usage: "comma-separated uids allowed to connect over shm besides this server's own and root"},
 		// Testing only (docs/operations.md, "Fault injection").
 		&cli.BoolFlag{Name: "fault-fs", Hidden: true, Usage: "fail the volume's I/O as the file FAULT in the data dir says (eio, eio-segments, eio-all, off)"},
 	}
@@ -60,7 +66,8 @@ func serverConfig(c *cli.Context) (region.Config, error) {
 			return cfg, err
 		}
 	}
-	str := map[string]*string{"name": &cfg.Name, "data-dir": &cfg.DataDir, "shm": &cfg.Shm, "tcp": &cfg.TCP, "http": &cfg.HTTP, "map-file": &cfg.MapFile, "zookeeper": &cfg.Zookeeper, "zk-root": &cfg.ZKRoot, "sync-mode": &cfg.SyncMode, "replication-transport": &cfg.ReplicationTransport}
+	str := map[string]*string{"name": &cfg.Name, "data-dir": &cfg.DataDir, "shm": &cfg.Shm, "tcp": &cfg.TCP, "http": &cfg.HTTP, "map-file": &cfg.MapFile, "zookeeper": &cfg.Zookeeper, "zk-root": &cfg.ZKRoot, "sync-mode": &cfg.SyncMode, "replication-transport": &cfg.ReplicationTransport,
+		"tls-cert": &cfg.TLSCert, "tls-key": &cfg.TLSKey, "tls-ca": &cfg.TLSCA}
 	for name, p := range str {
 		if c.IsSet(name) || c.String("config") == "" {
 			*p = c.String(name)
@@ -93,8 +100,31 @@ func serverConfig(c *cli.Context) (region.Config, error) {
 	if c.IsSet("replication-connect") || c.String("config") == "" {
 		cfg.ReplicationConnect = region.Duration(c.Duration("replication-connect"))
 	}
+	if c.IsSet("shm-allow-uids") || c.String("config") == "" {
+		uids, err := parseUIDs(c.String("shm-allow-uids"))
+		if err != nil {
+			return cfg, fmt.Errorf("--shm-allow-uids: %w", err)
+		}
+		cfg.ShmAllowUIDs = uids
+	}
 	cfg.FaultFS = c.Bool("fault-fs")
 	return cfg, cfg.Validate()
+}
+
+// parseUIDs reads a comma-separated list of uids ("": none).
+func parseUIDs(s string) ([]uint32, error) {
+	var out []uint32
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		u, err := strconv.ParseUint(f, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a uid", f)
+		}
+		out = append(out, uint32(u))
+	}
+	return out, nil
 }
 
 func serverCommand() *cli.Command {
@@ -159,7 +189,7 @@ func configCommand() *cli.Command {
 				if err := region.CheckMap(cfg); err != nil {
 					return err
 				}
-				fmt.Printf("%s: ok (server %s, data %s, shm %q, tcp %q)\n", c.Args().First(), cfg.Name, cfg.DataDir, cfg.Shm, cfg.TCP)
+				fmt.Printf("%s: ok (server %s, data %s, shm %q, tcp %q, tls %v)\n", c.Args().First(), cfg.Name, cfg.DataDir, cfg.Shm, cfg.TCP, cfg.TLSCert != "")
 				return nil
 			},
 		}},

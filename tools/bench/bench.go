@@ -124,6 +124,7 @@ func runEngine(ctx context.Context, cfg Config, name, dir string, phases []ycsb.
 		FS: fs, Dir: dir, Sync: cfg.Sync, L0Pairs: cfg.L0Pairs, GrowthFactor: cfg.GrowthFactor,
 		MeanPairSize: meanPairSize(cfg.Sizes), Logger: cfg.Logger,
 		ServerArgv: cfg.ServerArgv, ServerMap: cfg.ServerMap, ServerTransport: cfg.ServerTransport,
+		ServerTLS: cfg.ServerTLS,
 	})
 	if err != nil {
 		return nil, err

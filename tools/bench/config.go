@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tebis-go/tebis/client/regionmap"
+	"github.com/tebis-go/tebis/internal/pki"
 	"github.com/tebis-go/tebis/tools/progress"
 	"github.com/tebis-go/tebis/tools/ycsb"
 	"go.uber.org/zap"
@@ -59,6 +60,9 @@ type Config struct {
 	ServerArgv      []string
 	ServerMap       regionmap.Source
 	ServerTransport string
+	// ServerTLS are the "server" engine client's certificate files for
+	// servers that require TLS on tcp (none: plaintext).
+	ServerTLS pki.Files
 	// Workloads, if set, replace Phases: explicit workloads (from YCSB
 	// property files), run in order; each keeps its own record and
 	// operation counts and sizes.

@@ -54,7 +54,8 @@ func openServer(o TargetOptions) (Target, error) {
 	if transport == "" {
 		transport = "shm"
 	}
-	cl, err := client.Open(t.ctx, client.Config{Map: src, Transport: transport})
+	cl, err := client.Open(t.ctx, client.Config{Map: src, Transport: transport,
+		TLSCert: o.ServerTLS.Cert, TLSKey: o.ServerTLS.Key, TLSCA: o.ServerTLS.CA})
 	if err != nil {
 		return nil, errors.Join(err, t.stop())
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/tebis-go/tebis/client/regionmap"
+	"github.com/tebis-go/tebis/internal/pki"
 	"go.uber.org/zap"
 )
 
@@ -64,6 +65,7 @@ type TargetOptions struct {
 	ServerArgv      []string
 	ServerMap       regionmap.Source
 	ServerTransport string
+	ServerTLS       pki.Files // the client's certificate files (none: plaintext)
 }
 
 // Opener creates a Target.
