@@ -119,6 +119,8 @@ bench-failover: deps
 # process (shm), 3 regions with 3 replicas, a short YCSB Load A + Run A through
 # the client; then it serves until Ctrl-C (DEMO_FLAGS=--exit stops it after the workload;
 # `bin/tebis demo --help` lists the flags). Logs and data: .run/demo/cluster.
+# Its servers listen on loopback and unix sockets only, without TLS (it says
+# so when it starts); docs/operations.md, "TLS and peer authentication".
 DEMO_FLAGS ?=
 run: build
 	$(BIN) demo --cluster --dir .run/demo $(DEMO_FLAGS)

@@ -211,6 +211,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (_ *Cluster, err error
 	}
 	out := cfg.Out
 	fmt.Fprintf(out, "cluster: starting in %s (ZooKeeper, a master and %d region servers, each a process)\n", c.dir, cfg.Servers)
+	fmt.Fprintln(out, transportNote(cfg.ServerArgs))
 	c.zk, err = zkserver.Start(ctx, zkserver.Config{Dir: filepath.Join(c.dir, "zk"), Port: cfg.ZKPort, Log: cfg.Logger.Named("zkserver")})
 	if err != nil {
 		return nil, fmt.Errorf("start zookeeper: %w", err)
@@ -690,4 +691,16 @@ func doOp(s *clientStore, op ycsb.Op) (int, error) {
 	default: // update, insert
 		return len(op.Key) + len(op.Value), s.Put(op.Key, op.Value)
 	}
+}
+
+// transportNote says how the servers the demo starts (with serverArgs
+// added) can be reached: on loopback tcp and unix sockets only, and
+// without TLS unless serverArgs give it.
+func transportNote(serverArgs []string) string {
+	for _, a := range serverArgs {
+		if a == "--tls-cert" || strings.HasPrefix(a, "--tls-cert=") {
+			return "cluster: tcp on 127.0.0.1 with TLS (--server-arg), shm on unix sockets"
+		}
+	}
+	return "cluster: plaintext tcp on 127.0.0.1 and shm on unix sockets, for this host only: no TLS (docs/operations.md, \"TLS and peer authentication\")"
 }
