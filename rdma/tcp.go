@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -117,6 +118,18 @@ type tcpConnReq struct {
 	raw  net.Conn
 	h    hello
 	once sync.Once
+}
+
+// PeerCertificate implements Certified.
+func (r *tcpConnReq) PeerCertificate() *x509.Certificate {
+	tc, ok := r.c.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	if chains := tc.ConnectionState().VerifiedChains; len(chains) > 0 && len(chains[0]) > 0 {
+		return chains[0][0]
+	}
+	return nil
 }
 
 func (r *tcpConnReq) Private() []byte         { return r.h.private }

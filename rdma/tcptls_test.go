@@ -32,13 +32,14 @@ func devTLS(t *testing.T) (server, client *tls.Config, dir string) {
 }
 
 // TestTCPTLSConformance: the transport's contract holds over TLS (the
-// server certificate serves both ends, as between region servers).
+// server certificate serves both ends, as between region servers). The
+// dead-peer timeout leaves room for encryption under the race detector.
 func TestTCPTLSConformance(t *testing.T) {
 	server, _, _ := devTLS(t)
 	conformance.Run(t, conformance.Env{
-		Transport:       &rdma.TCP{DeadAfter: 300 * time.Millisecond, TLS: server},
+		Transport:       &rdma.TCP{DeadAfter: time.Second, TLS: server},
 		Addr:            func(*testing.T) string { return net.JoinHostPort("127.0.0.1", "0") },
-		DeadWithin:      300 * time.Millisecond,
+		DeadWithin:      time.Second,
 		ViewHoldsWrites: true,
 	})
 }
@@ -100,13 +101,19 @@ func TestTCPTLSRefusesUnauthenticated(t *testing.T) {
 		mr.Deregister()
 	}
 
-	// The listener still serves a valid client.
+	// The listener still serves a valid client, and names its certificate.
 	accepted := make(chan rdma.QP, 1)
+	peer := make(chan string, 1)
 	go func() {
 		req, err := ln.Accept(ctx)
 		if err != nil {
 			accepted <- nil
 			return
+		}
+		if cert := req.(rdma.Certified).PeerCertificate(); cert != nil {
+			peer <- cert.Subject.CommonName
+		} else {
+			peer <- "no certificate"
 		}
 		qp, err := req.Accept(rdma.ConnConfig{CQ: rdma.NewCQ(), Expose: []*rdma.MR{target}})
 		if err != nil {
@@ -130,6 +137,9 @@ func TestTCPTLSRefusesUnauthenticated(t *testing.T) {
 		t.Fatal("the listener did not accept the valid client")
 	}
 	defer sqp.Close()
+	if name := <-peer; name != "tebis client" {
+		t.Fatalf("the accepted request's peer certificate: %s, want the client's", name)
+	}
 	n := copy(src.Bytes(), "authenticated write..")
 	if err := qp.PostWrite(rdma.WriteWR{ID: 1, Local: src, Len: n, Remote: qp.PeerRegions()[0], Signaled: true}); err != nil {
 		t.Fatal(err)

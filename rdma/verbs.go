@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 )
 
@@ -112,6 +113,13 @@ type ConnRequest interface {
 	PeerRegions() []RemoteMR
 	Accept(cfg ConnConfig) (QP, error)
 	Reject() error
+}
+
+// Certified is implemented by the connection requests of transports
+// that authenticate peers by certificate (TCP): PeerCertificate is the
+// leaf of the peer's verified chain, nil on a connection without TLS.
+type Certified interface {
+	PeerCertificate() *x509.Certificate
 }
 
 // Transport makes connections of one kind.

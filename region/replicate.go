@@ -2,8 +2,10 @@ package region
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -192,10 +194,31 @@ var commandPrefix = []byte("TBRQ")
 
 // otherConn takes the connection requests that are not client rings.
 func (s *Server) otherConn(req rdma.ConnRequest) error {
+	var cert *x509.Certificate
+	c, certified := req.(rdma.Certified)
+	if certified {
+		cert = c.PeerCertificate()
+	}
+	if !mayReplicate(s.tls != nil, certified, cert) {
+		req.Reject()
+		return fmt.Errorf("region: a replication connection refused: %w: its certificate is not a server's", rdma.ErrAuth)
+	}
 	if pd := req.Private(); len(pd) >= len(commandPrefix) && string(pd[:len(commandPrefix)]) == string(commandPrefix) {
 		return s.replRing.Adopt(req, pd[len(commandPrefix):])
 	}
 	return s.acceptReplication(req)
+}
+
+// mayReplicate says whether a connection may carry replication (a
+// primary's commands, its log mirror): any may on a server without TLS
+// and over transports that do not authenticate by certificate (shm checks
+// uids); over TLS only a peer whose certificate allows server
+// authentication, as servers' do and clients' do not.
+func mayReplicate(tlsOn, certified bool, cert *x509.Certificate) bool {
+	if !tlsOn || !certified {
+		return true
+	}
+	return cert != nil && slices.Contains(cert.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
 }
 
 // acceptReplication answers a primary's connection request for a region

@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"net"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"github.com/tebis-go/tebis/client"
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/pki"
+	"github.com/tebis-go/tebis/rdma"
+	"github.com/tebis-go/tebis/rdma/ring"
 )
 
 // freeTCP returns a loopback address no one listens on (for a map that
@@ -42,7 +45,8 @@ func tlsClient(t *testing.T, mapFile string, files pki.Files) *client.Client {
 // replicating region 1 to backup b over tcp. A client with a certificate
 // the cluster's CA signed writes and reads; one with no certificate, or
 // with one another CA signed, is refused and the servers serve the valid
-// client after it; the backup holds the acknowledged write (promoted, it
+// client after it; a client certificate cannot open a replication
+// connection; the backup holds the acknowledged write (promoted, it
 // serves it).
 func TestTLSClientsAndReplication(t *testing.T) {
 	dir := t.TempDir()
@@ -92,6 +96,20 @@ func TestTLSClientsAndReplication(t *testing.T) {
 		}
 	}
 
+	// A client certificate does not make a primary: a replication
+	// connection with one is rejected.
+	clientTLS, err := pki.Load(pki.ClientFiles(certs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := ring.Dial(ctx, ring.ClientConfig{Transport: &rdma.TCP{TLS: clientTLS}, Addr: addrs["b"], PrivatePrefix: commandPrefix})
+	if !errors.Is(err, rdma.ErrRejected) {
+		if rc != nil {
+			rc.Close()
+		}
+		t.Fatalf("replication command ring with a client certificate: %v, want ErrRejected", err)
+	}
+
 	fresh := tlsClient(t, mapFile, pki.ClientFiles(certs))
 	if v, err := fresh.Get(ctx, []byte("k1")); err != nil || string(v) != "v1" {
 		t.Fatalf("get with a valid certificate after the refused clients: %q, %v", v, err)
@@ -111,5 +129,27 @@ func TestTLSClientsAndReplication(t *testing.T) {
 	}
 	if v, err := valid.Get(ctx, []byte("k1")); err != nil || string(v) != "v1" {
 		t.Fatalf("get from the promoted backup: %q, %v, want v1", v, err)
+	}
+}
+
+func TestMayReplicate(t *testing.T) {
+	server := &x509.Certificate{ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	clientOnly := &x509.Certificate{ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	cases := []struct {
+		name             string
+		tlsOn, certified bool
+		cert             *x509.Certificate
+		want             bool
+	}{
+		{"plaintext server", false, true, nil, true},
+		{"shm or loopback under TLS", true, false, nil, true},
+		{"server certificate", true, true, server, true},
+		{"client certificate", true, true, clientOnly, false},
+		{"no certificate", true, true, nil, false},
+	}
+	for _, c := range cases {
+		if got := mayReplicate(c.tlsOn, c.certified, c.cert); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }
