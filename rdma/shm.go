@@ -34,6 +34,10 @@ type Shm struct {
 	// rejected before its set-up message is read, so no memory is mapped
 	// either way.
 	PeerUIDs []uint32
+	// OnRefused, if set, is called with each dialer a listener refused
+	// for its uid (ErrAuth, naming its pid and uid), from that
+	// connection's goroutine; it must not block.
+	OnRefused func(error)
 }
 
 // Name implements Transport.
@@ -86,6 +90,9 @@ func (s *Shm) handshake(nc net.Conn) (ConnRequest, error) {
 		_, _ = c.Read(drop[:])
 		_, _ = c.Write(hello{kind: helloReject}.encode())
 		c.Close()
+		if s.OnRefused != nil && errors.Is(err, ErrAuth) {
+			s.OnRefused(err)
+		}
 		return nil, err
 	}
 	h, maps, err := shmRecvHello(c)

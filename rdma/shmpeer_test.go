@@ -13,7 +13,7 @@ import (
 
 // TestShmRefusesDisallowedUID: a listener whose allowed uids leave out
 // this process's refuses its dial before reading its connection request
-// (Accept never sees it, nothing is mapped); by default (its own uid) the
+// (Accept never sees it, nothing is mapped) and tells OnRefused; by default (its own uid) the
 // same dialer connects.
 func TestShmRefusesDisallowedUID(t *testing.T) {
 	self := uint32(os.Getuid())
@@ -25,7 +25,8 @@ func TestShmRefusesDisallowedUID(t *testing.T) {
 	}
 	defer mr.Deregister()
 
-	strict, err := (&rdma.Shm{PeerUIDs: []uint32{self + 1}}).Listen(filepath.Join(t.TempDir(), "strict"))
+	refused := make(chan error, 1)
+	strict, err := (&rdma.Shm{PeerUIDs: []uint32{self + 1}, OnRefused: func(err error) { refused <- err }}).Listen(filepath.Join(t.TempDir(), "strict"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +44,14 @@ func TestShmRefusesDisallowedUID(t *testing.T) {
 	if err == nil {
 		req.Reject()
 		t.Fatalf("the refused request reached Accept (private %q)", req.Private())
+	}
+	select {
+	case err := <-refused:
+		if !errors.Is(err, rdma.ErrAuth) {
+			t.Fatalf("OnRefused heard %v, want ErrAuth", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("OnRefused not called")
 	}
 
 	open, err := (&rdma.Shm{}).Listen(filepath.Join(t.TempDir(), "open"))

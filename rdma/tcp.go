@@ -38,6 +38,10 @@ type TCP struct {
 	// listener against RootCAs; an empty ServerName is the host of the
 	// dialed address. A failed handshake is ErrAuth.
 	TLS *tls.Config
+	// OnRefused, if set, is called with each dialer a listener refused
+	// in the TLS handshake (ErrAuth, naming its address), from that
+	// connection's goroutine; it must not block.
+	OnRefused func(error)
 }
 
 // Name implements Transport.
@@ -83,6 +87,9 @@ func (t *TCP) handshake(raw net.Conn) (ConnRequest, error) {
 	_ = raw.SetDeadline(deadline)
 	c, err := t.secure(raw, func(c net.Conn) net.Conn { return tls.Server(c, t.TLS) }, deadline)
 	if err != nil {
+		if t.OnRefused != nil {
+			t.OnRefused(err)
+		}
 		return nil, err
 	}
 	h, err := tcpRecvHello(c)

@@ -49,6 +49,7 @@ func TestTCPTLSConformance(t *testing.T) {
 // connection request, with the regions it exposes, is never read) and
 // its dial fails, ErrAuth for the TLS ones; a client with a valid
 // certificate connects after them and WRITEs into the listener's region.
+// OnRefused hears of each refusal.
 func TestTCPTLSRefusesUnauthenticated(t *testing.T) {
 	server, client, _ := devTLS(t)
 	_, otherClient, _ := devTLS(t)
@@ -57,7 +58,8 @@ func TestTCPTLSRefusesUnauthenticated(t *testing.T) {
 	noCert := client.Clone()
 	noCert.Certificates = nil
 
-	ln, err := (&rdma.TCP{TLS: server}).Listen("127.0.0.1:0")
+	refused := make(chan error, 8)
+	ln, err := (&rdma.TCP{TLS: server, OnRefused: func(err error) { refused <- err }}).Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +101,14 @@ func TestTCPTLSRefusesUnauthenticated(t *testing.T) {
 			t.Fatalf("%s: its connection request reached Accept (private %q, regions %v)", c.name, req.Private(), req.PeerRegions())
 		}
 		mr.Deregister()
+		select {
+		case err := <-refused:
+			if !errors.Is(err, rdma.ErrAuth) {
+				t.Errorf("%s: refused with %v, want ErrAuth", c.name, err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s: OnRefused not called", c.name)
+		}
 	}
 
 	// The listener still serves a valid client, and names its certificate.

@@ -246,7 +246,9 @@ func (s *Server) MapVersion() uint64 { return s.state.Load().m.Version }
 
 func (s *Server) listen() error {
 	handlers := s.handlers()
-	var shm, tcp rdma.Transport = &rdma.Shm{PeerUIDs: s.cfg.shmPeerUIDs(uint32(os.Getuid()))}, &rdma.TCP{TLS: s.tls}
+	refused := func(err error) { s.log.Warn("connection refused: peer not authenticated", zap.Error(err)) }
+	var shm, tcp rdma.Transport = &rdma.Shm{PeerUIDs: s.cfg.shmPeerUIDs(uint32(os.Getuid())), OnRefused: refused},
+		&rdma.TCP{TLS: s.tls, OnRefused: refused}
 	if s.deps.listen != nil {
 		shm, tcp = s.deps.listen, s.deps.listen
 	}
