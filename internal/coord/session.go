@@ -33,6 +33,13 @@ type Config struct {
 	// clockwork.Clock can), the lease's renewals (KeepLease) are paced on
 	// it too.
 	Clock Clock
+	// Auth is a digest credential, "user:password" (ReadAuthFile reads one
+	// from a file). With it the session authenticates before anything
+	// else, and every znode it creates (the root and its parents
+	// included) can be read and changed by that identity only; without
+	// it, znodes are open to anyone. Every server, master, command and
+	// client of a cluster whose znodes have the credential needs it.
+	Auth string
 }
 
 // Session is one ZooKeeper session (re-established by the client library
@@ -42,6 +49,7 @@ type Session struct {
 	root    string
 	log     *zap.Logger
 	timeout time.Duration // the session timeout asked for
+	acl     []zk.ACL      // of every znode this session creates (auth.go)
 	lease   *Lease        // revoked at every expiry; renewed by KeepLease
 	// after is KeepLease's pause between renewals: Config.Clock's After
 	// if it has one, else time.After.
@@ -77,13 +85,17 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 	if !strings.HasPrefix(cfg.Root, "/") || (len(cfg.Root) > 1 && strings.HasSuffix(cfg.Root, "/")) {
 		return nil, fmt.Errorf("coord: root %q: want an absolute znode path", cfg.Root)
 	}
+	acl, err := aclFor(cfg.Auth)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.SessionTimeout == 0 {
 		cfg.SessionTimeout = 2 * time.Second
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	s := &Session{root: cfg.Root, log: cfg.Log, timeout: cfg.SessionTimeout, lease: NewLease(cfg.Clock), after: time.After, wake: make(chan struct{}, 1),
+	s := &Session{root: cfg.Root, log: cfg.Log, timeout: cfg.SessionTimeout, acl: acl, lease: NewLease(cfg.Clock), after: time.After, wake: make(chan struct{}, 1),
 		expired: make(chan struct{}), has: make(chan struct{}), done: make(chan struct{})}
 	if w, ok := cfg.Clock.(interface {
 		After(time.Duration) <-chan time.Time
@@ -101,6 +113,10 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 	go s.loop()
 	select {
 	case <-s.has:
+		if err := s.authenticate(ctx, cfg.Auth); err != nil {
+			s.Close()
+			return nil, err
+		}
 		return s, nil
 	case <-ctx.Done():
 		s.Close()

@@ -1,0 +1,102 @@
+package coord
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/zap"
+)
+
+// ErrAuth: a ZooKeeper credential is malformed or could not be read.
+var ErrAuth = errors.New("coord: bad zookeeper credential")
+
+// parseAuth splits a digest credential "user:password". The user may not
+// be empty or hold a colon; the password may not be empty.
+func parseAuth(cred string) (user, password string, err error) {
+	user, password, ok := strings.Cut(cred, ":")
+	switch {
+	case !ok:
+		return "", "", fmt.Errorf("%w: want user:password", ErrAuth)
+	case user == "":
+		return "", "", fmt.Errorf("%w: the user is empty", ErrAuth)
+	case password == "":
+		return "", "", fmt.Errorf("%w: the password of %q is empty", ErrAuth, user)
+	}
+	return user, password, nil
+}
+
+// ReadAuthFile reads a credential file: "user:password" on one line
+// (surrounding white space, the final newline included, is ignored). The
+// credential is checked as Config.Auth is.
+func ReadAuthFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrAuth, err)
+	}
+	cred := string(bytes.TrimSpace(b))
+	if strings.ContainsAny(cred, "\r\n") {
+		return "", fmt.Errorf("%w: %s: want one line, user:password", ErrAuth, path)
+	}
+	if _, _, err := parseAuth(cred); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return cred, nil
+}
+
+// aclFor is the ACL of every znode a session creates: full rights for the
+// digest identity of cred only, or for anyone when cred is empty.
+func aclFor(cred string) ([]zk.ACL, error) {
+	if cred == "" {
+		return zk.WorldACL(zk.PermAll), nil
+	}
+	user, password, err := parseAuth(cred)
+	if err != nil {
+		return nil, err
+	}
+	return zk.DigestACL(zk.PermAll, user, password), nil
+}
+
+// authenticate adds the session's digest credential (the library sends it
+// again on every reconnection, before any other request), then warns if
+// the root exists with an ACL other than the session's: znodes created
+// before the credential was configured stay open to anyone.
+func (s *Session) authenticate(ctx context.Context, cred string) error {
+	if cred == "" {
+		return nil
+	}
+	err := s.retry(ctx, func() error { return s.conn.AddAuth("digest", []byte(cred)) })
+	if err != nil {
+		return fmt.Errorf("coord: zookeeper authentication: %w", err)
+	}
+	var acl []zk.ACL
+	err = s.retry(ctx, func() (err error) {
+		acl, _, err = s.conn.GetACL(s.root)
+		return err
+	})
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+	case err != nil:
+		s.log.Warn("cannot read the ACL of the root", zap.String("root", s.root), zap.Error(err))
+	case !sameACL(acl, s.acl):
+		s.log.Warn("the root's ACL is not the credential's: znodes created without it are open (docs/operations.md, \"ZooKeeper ACLs\")",
+			zap.String("root", s.root), zap.Any("acl", acl))
+	}
+	return nil
+}
+
+func sameACL(a, b []zk.ACL) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
