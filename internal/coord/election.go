@@ -118,7 +118,7 @@ func (s *Session) Campaign(ctx context.Context, name string) (*Leadership, error
 		lost := s.Expired()
 		var node string
 		err := s.retry(ctx, func() (err error) {
-			node, err = s.conn.CreateProtectedEphemeralSequential(dir+"/c-", []byte(name), zk.WorldACL(zk.PermAll))
+			node, err = s.conn.CreateProtectedEphemeralSequential(dir+"/c-", []byte(name), s.acl)
 			return err
 		})
 		if errors.Is(err, zk.ErrSessionExpired) {

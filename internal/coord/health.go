@@ -59,7 +59,7 @@ func (s *Session) SetHealth(ctx context.Context, name string, h *Health) error {
 	}
 	for ctx.Err() == nil {
 		err := s.retry(ctx, func() error {
-			_, err := s.conn.Create(p, data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+			_, err := s.conn.Create(p, data, zk.FlagEphemeral, s.acl)
 			return err
 		})
 		if !errors.Is(err, zk.ErrNodeExists) {

@@ -60,7 +60,7 @@ func (s *Session) ensure(ctx context.Context, p string) error {
 		return err
 	}
 	return s.retry(ctx, func() error {
-		_, err := s.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+		_, err := s.conn.Create(p, nil, 0, s.acl)
 		if errors.Is(err, zk.ErrNodeExists) {
 			return nil
 		}
@@ -90,7 +90,7 @@ func (s *Session) Register(ctx context.Context, srv ServerInfo) error {
 	p := s.path("servers", srv.Name)
 	for {
 		err := s.retry(ctx, func() error {
-			_, err := s.conn.Create(p, data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+			_, err := s.conn.Create(p, data, zk.FlagEphemeral, s.acl)
 			if errors.Is(err, zk.ErrNodeExists) {
 				_, st, gerr := s.conn.Get(p)
 				if gerr == nil && st.EphemeralOwner == s.conn.SessionID() {
@@ -213,7 +213,7 @@ func (s *Session) CreateMap(ctx context.Context, m *regionmap.Map) error {
 		return err
 	}
 	err = s.retry(ctx, func() error {
-		_, err := s.conn.Create(s.path("map"), data, 0, zk.WorldACL(zk.PermAll))
+		_, err := s.conn.Create(s.path("map"), data, 0, s.acl)
 		return err
 	})
 	if errors.Is(err, zk.ErrNodeExists) {

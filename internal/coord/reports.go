@@ -147,7 +147,7 @@ func (s *Session) Report(ctx context.Context, r Report) error {
 		return err
 	}
 	return s.retry(ctx, func() error {
-		_, err := s.conn.Create(dir+"/"+r.znode(), nil, 0, zk.WorldACL(zk.PermAll))
+		_, err := s.conn.Create(dir+"/"+r.znode(), nil, 0, s.acl)
 		if errors.Is(err, zk.ErrNodeExists) {
 			return nil
 		}
