@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tebis-go/tebis/internal/coord"
 	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/rdma/ring"
 )
@@ -31,6 +32,9 @@ var (
 	ErrStorage = errors.New("client: server storage full or failing")
 	// ErrServer: the server failed internally.
 	ErrServer = errors.New("client: server error")
+	// ErrZooKeeperAuth: the ZooKeeper credential (ZooKeeperAuth) is
+	// malformed, or missing or wrong for a cluster whose znodes have one.
+	ErrZooKeeperAuth = coord.ErrAuth
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
 )

@@ -26,10 +26,26 @@ type ZooKeeper struct {
 	subs []func(*regionmap.Map)
 }
 
+// ZooKeeperOption configures DialZooKeeper.
+type ZooKeeperOption func(*coord.Config)
+
+// ZooKeeperAuth authenticates the session with the cluster's digest
+// credential, "user:password" ("": none), which a cluster whose servers
+// and masters run with one requires to read the map.
+func ZooKeeperAuth(cred string) ZooKeeperOption {
+	return func(c *coord.Config) { c.Auth = cred }
+}
+
 // DialZooKeeper connects to the ensemble (servers: "host:port,...") and
-// the cluster under root ("" for /tebis).
-func DialZooKeeper(ctx context.Context, servers, root string, log *zap.Logger) (*ZooKeeper, error) {
-	sess, err := coord.Dial(ctx, coord.Config{Servers: []string{servers}, Root: root, SessionTimeout: 10 * time.Second, Log: log})
+// the cluster under root ("" for /tebis). A malformed credential fails
+// with an error wrapping ErrZooKeeperAuth, and so does reading the map
+// with a missing or wrong one.
+func DialZooKeeper(ctx context.Context, servers, root string, log *zap.Logger, opts ...ZooKeeperOption) (*ZooKeeper, error) {
+	cfg := coord.Config{Servers: []string{servers}, Root: root, SessionTimeout: 10 * time.Second, Log: log}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	sess, err := coord.Dial(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

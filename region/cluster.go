@@ -50,7 +50,14 @@ func (s *Server) joinCluster() error {
 	defer cancel()
 	sess := s.deps.coord // owned by the cluster link from here
 	if sess == nil {
-		zs, err := coord.Dial(ctx, coord.Config{Servers: []string{cfg.Zookeeper}, Root: cfg.ZKRoot, SessionTimeout: timeout, Log: s.log.Named("zk"), Clock: s.clock()})
+		var auth string
+		if cfg.ZKAuthFile != "" {
+			var err error
+			if auth, err = coord.ReadAuthFile(cfg.ZKAuthFile); err != nil {
+				return err
+			}
+		}
+		zs, err := coord.Dial(ctx, coord.Config{Servers: []string{cfg.Zookeeper}, Root: cfg.ZKRoot, SessionTimeout: timeout, Log: s.log.Named("zk"), Clock: s.clock(), Auth: auth})
 		if err != nil {
 			return err
 		}

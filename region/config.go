@@ -39,6 +39,10 @@ type Config struct {
 	Zookeeper string `yaml:"zookeeper"`
 	// ZKRoot is the cluster's znode.
 	ZKRoot string `yaml:"zk_root"`
+	// ZKAuthFile holds the cluster's ZooKeeper credential, user:password
+	// ("": none; coord.Config.Auth): the server authenticates with it,
+	// and the znodes it creates are that identity's only.
+	ZKAuthFile string `yaml:"zk_auth_file"`
 	// ZKSessionTimeout: a server silent for longer is declared failed.
 	// It also sets how long a primary waits for a hung backup
 	// (HungBackupAfter), standalone servers included.
@@ -195,6 +199,8 @@ func (c *Config) Validate() error {
 		return bad("replication_connect %v: want more than 0", c.ReplicationConnect)
 	case c.Zookeeper != "" && c.MapFile != "":
 		return bad("zookeeper and map_file are both set: a server takes its map from one")
+	case c.ZKAuthFile != "" && c.Zookeeper == "":
+		return bad("zk_auth_file is set without zookeeper")
 	case c.Zookeeper != "" && (c.ZKRoot == "" || c.ZKRoot[0] != '/'):
 		return bad("zk_root %q: want an absolute znode path", c.ZKRoot)
 	case c.Zookeeper != "" && (c.ZKSessionTimeout < Duration(100*time.Millisecond) || c.ZKSessionTimeout > Duration(time.Minute)):

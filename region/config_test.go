@@ -56,6 +56,7 @@ func TestLoadConfig(t *testing.T) {
 		"tls_cert: s.crt\ntls_key: s.key\n", // no CA
 		"tls_ca: ca.crt\n",                  // a CA alone
 		"shm_allow_uids: [-1]\n",            // not a uid
+		"zk_auth_file: zk.auth\n",           // a credential without zookeeper
 	} {
 		if _, err := LoadConfig(write(bad)); !errors.Is(err, ErrConfig) {
 			t.Errorf("%q: %v, want ErrConfig", bad, err)

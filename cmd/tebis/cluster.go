@@ -24,14 +24,29 @@ func zkFlags() []cli.Flag {
 		&cli.StringFlag{Name: "zookeeper", Value: "127.0.0.1:2181", Usage: "ZooKeeper ensemble host:port[,host:port]"},
 		&cli.StringFlag{Name: "zk-root", Value: "/tebis", Usage: "the cluster's znode"},
 		&cli.DurationFlag{Name: "zk-session-timeout", Value: 2 * time.Second, Usage: "ZooKeeper session timeout"},
+		&cli.StringFlag{Name: "zk-auth-file", Usage: zkAuthFileUsage},
 	}
 }
 
+const zkAuthFileUsage = "file holding the cluster's ZooKeeper credential, user:password (empty: none); the znodes created are then that identity's only (docs/operations.md)"
+
+// zkAuth is the credential --zk-auth-file names ("" without the flag).
+func zkAuth(c *cli.Context) (string, error) {
+	if p := c.String("zk-auth-file"); p != "" {
+		return coord.ReadAuthFile(p)
+	}
+	return "", nil
+}
+
 func dialZK(c *cli.Context, log *zap.Logger) (*coord.Session, error) {
+	auth, err := zkAuth(c)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	defer cancel()
 	return coord.Dial(ctx, coord.Config{Servers: []string{c.String("zookeeper")}, Root: c.String("zk-root"),
-		SessionTimeout: c.Duration("zk-session-timeout"), Log: log.Named("zk")})
+		SessionTimeout: c.Duration("zk-session-timeout"), Log: log.Named("zk"), Auth: auth})
 }
 
 func masterCommand() *cli.Command {

@@ -107,7 +107,11 @@ var openKVStore = func(c *cli.Context) (kvStore, error) {
 	var src regionmap.Source
 	var zkSession *client.ZooKeeper
 	if zk := c.String("zookeeper"); zk != "" {
-		z, err := client.DialZooKeeper(c.Context, zk, c.String("zk-root"), nil)
+		auth, err := zkAuth(c)
+		if err != nil {
+			return nil, err
+		}
+		z, err := client.DialZooKeeper(c.Context, zk, c.String("zk-root"), nil, client.ZooKeeperAuth(auth))
 		if err != nil {
 			return nil, err
 		}
@@ -147,6 +151,7 @@ func kvCommand() *cli.Command {
 			&cli.StringFlag{Name: "map", Usage: "region map file (YAML)"},
 			&cli.StringFlag{Name: "zookeeper", Usage: "a managed cluster's ZooKeeper ensemble host:port[,...] (the master's map)"},
 			&cli.StringFlag{Name: "zk-root", Value: "/tebis", Usage: "the cluster's znode"},
+			&cli.StringFlag{Name: "zk-auth-file", Usage: zkAuthFileUsage},
 			&cli.StringFlag{Name: "server", Value: "127.0.0.1:7070", Usage: "without --map: one standalone server's address"},
 			&cli.StringFlag{Name: "transport", Value: "tcp", Usage: "tcp or shm (with --server, the address is a socket path for shm)"},
 		}, tlsFlags()...),

@@ -29,6 +29,7 @@ func serverFlags() []cli.Flag {
 		&cli.StringFlag{Name: "map-file", Usage: "standalone region map (YAML); empty: one region over all keys"},
 		&cli.StringFlag{Name: "zookeeper", Usage: "ZooKeeper ensemble host:port[,host:port] of a managed cluster (instead of --map-file)"},
 		&cli.StringFlag{Name: "zk-root", Value: d.ZKRoot, Usage: "the cluster's znode"},
+		&cli.StringFlag{Name: "zk-auth-file", Usage: zkAuthFileUsage},
 		&cli.DurationFlag{Name: "zk-session-timeout", Value: time.Duration(d.ZKSessionTimeout), Usage: "ZooKeeper session timeout: a server silent longer is failed over; twice it, a primary drops a hung backup (also standalone; 0: after the 30 s command timeout only)"},
 		&cli.StringFlag{Name: "sync-mode", Value: d.SyncMode, Usage: "sync (durable before the reply) or async"},
 		&cli.StringFlag{Name: "segment-size", Value: d.SegmentSize.String(), Usage: "segment size, with unit"},
@@ -66,7 +67,7 @@ func serverConfig(c *cli.Context) (region.Config, error) {
 			return cfg, err
 		}
 	}
-	str := map[string]*string{"name": &cfg.Name, "data-dir": &cfg.DataDir, "shm": &cfg.Shm, "tcp": &cfg.TCP, "http": &cfg.HTTP, "map-file": &cfg.MapFile, "zookeeper": &cfg.Zookeeper, "zk-root": &cfg.ZKRoot, "sync-mode": &cfg.SyncMode, "replication-transport": &cfg.ReplicationTransport,
+	str := map[string]*string{"name": &cfg.Name, "data-dir": &cfg.DataDir, "shm": &cfg.Shm, "tcp": &cfg.TCP, "http": &cfg.HTTP, "map-file": &cfg.MapFile, "zookeeper": &cfg.Zookeeper, "zk-root": &cfg.ZKRoot, "zk-auth-file": &cfg.ZKAuthFile, "sync-mode": &cfg.SyncMode, "replication-transport": &cfg.ReplicationTransport,
 		"tls-cert": &cfg.TLSCert, "tls-key": &cfg.TLSKey, "tls-ca": &cfg.TLSCA}
 	for name, p := range str {
 		if c.IsSet(name) || c.String("config") == "" {

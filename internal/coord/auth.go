@@ -12,8 +12,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// ErrAuth: a ZooKeeper credential is malformed or could not be read.
-var ErrAuth = errors.New("coord: bad zookeeper credential")
+// ErrAuth: a ZooKeeper credential is malformed or could not be read, or
+// ZooKeeper refused the session's (missing or wrong) credential for the
+// region map.
+var ErrAuth = errors.New("coord: zookeeper credential missing, malformed or refused")
 
 // parseAuth splits a digest credential "user:password". The user may not
 // be empty or hold a colon; the password may not be empty.
