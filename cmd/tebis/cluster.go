@@ -107,6 +107,11 @@ func clusterCommand() *cli.Command {
 			Usage:  "print the leading master, the live servers and the region map",
 			Flags:  append(zkFlags(), &cli.BoolFlag{Name: "json", Usage: "JSON output"}),
 			Action: withSession(clusterStatus),
+		}, {
+			Name:   "set-acl",
+			Usage:  "give the root and every znode under it the ACL of --zk-auth-file's identity (closing a cluster created without one; stop every member first)",
+			Flags:  zkFlags(),
+			Action: withSession(clusterSetACL),
 		}}, adminCommands()...),
 	}
 }
@@ -166,6 +171,18 @@ func clusterInit(c *cli.Context, sess *coord.Session) error {
 		return err
 	}
 	fmt.Printf("region map created: %d regions, %d replicas, min copies %d, servers %s\n", len(m.Regions), m.Replicas, m.Copies(), names(m.Servers))
+	return nil
+}
+
+func clusterSetACL(c *cli.Context, sess *coord.Session) error {
+	if c.String("zk-auth-file") == "" {
+		return fmt.Errorf("set-acl needs --zk-auth-file: the credential whose identity gets the znodes")
+	}
+	n, err := sess.SetTreeACL(c.Context)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ACL set on %d znodes under %s\n", n, sess.Root())
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"strings"
 
 	"github.com/go-zookeeper/zk"
@@ -101,4 +102,49 @@ func sameACL(a, b []zk.ACL) bool {
 		}
 	}
 	return true
+}
+
+// SetTreeACL sets the session's ACL (Config.Auth's identity only, or
+// anyone's without a credential) on the root and every znode under it,
+// parents first, and returns how many it set. It is how a cluster created
+// without a credential is closed; znodes created meanwhile by others may
+// be missed, so every member should be stopped. A znode whose ACL this
+// session may not change fails it with zk.ErrNoAuth.
+func (s *Session) SetTreeACL(ctx context.Context) (int, error) {
+	n := 0
+	var walk func(p string) error
+	walk = func(p string) error {
+		err := s.retry(ctx, func() error {
+			_, err := s.conn.SetACL(p, s.acl, -1)
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil // gone meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("coord: set the acl of %s: %w", p, err)
+		}
+		n++
+		var kids []string
+		err = s.retry(ctx, func() (err error) {
+			kids, _, err = s.conn.Children(p)
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("coord: list %s: %w", p, err)
+		}
+		for _, k := range kids {
+			if err := walk(path.Join(p, k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(s.root); err != nil {
+		return n, err
+	}
+	return n, nil
 }

@@ -202,3 +202,43 @@ func TestDialBadCredential(t *testing.T) {
 		t.Fatalf("dial with a malformed credential: %v, want %v", err, ErrAuth)
 	}
 }
+
+// TestSetTreeACL: a layout created without a credential is closed by
+// SetTreeACL of a session with one; others then cannot change the map.
+func TestSetTreeACL(t *testing.T) {
+	t.Parallel()
+	addr := zkAddr(t)
+	ctx := ctxFor(t, 30*time.Second)
+	r := root(t)
+	open := dialAs(t, addr, r, "")
+	if err := open.CreateMap(ctx, testMap(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := open.Register(ctx, server("rs1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := open.Report(ctx, JoinReport{Region: 1, Epoch: 1, Server: "rs2"}); err != nil {
+		t.Fatal(err)
+	}
+	admin := dialAs(t, addr, r, "tebis:pw")
+	n, err := admin.SetTreeACL(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 6 { // root, map, servers, servers/rs1, reports, its report
+		t.Errorf("set %d acls, want 6", n)
+	}
+	if _, err := open.Conn().Set(r+"/map", []byte("{}"), -1); !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("set the map without the credential: %v, want %v", err, zk.ErrNoAuth)
+	}
+	if err := open.Report(ctx, JoinReport{Region: 1, Epoch: 1, Server: "rs3"}); !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("report without the credential: %v, want %v", err, zk.ErrNoAuth)
+	}
+	if _, _, err := admin.ReadMap(ctx); err != nil {
+		t.Fatalf("read the map with the credential: %v", err)
+	}
+	other := dialAs(t, addr, r, "other:pw")
+	if _, err := other.SetTreeACL(ctx); !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("another identity's SetTreeACL: %v, want %v", err, zk.ErrNoAuth)
+	}
+}
