@@ -192,7 +192,7 @@ func (r *Replica) Reply(c *Command) ([]byte, error) {
 		return nil, err
 	}
 	if c.Kind == CmdCheck && r.mode == SendIndex {
-		return replwire.State{Logs: backupLogs(r.backup), Levels: r.backup.Levels(), RP: regionRP(r.backup)}.Encode(), nil
+		return replwire.State{Logs: backupLogs(r.backup), Levels: replwire.Shapes(r.backup.Levels()), RP: regionRP(r.backup)}.Encode(), nil
 	}
 	if c.Kind == CmdCheck {
 		return r.appliedReply(), nil

@@ -615,7 +615,7 @@ func TestCheckState(t *testing.T) {
 		t.Fatalf("a segment the primary freed: %v", err)
 	}
 	lv := st
-	lv.Levels = append([]engine.LevelInfo(nil), st.Levels...)
+	lv.Levels = append([]replwire.Level(nil), st.Levels...)
 	for i := range lv.Levels {
 		if lv.Levels[i].Root != 0 {
 			lv.Levels[i].Pairs++

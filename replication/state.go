@@ -25,7 +25,7 @@ func regionRP(r recoveryPointer) replwire.RecoveryPoint {
 
 // primaryState reads a primary region's state.
 func primaryState(r *engine.Region) replwire.State {
-	return replwire.State{Logs: r.LogSegments(), Levels: r.Levels(), RP: regionRP(r)}
+	return replwire.State{Logs: r.LogSegments(), Levels: replwire.Shapes(r.Levels()), RP: regionRP(r)}
 }
 
 // checkState compares a backup region with its primary's state. It
@@ -69,7 +69,7 @@ func checkState(r *engine.Backup, segSize int64, st replwire.State) error {
 	for i, w := range want {
 		g := levels[i]
 		if g.Height != w.Height || g.Pairs != w.Pairs || g.KVBytes != w.KVBytes || g.Nodes != w.Nodes ||
-			len(g.Segments) != len(w.Segments) || (g.Root == 0) != (w.Root == 0) || g.Root&mask != w.Root&mask {
+			len(g.Segments) != w.Segments || (g.Root == 0) != (w.Root == 0) || g.Root&mask != w.Root&mask {
 			return fmt.Errorf("%w: level %d differs from the primary's", ErrOutOfSync, i+1)
 		}
 	}

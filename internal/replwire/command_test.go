@@ -27,7 +27,7 @@ func goldenCommands() []*Command {
 		{Kind: CmdLogFree, Region: 7, Epoch: 3, Segment: 12, Seq: 99},
 		{Kind: CmdCheck, Region: 7, Epoch: 3, Data: State{
 			Logs:   []engine.LogSegment{{Segment: 12, Seq: 99, End: 65000}, {Segment: 13, Seq: 100}},
-			Levels: []engine.LevelInfo{{}, {Height: 2, Segments: make([]uint64, 2), Root: 40<<16 | 4096, Pairs: 1000, KVBytes: 52000, Nodes: 30}},
+			Levels: []Level{{}, {Height: 2, Segments: 2, Root: 40<<16 | 4096, Pairs: 1000, KVBytes: 52000, Nodes: 30}},
 			RP:     RecoveryPoint{Segment: 13, Seq: 100, Offset: 4096},
 		}.Encode()},
 		{Kind: CmdRebase, Region: 7, Epoch: 4, Data: EncodeRebase([]RebasePair{{Old: 12, Seq: 99, New: 30}, {Old: 13, Seq: 100, New: 31}})},

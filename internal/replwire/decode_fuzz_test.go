@@ -29,7 +29,7 @@ func FuzzDecodeHello(f *testing.F) {
 func FuzzDecodeState(f *testing.F) {
 	f.Add(State{}.Encode())
 	f.Add(State{Logs: []engine.LogSegment{{Segment: 4, Seq: 9, End: 4096}, {Segment: 5, Seq: 10}},
-		Levels: []engine.LevelInfo{{Height: 2, Segments: make([]uint64, 3), Root: 77, Pairs: 100, KVBytes: 5000, Nodes: 12}},
+		Levels: []Level{{Height: 2, Segments: 3, Root: 77, Pairs: 100, KVBytes: 5000, Nodes: 12}},
 		RP:     RecoveryPoint{Segment: 4, Seq: 9, Offset: 128}}.Encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st, err := DecodeState(b)

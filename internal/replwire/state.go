@@ -14,8 +14,29 @@ import (
 // carries it when a stream starts, and a backup answers with its own.
 type State struct {
 	Logs   []engine.LogSegment // Segment is the primary's number
-	Levels []engine.LevelInfo  // Segments and Root compared by shape only
+	Levels []Level
 	RP     RecoveryPoint
+}
+
+// Level is a level's shape as a State carries it: how many index
+// segments it has (not their numbers) and its root (compared modulo the
+// segment size).
+type Level struct {
+	Height   int
+	Segments int // index segments, at most maxCmdSeg
+	Root     uint64
+	Pairs    int64
+	KVBytes  int64
+	Nodes    int64
+}
+
+// Shapes returns the shapes of levels, in order.
+func Shapes(levels []engine.LevelInfo) []Level {
+	out := make([]Level, len(levels))
+	for i, l := range levels {
+		out[i] = Level{Height: l.Height, Segments: len(l.Segments), Root: l.Root, Pairs: l.Pairs, KVBytes: l.KVBytes, Nodes: l.Nodes}
+	}
+	return out
 }
 
 // RecoveryPoint is a region's L0 recovery point in the primary's terms:
@@ -42,7 +63,7 @@ func (st State) Encode() []byte {
 	b = le.AppendUint32(b, uint32(len(st.Levels)))
 	for _, l := range st.Levels {
 		b = le.AppendUint32(b, uint32(l.Height))
-		b = le.AppendUint32(b, uint32(len(l.Segments)))
+		b = le.AppendUint32(b, uint32(l.Segments))
 		b = le.AppendUint64(b, l.Root)
 		b = le.AppendUint64(b, uint64(l.Pairs))
 		b = le.AppendUint64(b, uint64(l.KVBytes))
@@ -53,44 +74,53 @@ func (st State) Encode() []byte {
 	return le.AppendUint64(b, uint64(st.RP.Offset))
 }
 
-// DecodeState parses State.Encode's bytes. Level segment lists come back
-// with the right length and zero numbers.
+// DecodeState parses State.Encode's bytes. What it allocates is bounded
+// by len(b): every count is checked against the bytes that follow it
+// before anything is allocated (a level's segment count is a number,
+// bounded by maxCmdSeg, not a list).
 func DecodeState(b []byte) (State, error) {
 	le := binary.LittleEndian
 	var st State
-	bad := fmt.Errorf("%w: state of %d bytes", ErrMalformed, len(b))
+	size := len(b)
+	bad := func() error { return fmt.Errorf("%w: state of %d bytes", ErrMalformed, size) }
 	if len(b) < 4 {
-		return st, bad
+		return st, bad()
 	}
 	n := int(le.Uint32(b))
 	b = b[4:]
 	if n > len(b)/24 {
-		return st, bad
+		return st, bad()
+	}
+	if n > 0 {
+		st.Logs = make([]engine.LogSegment, 0, n)
 	}
 	for range n {
 		st.Logs = append(st.Logs, engine.LogSegment{Segment: le.Uint64(b), Seq: le.Uint64(b[8:]), End: int64(le.Uint64(b[16:]))})
 		b = b[24:]
 	}
 	if len(b) < 4 {
-		return st, bad
+		return st, bad()
 	}
 	n = int(le.Uint32(b))
 	b = b[4:]
 	if n > len(b)/40 || len(b) != 40*n+24 {
-		return st, bad
+		return st, bad()
+	}
+	if n > 0 {
+		st.Levels = make([]Level, 0, n)
 	}
 	for range n {
 		segs := int(le.Uint32(b[4:]))
 		if segs > maxCmdSeg {
-			return st, bad
+			return st, bad()
 		}
-		st.Levels = append(st.Levels, engine.LevelInfo{Height: int(le.Uint32(b)), Segments: make([]uint64, segs), Root: le.Uint64(b[8:]),
+		st.Levels = append(st.Levels, Level{Height: int(le.Uint32(b)), Segments: segs, Root: le.Uint64(b[8:]),
 			Pairs: int64(le.Uint64(b[16:])), KVBytes: int64(le.Uint64(b[24:])), Nodes: int64(le.Uint64(b[32:]))})
 		b = b[40:]
 	}
 	st.RP = RecoveryPoint{Segment: le.Uint64(b), Seq: le.Uint64(b[8:]), Offset: int64(le.Uint64(b[16:]))}
 	if (st.RP.Segment == 0) != (st.RP.Seq == 0) || st.RP.Offset < 0 || (st.RP.Segment == 0 && st.RP.Offset != 0) {
-		return st, bad
+		return st, bad()
 	}
 	return st, nil
 }
