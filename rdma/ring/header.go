@@ -73,6 +73,13 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // became visible this may only mean its other bytes are still arriving.
 var errChecksum = fmt.Errorf("%w: header checksum", ErrMalformed)
 
+// MaxPayload is the largest payload a message can carry in a ring of n
+// bytes (a message takes at most half a ring): MsgSize(MaxPayload(n)) <=
+// n/2.
+func MaxPayload(n int) int {
+	return max(n/2/HeaderSize*HeaderSize-HeaderSize-8, 0)
+}
+
 // MsgSize is the ring bytes a message with n payload bytes occupies.
 func MsgSize(n int) int {
 	if n == 0 {

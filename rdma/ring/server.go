@@ -25,6 +25,10 @@ type HandlerFunc func(req *ServerRequest) Reply
 type ServerRequest struct {
 	Header
 	Payload []byte
+	// MaxReply is the largest reply payload the client's reply ring can
+	// ever take (MaxPayload of its size; 0: not known): a handler bounds
+	// what it builds by it.
+	MaxReply int
 }
 
 // ServerConfig configures a ring server.
