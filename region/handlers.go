@@ -189,9 +189,19 @@ func (s *Server) handleDelete(req *ring.ServerRequest) ring.Reply {
 	return ring.Reply{}
 }
 
+// maxReply is the largest reply a request's client can take (unknown:
+// what the largest ring can): scans and multi-gets build no more.
+func maxReply(req *ring.ServerRequest) int {
+	if req.MaxReply > 0 {
+		return req.MaxReply
+	}
+	return ring.MaxPayload(ring.MaxRing)
+}
+
 // handleScan returns pairs from max(start, region start) to the lesser of
 // the requested end and the region's end, at most Limit pairs and about
-// MaxBytes of encoded reply (always at least one pair).
+// MaxBytes of encoded reply, MaxBytes capped at what the client's reply
+// ring can take (always at least one pair).
 func (s *Server) handleScan(req *ring.ServerRequest) ring.Reply {
 	q, err := wire.DecodeScanRequest(req.Payload)
 	if err != nil {
@@ -222,13 +232,14 @@ func (s *Server) handleScan(req *ring.ServerRequest) ring.Reply {
 	if limit <= 0 {
 		limit = 1
 	}
+	maxBytes := min(int(q.MaxBytes), maxReply(req))
 	it := er.Scan(start, end)
 	defer it.Close()
 	var pairs []wire.Pair
 	size, flags := 5, uint8(0)
 	for it.Next() {
 		n := 8 + len(it.Key()) + len(it.Value())
-		if len(pairs) >= limit || (len(pairs) > 0 && size+n > int(q.MaxBytes)) {
+		if len(pairs) >= limit || (len(pairs) > 0 && size+n > maxBytes) {
 			flags = wire.ScanMore
 			break
 		}
@@ -244,6 +255,9 @@ func (s *Server) handleScan(req *ring.ServerRequest) ring.Reply {
 	return ring.Reply{Payload: wire.EncodeScanReply(nil, flags, pairs)}
 }
 
+// handleMultiGet answers every key's value, or TOO_LARGE once the reply
+// grows past what the client's reply ring can take (the client splits
+// the batch).
 func (s *Server) handleMultiGet(req *ring.ServerRequest) ring.Reply {
 	q, err := wire.DecodeMultiGetRequest(req.Payload)
 	if err != nil {
@@ -266,6 +280,9 @@ func (s *Server) handleMultiGet(req *ring.ServerRequest) ring.Reply {
 			return s.engineErr(err)
 		default:
 			out = wire.EncodeMultiGetValue(out, v, true)
+		}
+		if len(out) > maxReply(req) {
+			return errorReply(wire.StatusTooLarge, "multi-get of %d keys: reply over %d bytes, the most the client's reply ring takes", len(q.Keys), maxReply(req))
 		}
 	}
 	return ring.Reply{Payload: out}
