@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 
 	"github.com/go-zookeeper/zk"
@@ -134,12 +135,24 @@ func (s *Session) readHealth(ctx context.Context, kids []string) (map[string]Hea
 // decodeHealth decodes server name's report; a malformed one is logged
 // and ignored (ok false).
 func (s *Session) decodeHealth(name string, data []byte) (Health, bool) {
-	var h Health
-	if err := json.Unmarshal(data, &h); err != nil || h.Name != name {
+	h, err := decodeHealthData(name, data)
+	if err != nil {
 		s.log.Warn("malformed health znode ignored", zap.String("znode", s.path("health", name)), zap.ByteString("data", data), zap.NamedError("decode", err))
 		return Health{}, false
 	}
 	return h, true
+}
+
+// decodeHealthData decodes the data of health znode name.
+func decodeHealthData(name string, data []byte) (Health, error) {
+	var h Health
+	if err := json.Unmarshal(data, &h); err != nil {
+		return Health{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	if h.Name != name {
+		return Health{}, fmt.Errorf("%w: health of %q in the znode of %q", ErrMalformed, h.Name, name)
+	}
+	return h, nil
 }
 
 // WatchHealth calls fn with the servers' health reports (by name) now and

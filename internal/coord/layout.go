@@ -110,6 +110,22 @@ func (s *Session) Register(ctx context.Context, srv ServerInfo) error {
 	}
 }
 
+// ErrMalformed: a znode's data does not decode, or names another server
+// than its znode.
+var ErrMalformed = errors.New("coord: malformed znode data")
+
+// decodeServerInfo decodes the data of server znode name.
+func decodeServerInfo(name string, data []byte) (ServerInfo, error) {
+	var si ServerInfo
+	if err := json.Unmarshal(data, &si); err != nil {
+		return ServerInfo{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	if si.Name != name {
+		return ServerInfo{}, fmt.Errorf("%w: server %q in the znode of %q", ErrMalformed, si.Name, name)
+	}
+	return si, nil
+}
+
 // Servers returns the live region servers by name (malformed server
 // znodes are logged and skipped).
 func (s *Session) Servers(ctx context.Context) (map[string]ServerInfo, error) {
@@ -141,8 +157,8 @@ func (s *Session) readServers(ctx context.Context, kids []string) (map[string]Se
 		if err != nil {
 			return nil, err
 		}
-		var si ServerInfo
-		if err := json.Unmarshal(data, &si); err != nil || si.Name != k {
+		si, err := decodeServerInfo(k, data)
+		if err != nil {
 			// Skipped, not fatal: one bad znode must not hide the others.
 			s.log.Warn("malformed region server znode ignored", zap.String("znode", s.path("servers", k)),
 				zap.ByteString("data", data), zap.NamedError("decode", err))

@@ -1,0 +1,95 @@
+package coord
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// Fuzz targets for what coord decodes from ZooKeeper, which anyone who
+// can write the cluster's znodes controls: report names, the region map,
+// server and health znodes. Each must refuse malformed input with an
+// error, never panic, and what it accepts must survive encoding again.
+
+func FuzzParseReport(f *testing.F) {
+	for _, r := range []Report{JoinReport{Region: 1, Epoch: 2, Server: "rs1"}, DropReport{Region: 3, Epoch: 4, Server: "rs-2"},
+		LogReport{Region: 5, Epoch: 6, Pos: 7<<32 | 4096, Server: "rs3", Complete: true}, LogReport{Region: 5, Epoch: 6, Pos: 1, Server: "a-b"}} {
+		f.Add(r.znode())
+	}
+	f.Add("drop-1-2-")
+	f.Add("log-1-2-x-rs1")
+	f.Fuzz(func(t *testing.T, name string) {
+		r, ok := parseReport(name)
+		if !ok {
+			return
+		}
+		if r.Key().Server == "" {
+			t.Fatalf("%q parsed as %#v: no server", name, r)
+		}
+		again, ok := parseReport(r.znode())
+		if !ok || again != r {
+			t.Fatalf("%q parsed as %#v, whose name %q parses as %#v, %v", name, r, r.znode(), again, ok)
+		}
+	})
+}
+
+func FuzzDecodeMap(f *testing.F) {
+	good, _ := json.Marshal(testMap(3))
+	f.Add(good)
+	f.Add([]byte(`{"version":1,"servers":[{"name":"a"}],"regions":[{"id":1,"primary":"a","epoch":1}]}`))
+	f.Add([]byte(`{"version":1,"regions":[{"id":1,"start":"m","end":"a"}]}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := DecodeMap(data)
+		if err != nil {
+			return
+		}
+		enc, err := json.Marshal(m)
+		if err != nil {
+			t.Fatalf("a decoded map does not encode: %v", err)
+		}
+		m2, err := DecodeMap(enc)
+		if err != nil {
+			t.Fatalf("%s decoded, but its encoding %s does not: %v", data, enc, err)
+		}
+		if enc2, _ := json.Marshal(m2); !bytes.Equal(enc, enc2) {
+			t.Fatalf("map %s re-encodes as %s", enc, enc2)
+		}
+	})
+}
+
+func FuzzDecodeServerInfo(f *testing.F) {
+	good, _ := json.Marshal(server("rs1"))
+	f.Add("rs1", good)
+	f.Add("rs1", []byte(`{"name":"rs2"}`))
+	f.Add("", []byte(`{}`))
+	f.Fuzz(func(t *testing.T, name string, data []byte) {
+		si, err := decodeServerInfo(name, data)
+		if err != nil {
+			return
+		}
+		enc, _ := json.Marshal(si)
+		again, err := decodeServerInfo(name, enc)
+		if err != nil || again != si {
+			t.Fatalf("%s decoded as %+v, whose encoding %s decodes as %+v, %v", data, si, enc, again, err)
+		}
+	})
+}
+
+func FuzzDecodeHealth(f *testing.F) {
+	good, _ := json.Marshal(Health{Name: "rs1", Started: 5, State: HealthNoSpace, Error: "ENOSPC", Since: 7})
+	f.Add("rs1", good)
+	f.Add("rs1", []byte(`{"name":"rs1","state":"failed"}`))
+	f.Add("rs1", []byte(`[]`))
+	f.Fuzz(func(t *testing.T, name string, data []byte) {
+		h, err := decodeHealthData(name, data)
+		if err != nil {
+			return
+		}
+		enc, _ := json.Marshal(h)
+		again, err := decodeHealthData(name, enc)
+		if err != nil || again != h {
+			t.Fatalf("%s decoded as %+v, whose encoding %s decodes as %+v, %v", data, h, enc, again, err)
+		}
+	})
+}
