@@ -81,12 +81,15 @@ fuzz:
 	for f in FuzzDecodeHello FuzzDecodeFrame; do \
 		$(GO) test ./rdma -run '^$$' -fuzz $$f -fuzztime 1000000x || exit 1; \
 	done
-	for f in FuzzServerPoll FuzzDecodeHeader FuzzConnParams; do \
+	for f in FuzzServerPoll FuzzDecodeHeader FuzzConnParams FuzzClientCheck; do \
 		$(GO) test ./rdma/ring -run '^$$' -fuzz $$f -fuzztime 1000000x || exit 1; \
 	done
 	$(GO) test ./internal/wire -run '^$$' -fuzz FuzzDecode -fuzztime 1000000x
 	for f in FuzzDecodeSegMap FuzzDecodeCommand FuzzDecodeHello FuzzDecodeState FuzzDecodeRebase FuzzDecodeBuildData FuzzDecodeMarker; do \
 		$(GO) test ./internal/replwire -run '^$$' -fuzz "^$$f\$$" -fuzztime 1000000x || exit 1; \
+	done
+	for f in FuzzParseReport FuzzDecodeMap FuzzDecodeServerInfo FuzzDecodeHealth; do \
+		$(GO) test ./internal/coord -run '^$$' -fuzz "^$$f\$$" -fuzztime 200000x || exit 1; \
 	done
 
 # The engine against pebble, one process, the paper's KV-size mixes

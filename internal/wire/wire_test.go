@@ -109,6 +109,8 @@ func FuzzDecode(f *testing.F) {
 	mg := MultiGetRequest{MapVersion: 2, Keys: [][]byte{[]byte("a"), {}, []byte("ccc")}}
 	f.Add(mg.Encode(nil))
 	f.Add(EncodeScanReply(nil, ScanRegionEnd, []Pair{{[]byte("a"), []byte("1")}}))
+	f.Add(EncodeMultiGetValue(EncodeMultiGetValue(EncodeMultiGetValue(nil, []byte("v"), true), nil, false), []byte{}, true))
+	f.Add(EncodeVersion(9))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if q, err := DecodePutRequest(b); err == nil && !bytes.Equal(q.Encode(nil), b) {
 			t.Fatalf("put request does not round-trip")
@@ -116,7 +118,9 @@ func FuzzDecode(f *testing.F) {
 		if q, err := DecodeDeleteRequest(b); err == nil && !bytes.Equal(q.Encode(nil), b) {
 			t.Fatalf("delete request does not round-trip")
 		}
-		_, _ = DecodeKeyRequest(b)
+		if q, err := DecodeKeyRequest(b); err == nil && !bytes.Equal(q.Encode(nil), b) {
+			t.Fatalf("get request does not round-trip")
+		}
 		if q, err := DecodeScanRequest(b); err == nil {
 			if again, err := DecodeScanRequest(q.Encode(nil)); err != nil || !bytes.Equal(again.Start, q.Start) || !bytes.Equal(again.End, q.End) {
 				t.Fatalf("scan request does not round-trip")
@@ -128,6 +132,17 @@ func FuzzDecode(f *testing.F) {
 		if r, err := DecodeScanReply(b); err == nil && !bytes.Equal(EncodeScanReply(nil, r.Flags, r.Pairs), b) {
 			t.Fatalf("scan reply does not round-trip")
 		}
-		_, _ = DecodeMultiGetReply(b, 3)
+		if vs, err := DecodeMultiGetReply(b, 3); err == nil {
+			var again []byte
+			for _, v := range vs {
+				again = EncodeMultiGetValue(again, v, v != nil)
+			}
+			if len(vs) > 3 || !bytes.Equal(again, b) {
+				t.Fatalf("multi-get reply of %d values does not round-trip", len(vs))
+			}
+		}
+		if v, err := DecodeVersion(b); err == nil && !bytes.Equal(EncodeVersion(v), b) {
+			t.Fatalf("version does not round-trip")
+		}
 	})
 }
