@@ -75,7 +75,7 @@ torture-matrix: deps
 # Longer fuzzing of the on-disk format and wire decoders (not part of `make test`;
 # `make test` runs the fuzz targets' seed corpora).
 fuzz:
-	for f in FuzzDecodeNode FuzzDecodeRecord FuzzDecodeSegHeader FuzzDecodeLevelDesc; do \
+	for f in FuzzDecodeNode FuzzDecodeRecord FuzzDecodeSegHeader FuzzDecodeLevelDesc FuzzMergeRequestTable; do \
 		$(GO) test ./engine -run '^$$' -fuzz $$f -fuzztime 1000000x -fuzzminimizetime 2s || exit 1; \
 	done
 	for f in FuzzDecodeHello FuzzDecodeFrame; do \
