@@ -14,8 +14,8 @@ import (
 )
 
 // ErrAuth: a ZooKeeper credential is malformed or could not be read, or
-// ZooKeeper refused the session's (missing or wrong) credential for the
-// region map.
+// ZooKeeper refused an operation to the session's (missing or wrong)
+// credential (wrapping zk.ErrNoAuth then).
 var ErrAuth = errors.New("coord: zookeeper credential missing, malformed or refused")
 
 // parseAuth splits a digest credential "user:password". The user may not
@@ -109,7 +109,7 @@ func sameACL(a, b []zk.ACL) bool {
 // parents first, and returns how many it set. It is how a cluster created
 // without a credential is closed; znodes created meanwhile by others may
 // be missed, so every member should be stopped. A znode whose ACL this
-// session may not change fails it with zk.ErrNoAuth.
+// session may not change fails it with ErrAuth (and zk.ErrNoAuth).
 func (s *Session) SetTreeACL(ctx context.Context) (int, error) {
 	n := 0
 	var walk func(p string) error

@@ -194,9 +194,6 @@ func (s *Session) ReadMap(ctx context.Context) (*regionmap.Map, int32, error) {
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, 0, ErrNoMap
 	}
-	if errors.Is(err, zk.ErrNoAuth) {
-		return nil, 0, fmt.Errorf("%w: read %s: %w", ErrAuth, s.path("map"), err)
-	}
 	if err != nil {
 		return nil, 0, err
 	}

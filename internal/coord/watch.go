@@ -80,7 +80,8 @@ func (s *Session) nextRound(ctx context.Context, ch <-chan zk.Event, err error) 
 }
 
 // retry runs op until it succeeds, fails with an error other than a lost
-// connection, or ctx ends. Once the session is closed it fails at once
+// connection (a refusal for want of rights, zk.ErrNoAuth, wrapped in
+// ErrAuth), or ctx ends. Once the session is closed it fails at once
 // with ErrNoSession (a closed connection would look transient forever).
 func (s *Session) retry(ctx context.Context, op func() error) error {
 	for {
@@ -90,6 +91,9 @@ func (s *Session) retry(ctx context.Context, op func() error) error {
 		}
 		if s.closed() {
 			return fmt.Errorf("%w: the session is closed (%w)", ErrNoSession, err)
+		}
+		if errors.Is(err, zk.ErrNoAuth) {
+			return fmt.Errorf("%w: %w", ErrAuth, err)
 		}
 		if !transient(err) {
 			return err
