@@ -88,7 +88,7 @@ fuzz:
 	for f in FuzzDecodeSegMap FuzzDecodeCommand FuzzDecodeHello FuzzDecodeState FuzzDecodeRebase FuzzDecodeBuildData FuzzDecodeMarker; do \
 		$(GO) test ./internal/replwire -run '^$$' -fuzz "^$$f\$$" -fuzztime 1000000x || exit 1; \
 	done
-	for f in FuzzParseReport FuzzDecodeMap FuzzDecodeServerInfo FuzzDecodeHealth; do \
+	for f in FuzzParseReport FuzzParseRequests FuzzDecodeMap FuzzDecodeServerInfo FuzzDecodeHealth; do \
 		$(GO) test ./internal/coord -run '^$$' -fuzz "^$$f\$$" -fuzztime 200000x || exit 1; \
 	done
 

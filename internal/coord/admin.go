@@ -167,7 +167,7 @@ func (s *Session) createRequest(ctx context.Context, name string) error {
 		return err
 	}
 	return s.retry(ctx, func() error {
-		_, err := s.conn.Create(dir+"/"+name, nil, 0, zk.WorldACL(zk.PermAll))
+		_, err := s.conn.Create(dir+"/"+name, nil, 0, s.acl)
 		if errors.Is(err, zk.ErrNodeExists) {
 			return nil
 		}

@@ -75,6 +75,12 @@ func TestACLs(t *testing.T) {
 	if name, err := admin.Leader(ctx); err != nil || name != "m1" {
 		t.Fatalf("leader %q, %v; want m1", name, err)
 	}
+	if err := admin.Drain(ctx, "rs2"); err != nil {
+		t.Fatal(err)
+	}
+	if rq, err := admin.Requests(ctx); err != nil || !rq.Drained["rs2"] {
+		t.Fatalf("requests %+v, %v; want rs2 drained", rq, err)
+	}
 
 	cands, _, err := admin.Conn().Children(r + "/election")
 	if err != nil || len(cands) != 1 {
@@ -82,7 +88,7 @@ func TestACLs(t *testing.T) {
 	}
 	want := zk.DigestACL(zk.PermAll, "tebis", "s3cret:with-colon")
 	for _, p := range []string{parent, r, r + "/map", r + "/servers", r + "/servers/rs1", r + "/reports", r + "/reports/" + join.znode(),
-		r + "/health", r + "/health/rs1", r + "/election", r + "/election/" + cands[0]} {
+		r + "/health", r + "/health/rs1", r + "/election", r + "/election/" + cands[0], r + "/admin", r + "/admin/" + drainZnode("rs2")} {
 		acl, _, err := admin.Conn().GetACL(p)
 		if err != nil {
 			t.Fatalf("acl of %s: %v", p, err)
@@ -131,6 +137,10 @@ func TestACLs(t *testing.T) {
 			_, err = in.Campaign(cctx, "intruder")
 			refused("campaign", err)
 			noAuth("delete the root", in.Conn().Delete(r, -1))
+			refused("request a drain", in.Drain(ctx, "rs1"))
+			refused("undrain", in.Undrain(ctx, "rs2"))
+			_, err = in.Requests(ctx)
+			refused("read the requests", err)
 		})
 	}
 	after, st2, err := admin.Conn().Get(r + "/map")

@@ -13,7 +13,7 @@ import (
 
 func FuzzParseReport(f *testing.F) {
 	for _, r := range []Report{JoinReport{Region: 1, Epoch: 2, Server: "rs1"}, DropReport{Region: 3, Epoch: 4, Server: "rs-2"},
-		LogReport{Region: 5, Epoch: 6, Pos: 7<<32 | 4096, Server: "rs3", Complete: true}, LogReport{Region: 5, Epoch: 6, Pos: 1, Server: "a-b"}} {
+		LogReport{Region: 5, Epoch: 6, Pos: 7<<32 | 4096, Server: "rs3", Complete: true}, LogReport{Region: 5, Epoch: 6, Pos: 1, Server: "a-b"}, ReleaseReport{Region: 8, Epoch: 9, Server: "rs4"}} {
 		f.Add(r.znode())
 	}
 	f.Add("drop-1-2-")
@@ -90,6 +90,40 @@ func FuzzDecodeHealth(f *testing.F) {
 		again, err := decodeHealthData(name, enc)
 		if err != nil || again != h {
 			t.Fatalf("%s decoded as %+v, whose encoding %s decodes as %+v, %v", data, h, enc, again, err)
+		}
+	})
+}
+
+func FuzzParseRequests(f *testing.F) {
+	f.Add(moveZnode(3, "rs-2"), drainZnode("rs1"))
+	f.Add(rebalanceZnode, "move-0-x")
+	f.Add("move-18446744073709551616-rs1", "drain-")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		rq := parseRequests([]string{a, b})
+		var again []string
+		for region, server := range rq.Moves {
+			if region == 0 || server == "" {
+				t.Fatalf("%q, %q: a move of region %d to %q", a, b, region, server)
+			}
+			again = append(again, moveZnode(region, server))
+		}
+		for server := range rq.Drained {
+			if server == "" {
+				t.Fatalf("%q, %q: a drain of no server", a, b)
+			}
+			again = append(again, drainZnode(server))
+		}
+		if rq.Rebalance {
+			again = append(again, rebalanceZnode)
+		}
+		rq2 := parseRequests(again)
+		if len(rq2.Moves) != len(rq.Moves) || len(rq2.Drained) != len(rq.Drained) || rq2.Rebalance != rq.Rebalance {
+			t.Fatalf("%q, %q parsed as %+v, whose names %q parse as %+v", a, b, rq, again, rq2)
+		}
+		for region, server := range rq.Moves {
+			if rq2.Moves[region] != server {
+				t.Fatalf("move of region %d: %q, then %q", region, server, rq2.Moves[region])
+			}
 		}
 	})
 }
