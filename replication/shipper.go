@@ -130,6 +130,7 @@ type sender struct {
 	queue      []*Command
 	indexQueue int    // index segments queued or in flight
 	sealedDone uint64 // sealed flushes the backup completed
+	shipped    uint64 // index segments the backup applied
 	// dead: nothing more is queued for or sent to it (killLocked); left:
 	// it is out of the mirror too, and the stream's waits go on without
 	// it (leave). Never left before dead; a dead backup not yet left
@@ -730,6 +731,7 @@ func (s *Shipper) run(b *sender) {
 		b.queue = b.queue[1:]
 		if c.Kind == CmdIndexSegment {
 			b.indexQueue--
+			b.shipped++
 		}
 		if c.Kind == CmdFlush && c.Sealed && len(c.Data) == 0 { // a mirrored segment (not a catch-up)
 			b.sealedDone++
