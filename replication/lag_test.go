@@ -34,8 +34,8 @@ func TestLagBytes(t *testing.T) {
 
 // TestShipperBackupStats: after acknowledged writes and a compaction
 // both backups are live with no lag, nothing pending and every index
-// segment built shipped; a backup whose link holds a flush shows it (and
-// its later commands) pending, the other one nothing.
+// segment built shipped and rewritten; a backup whose link holds a flush
+// shows it pending, the other one nothing.
 func TestShipperBackupStats(t *testing.T) {
 	hold, held := make(chan struct{}), make(chan struct{}, 1)
 	var holding atomic.Bool
@@ -65,6 +65,11 @@ func TestShipperBackupStats(t *testing.T) {
 	st := g.shipper.Backups()
 	if len(st) != 2 || built == 0 {
 		t.Fatalf("backups %+v, %d index segments built", st, built)
+	}
+	for i, rep := range g.reps {
+		if n := rep.IndexSegmentsRewritten(); n != built {
+			t.Fatalf("backup %d rewrote %d index segments, %d were built", i, n, built)
+		}
 	}
 	for _, b := range st {
 		if !b.Live || b.LagBytes != 0 || b.CommandsPending != 0 || b.FlushesPending != 0 || b.IndexSegmentsShipped != built {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/internal/replwire"
@@ -107,6 +108,11 @@ type Replica struct {
 	stream   uint64
 	agreed   bool // the stream named its starting point
 	handover *Handover
+
+	// rewritten counts the shipped index segments rewritten and written
+	// (Send-Index); read without mu, which a command holds through its
+	// disk I/O.
+	rewritten atomic.Uint64
 }
 
 // logID names a primary's log segment: its number and the allocation
@@ -402,8 +408,17 @@ func (r *Replica) indexSegment(c *Command) error {
 	for _, s := range refs {
 		r.refs[s] = struct{}{}
 	}
-	return r.vol.WriteSegment(local, data)
+	if err := r.vol.WriteSegment(local, data); err != nil {
+		return err
+	}
+	r.rewritten.Add(1)
+	return nil
 }
+
+// IndexSegmentsRewritten counts the shipped index segments this replica
+// rewrote for its own log and wrote (Send-Index), without waiting for a
+// command being applied.
+func (r *Replica) IndexSegmentsRewritten() uint64 { return r.rewritten.Load() }
 
 // translator returns a Translator for the compaction being received: its
 // log map is a copy of the backup's (engine.Backup.LogMap), taken now.
