@@ -17,12 +17,12 @@ import (
 
 func (s *Server) handlers() map[uint16]ring.HandlerFunc {
 	return map[uint16]ring.HandlerFunc{
-		wire.TypePut:      s.handlePut,
-		wire.TypeGet:      s.leased(s.handleGet),
-		wire.TypeDelete:   s.handleDelete,
-		wire.TypeScan:     s.leased(s.handleScan),
-		wire.TypeMultiGet: s.leased(s.handleMultiGet),
-		wire.TypeStats:    s.handleStats,
+		wire.TypePut:      s.measured(opPut, s.handlePut),
+		wire.TypeGet:      s.measured(opGet, s.leased(s.handleGet)),
+		wire.TypeDelete:   s.measured(opDelete, s.handleDelete),
+		wire.TypeScan:     s.measured(opScan, s.leased(s.handleScan)),
+		wire.TypeMultiGet: s.measured(opMultiGet, s.leased(s.handleMultiGet)),
+		wire.TypeStats:    s.measured(opStats, s.handleStats),
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/tebis-go/tebis/internal/metrics"
 )
 
 // The region server's HTTP endpoints (Config.HTTP; off when empty), for
@@ -22,10 +24,15 @@ import (
 //     managed, registered, its installed map made for this run and its
 //     read lease held; every region the map names it primary of served,
 //     none waiting for its backups (attaching) or refused as an
-//     incomplete copy. 503 lists every reason otherwise.
+//     incomplete copy. 503 lists every reason otherwise;
+//   - /metrics: the server's Prometheus metrics (metrics.go: the request
+//     path's; collector.go: the volume's, the regions' and their
+//     replication's, read at scrape time; the Go runtime's and the
+//     process's).
 //
-// Both answer in plain text, one reason per line, from early in Start
-// (before the map is loaded or the server registers) until Close.
+// The probes answer in plain text, one reason per line. All answer from
+// early in Start (before the map is loaded or the server registers)
+// until Close.
 
 // serveHTTP starts the HTTP listener, if configured.
 func (s *Server) serveHTTP() error {
@@ -39,6 +46,7 @@ func (s *Server) serveHTTP() error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { answer(w, s.unhealthy(), "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { answer(w, s.unready(), "ready") })
+	mux.Handle("GET /metrics", metrics.Handler(s.registry))
 	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	s.httpLn, s.httpAddr = ln, ln.Addr().String()
 	go func() {

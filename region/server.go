@@ -14,11 +14,13 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/internal/metrics"
 	"github.com/tebis-go/tebis/internal/pki"
 	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/rdma"
@@ -33,10 +35,17 @@ type Server struct {
 	vol  *engine.Volume
 	tls  *tls.Config // the tcp transport's, both ways; nil: plaintext
 
-	state  atomic.Pointer[routing]
-	mapMu  sync.Mutex // serializes map changes
-	rings  []*ring.Server
-	closed atomic.Bool
+	state atomic.Pointer[routing]
+	mapMu sync.Mutex // serializes map changes
+	rings []*ring.Server
+	// listeners are rings by transport name (shm, tcp), published once
+	// listen returns (read by the metrics, which answer from before).
+	listeners atomic.Pointer[map[string]*ring.Server]
+	// registry holds the server's metrics (metrics.go, collector.go),
+	// served at /metrics; reqMetrics are the request path's.
+	registry   *prometheus.Registry
+	reqMetrics *requestMetrics
+	closed     atomic.Bool
 
 	// replMu guards regions (regionstate.go: each region's role and
 	// its data) and peers.
@@ -131,6 +140,9 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
 	s := &Server{cfg: cfg, deps: d, log: log, vol: vol, tls: tlsCfg, regions: map[uint64]*regionState{},
 		peers: map[string]*ring.Client{}, replCQ: rdma.NewCQ(), fault: fault}
 	s.health.kick = make(chan struct{}, 1)
+	s.reqMetrics = newRequestMetrics()
+	s.registry = metrics.NewRegistry()
+	s.registry.MustRegister(s.reqMetrics, serverCollector{s})
 	s.replRing = ring.NewServer(ring.ServerConfig{Handlers: map[uint16]ring.HandlerFunc{wire.TypeReplicate: s.handleReplicate},
 		Spinners: 1, Workers: 4, SpinTime: time.Duration(cfg.SpinTime), Log: log.Named("replication-ring")})
 	var ctx context.Context
@@ -246,6 +258,13 @@ func (s *Server) MapVersion() uint64 { return s.state.Load().m.Version }
 
 func (s *Server) listen() error {
 	handlers := s.handlers()
+	defer func() {
+		named := map[string]*ring.Server{}
+		for i, rs := range s.rings {
+			named[s.ringName(i)] = rs
+		}
+		s.listeners.Store(&named)
+	}()
 	refused := func(err error) { s.log.Warn("connection refused: peer not authenticated", zap.Error(err)) }
 	var shm, tcp rdma.Transport = &rdma.Shm{PeerUIDs: s.cfg.shmPeerUIDs(uint32(os.Getuid())), OnRefused: refused},
 		&rdma.TCP{TLS: s.tls, OnRefused: refused}
@@ -276,13 +295,17 @@ func (s *Server) listen() error {
 func (s *Server) Addrs() map[string]string {
 	out := map[string]string{}
 	for i, rs := range s.rings {
-		name := "shm"
-		if s.cfg.Shm == "" || i == 1 {
-			name = "tcp"
-		}
-		out[name] = rs.Addr()
+		out[s.ringName(i)] = rs.Addr()
 	}
 	return out
+}
+
+// ringName is the transport of s.rings[i]: shm's listener comes first.
+func (s *Server) ringName(i int) string {
+	if s.cfg.Shm == "" || i == 1 {
+		return "tcp"
+	}
+	return "shm"
 }
 
 // Close stops serving (connections close, in-flight requests finish), then
