@@ -3,9 +3,11 @@ package master
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/tebis-go/tebis/client/regionmap"
@@ -45,6 +47,11 @@ type Config struct {
 	Balance bool
 	Log     *zap.Logger
 	Now     func() time.Time // default time.Now
+	// Metrics, if set, gets the master's Prometheus metrics (metrics.go;
+	// docs/operations.md, "Metrics"): regions by state, failovers and
+	// their duration, decisions and publications, leadership and the
+	// ZooKeeper session. nil: none.
+	Metrics prometheus.Registerer
 }
 
 // Run campaigns and, while leading, keeps the region map true, until ctx
@@ -77,6 +84,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		cfg.Coord = ZK(cfg.Session)
 	}
+	mm, err := registerMetrics(cfg.Metrics, cfg.Coord)
+	if err != nil {
+		return fmt.Errorf("master: metrics: %w", err)
+	}
 	// When this master last saw each server live, kept across terms: a
 	// server it saw that is gone now has failed, and waiting Grace for it
 	// again after a leadership blip would only delay its failover.
@@ -92,7 +103,9 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		cfg.Log.Info("leading", zap.String("name", cfg.Name))
-		err = lead1(ctx, cfg, lead, h)
+		mm.leading(true)
+		err = lead1(ctx, cfg, lead, h, mm)
+		mm.leading(false)
 		lead.Resign()
 		if ctx.Err() != nil {
 			return nil
@@ -168,7 +181,7 @@ func (o *observed) unhealthy() map[string]bool {
 
 // lead1 is one term as leader: it returns when leadership is lost. It
 // updates h (under its obs.mu; no other term runs meanwhile).
-func lead1(ctx context.Context, cfg Config, lead Leadership, h *history) error {
+func lead1(ctx context.Context, cfg Config, lead Leadership, h *history, mm *masterMetrics) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s := cfg.Coord
@@ -286,7 +299,7 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history) error {
 		case <-kick:
 		case <-tick.C:
 		}
-		err := decide(ctx, cfg, lead, obs, termStart)
+		err := decide(ctx, cfg, lead, obs, termStart, mm)
 		if errors.Is(err, coord.ErrNotLeader) {
 			return err
 		}
@@ -300,8 +313,8 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history) error {
 }
 
 // decide reads the map, runs Next and publishes its result; termStart is
-// when this term began.
-func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, termStart time.Time) error {
+// when this term began. It records both in mm.
+func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, termStart time.Time, mm *masterMetrics) error {
 	obs.mu.Lock()
 	ready := obs.ready && obs.reports && obs.healthReady && obs.reqReady
 	obs.mu.Unlock()
@@ -335,6 +348,7 @@ func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, ter
 		Released: obs.released, Moving: obs.moving, Requests: obs.requests, Balance: cfg.Balance}
 	d := Next(v)
 	obs.mu.Unlock()
+	mm.decided(m, v.Live)
 	next := d.Map
 	if next == nil {
 		finishRequests(ctx, cfg, d)
@@ -344,6 +358,7 @@ func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, ter
 		return err
 	}
 	finishRequests(ctx, cfg, d)
+	mm.published(m, next, v, cfg.Now())
 	if len(d.Restarted) > 0 {
 		cfg.Log.Info("restarted servers failed over", zap.Strings("servers", d.Restarted))
 	}
