@@ -157,15 +157,22 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, cp := range copies {
 		label := strconv.FormatUint(cp.id, 10)
 		gauge(dRole, 1, label, "backup")
-		if b, ok := s.vol.Backup(cp.id); ok {
-			c.region(ch, label, b.Stats())
-		} else if r, ok := s.vol.Region(cp.id); ok { // a Build-Index backup's region
-			c.region(ch, label, r.Stats())
+		// A region being promoted may be hosted as primary already: its
+		// shape was sent as the primary's.
+		if st == nil || st.hosted(cp.id) == nil {
+			if b, ok := s.vol.Backup(cp.id); ok {
+				c.region(ch, label, b.Stats())
+			} else if r, ok := s.vol.Region(cp.id); ok { // a Build-Index backup's region
+				c.region(ch, label, r.Stats())
+			}
 		}
 		gauge(dCopyComplete, b2f(cp.rep.Complete()), label)
 		counter(dIndexRewritten, float64(cp.rep.IndexSegmentsRewritten()), label)
 	}
 	for id, sh := range streams {
+		if st == nil || st.hosted(id) == nil {
+			continue // kept after a depose; no longer this server's stream
+		}
 		label := strconv.FormatUint(id, 10)
 		counter(dReplSent, float64(sh.NetBytes()), label)
 		for _, b := range sh.Backups() {
