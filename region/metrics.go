@@ -22,6 +22,8 @@ const (
 	opDelete
 	opScan
 	opMultiGet
+	// opStats comes after every kind of a region's request: a stats
+	// request is the server's.
 	opStats
 	numOpKinds
 )
@@ -73,7 +75,7 @@ type requestMetrics struct {
 	regions atomic.Pointer[map[uint64]*regionOps]
 }
 
-// regionOps is one region's resolved series, by kind.
+// regionOps is one region's resolved series, by kind (opStats: none).
 type regionOps struct {
 	ops     [numOpKinds]prometheus.Counter
 	latency [numOpKinds]prometheus.Observer
@@ -138,7 +140,7 @@ func (m *requestMetrics) region(id uint64) *regionOps {
 	}
 	r := &regionOps{}
 	label := strconv.FormatUint(id, 10)
-	for k := range numOpKinds {
+	for k := range opStats { // a stats request is the server's, no region's
 		r.ops[k] = m.ops.WithLabelValues(label, k.String())
 		r.latency[k] = m.latency.WithLabelValues(label, k.String())
 	}
