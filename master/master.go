@@ -50,7 +50,9 @@ type Config struct {
 	// Metrics, if set, gets the master's Prometheus metrics (metrics.go;
 	// docs/operations.md, "Metrics"): regions by state, failovers and
 	// their duration, decisions and publications, leadership and the
-	// ZooKeeper session. nil: none.
+	// ZooKeeper session. nil: none. internal/metrics makes a registry
+	// (NewRegistry: with the Go and process collectors) and serves it
+	// (Handler).
 	Metrics prometheus.Registerer
 }
 
