@@ -60,11 +60,16 @@ func regionCounts(m *regionmap.Map, live map[string]regionmap.Server) map[string
 // server than old's, and for each the time since the master saw the old
 // primary's registration end or change (its Observed.Gone), if it did
 // (negative: not seen gone, as a primary failed over for its disk).
-func failovers(old, next *regionmap.Map, servers map[string]Observed, now time.Time) []time.Duration {
-	var out []time.Duration
+// moves counts the primaries next moved instead (old's MoveTo: a
+// planned move, not a failure).
+func failovers(old, next *regionmap.Map, servers map[string]Observed, now time.Time) (out []time.Duration, moves int) {
 	for _, r := range next.Regions {
 		o := old.Region(r.ID)
 		if o == nil || o.Primary == "" || o.Primary == r.Primary {
+			continue
+		}
+		if o.MoveTo != "" {
+			moves++
 			continue
 		}
 		d := time.Duration(-1)
@@ -73,13 +78,14 @@ func failovers(old, next *regionmap.Map, servers map[string]Observed, now time.T
 		}
 		out = append(out, d)
 	}
-	return out
+	return out, moves
 }
 
 // The master's metric names.
 const (
 	regionsName      = "tebis_master_regions"
 	failoversName    = "tebis_master_failovers_total"
+	movesName        = "tebis_master_primary_moves_total"
 	failoverDurName  = "tebis_master_failover_duration_seconds"
 	decisionsName    = "tebis_master_decisions_total"
 	publicationsName = "tebis_master_map_publications_total"
@@ -94,7 +100,7 @@ const (
 // MetricNames are the names of the series the master's metrics
 // (Config.Metrics) export.
 func MetricNames() []string {
-	out := []string{regionsName, failoversName, decisionsName, publicationsName, mapVersionName, leaderName, zkConnectedName, zkExpiriesName}
+	out := []string{regionsName, failoversName, movesName, decisionsName, publicationsName, mapVersionName, leaderName, zkConnectedName, zkExpiriesName}
 	return append(out, metrics.SeriesNames(failoverDurName)...)
 }
 
@@ -109,6 +115,7 @@ type sessionState interface {
 type masterMetrics struct {
 	regions      *prometheus.GaugeVec
 	failovers    prometheus.Counter
+	moves        prometheus.Counter
 	failoverDur  prometheus.Histogram
 	decisions    prometheus.Counter
 	publications prometheus.Counter
@@ -124,7 +131,9 @@ func newMasterMetrics() *masterMetrics {
 		regions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: regionsName,
 			Help: "Regions of the map by state (serving, without_primary, joining, degraded), as the leader sees them; 0 on a master not leading."}, []string{"state"}),
 		failovers: prometheus.NewCounter(prometheus.CounterOpts{Name: failoversName,
-			Help: "Regions whose primary a published map replaced."}),
+			Help: "Regions whose failed primary a published map replaced."}),
+		moves: prometheus.NewCounter(prometheus.CounterOpts{Name: movesName,
+			Help: "Regions whose live primary a published map moved to a backup (an operator's move, a drain, the balancer)."}),
 		failoverDur: prometheus.NewHistogram(prometheus.HistogramOpts{Name: failoverDurName,
 			Help:    "Time from the master seeing a primary's registration end to publishing its region's promotion.",
 			Buckets: metrics.DurationBuckets}),
@@ -142,7 +151,7 @@ func newMasterMetrics() *masterMetrics {
 }
 
 func (m *masterMetrics) parts() []prometheus.Collector {
-	return []prometheus.Collector{m.regions, m.failovers, m.failoverDur, m.decisions, m.publications, m.mapVersion, m.leader}
+	return []prometheus.Collector{m.regions, m.failovers, m.moves, m.failoverDur, m.decisions, m.publications, m.mapVersion, m.leader}
 }
 
 func (m *masterMetrics) Describe(ch chan<- *prometheus.Desc) {
@@ -211,12 +220,14 @@ func (m *masterMetrics) published(old, next *regionmap.Map, v View, now time.Tim
 	for s, n := range regionCounts(next, v.Live) {
 		m.regions.WithLabelValues(s).Set(float64(n))
 	}
-	for _, d := range failovers(old, next, v.Servers, now) {
+	ds, moves := failovers(old, next, v.Servers, now)
+	for _, d := range ds {
 		m.failovers.Inc()
 		if d >= 0 {
 			m.failoverDur.Observe(d.Seconds())
 		}
 	}
+	m.moves.Add(float64(moves))
 }
 
 // leading records whether this master leads; a master not leading
