@@ -28,7 +28,10 @@ type Config struct {
 	DialTransport rdma.Transport
 	RingSize      int // bytes per ring (default ring.DefaultRing)
 	// Retries bounds the WRONG_REGION redirects (and reconnections) of
-	// one operation (default 8).
+	// one operation (default 8). A region the map shows moving its
+	// primary (regionmap.Assignment.MoveTo) is retried past Retries,
+	// following newer maps, until RetryWindow has passed since the
+	// operation's first attempt.
 	Retries int
 	// ReplyHint is the reply payload a get reserves room for (default
 	// 4 KiB); larger values cost one retry and raise the hint.
@@ -255,6 +258,7 @@ type request struct {
 func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.Assignment, error) {
 	var last error
 	backoff := 200 * time.Microsecond
+	start := time.Now()
 	for attempt := 0; attempt <= c.cfg.Retries; attempt++ {
 		if attempt > 0 {
 			select {
@@ -320,6 +324,12 @@ func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.As
 		}
 		if rep.Status == wire.StatusUnavailable || rep.Status == wire.StatusStorage {
 			last = statusErr(rep)
+			if r.MoveTo != "" && rep.Status == wire.StatusUnavailable && time.Since(start) < c.cfg.RetryWindow {
+				// A move in flight: its promotion is the next map. Not an
+				// attempt of the budget.
+				attempt--
+				_ = c.refresh(ctx, 0)
+			}
 			continue
 		}
 		return rep, r, nil

@@ -49,6 +49,13 @@ func (s *Server) route(h *ring.ServerRequest, version uint64) (*engine.Region, *
 	}
 	mr := st.m.Region(h.Region)
 	rt := st.routes[h.Region]
+	if mr != nil && mr.Primary == s.cfg.Name && mr.MoveTo != "" {
+		// Released for a move: the map's own route, unavailable until the
+		// next map names the new primary (WRONG_REGION at the client's
+		// version would have it give up).
+		r := errorReply(wire.StatusUnavailable, "region %d: its primary role is moving from %s to %s", h.Region, s.cfg.Name, mr.MoveTo)
+		return nil, nil, &r
+	}
 	if rt.how == routeWithdrawn {
 		r := errorReply(wire.StatusUnavailable, "region %d: no longer served by %s (handed over)", h.Region, s.cfg.Name)
 		return nil, nil, &r

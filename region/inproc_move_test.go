@@ -3,6 +3,7 @@ package region_test
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,4 +92,51 @@ func TestInprocBalanceAfterRestart(t *testing.T) {
 	failed, err := w.failures()
 	t.Logf("puts that failed (beyond the client's retries, not acknowledged): %d (last: %v)", failed, err)
 	c.waitServing(fmt.Sprintf("balanced, version %d", m.Version))
+}
+
+// TestInprocMovingRegionRetried: while a region is moving (the map names
+// MoveTo, its primary released it, the promotion not published yet), a
+// client on that map gets UNAVAILABLE from the old primary (not
+// WRONG_REGION at its own version, on which it would give up at once)
+// and keeps retrying past its redirect budget, following newer maps,
+// until the promotion serves its read.
+func TestInprocMovingRegionRetried(t *testing.T) {
+	c := startInprocCluster(t, 3)
+	m0, _ := c.coord.Map()
+	r := *m0.Region(m0.Regions[1].ID)
+	target := r.Backups[len(r.Backups)-1]
+	key, _ := keyOf(m0, r.ID, 400)
+	c.putAcked(c.cl, key, "v")
+
+	hold := make(chan struct{})
+	var once sync.Once
+	unhold := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(unhold)
+	c.coord.SetBeforeWrite(func() {
+		if m, _ := c.coord.Map(); m.Region(r.ID).MoveTo != "" {
+			<-hold // the promotion waits
+		}
+	})
+	t.Cleanup(func() { c.coord.SetBeforeWrite(nil) })
+	c.coord.SetRequests(coord.Requests{Moves: map[uint64]string{r.ID: target}})
+	moving := c.waitMap("the move started", func(m *regionmap.Map) bool { return m.Region(r.ID).MoveTo == target })
+	waitFor(t, 10*time.Second, "the release", func() bool {
+		for _, rep := range c.coord.Reports() {
+			if rr, ok := rep.(coord.ReleaseReport); ok && rr.Region == r.ID && rr.Epoch == r.Epoch {
+				return true
+			}
+		}
+		return false
+	})
+	cl := c.openClient(c.coord.Source(), 8) // on the moving map now; a second of retry window
+	if v, _ := c.coord.Map(); v.Version != moving.Version {
+		t.Fatalf("the map moved on during the hold: version %d", v.Version)
+	}
+	time.AfterFunc(300*time.Millisecond, unhold)
+	start := time.Now()
+	v, err := cl.Get(ctxFor(t, 5*time.Second), []byte(key))
+	if err != nil || string(v) != "v" {
+		t.Fatalf("a get while the region moved: %q, %v after %v", v, err, time.Since(start))
+	}
+	t.Logf("a get through the move: answered after %v (the promotion held 300 ms)", time.Since(start))
 }
