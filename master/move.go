@@ -89,7 +89,7 @@ func expireMoves(v *plan, m *regionmap.Map) bool {
 			since = v.TermStart
 		}
 		if v.Now.Sub(since) >= v.Timing.MoveTimeout {
-			r.MoveTo = ""
+			r.MoveTo, r.Released = "", false
 			r.Epoch++
 			changed = true
 		}

@@ -250,7 +250,7 @@ func Next(view View) Decision {
 				for j := range m.Regions {
 					if m.Regions[j].Primary == name {
 						m.Regions[j].Epoch++
-						m.Regions[j].MoveTo = ""
+						m.Regions[j].MoveTo, m.Regions[j].Released = "", false
 					}
 				}
 			}
@@ -316,6 +316,13 @@ func heal(v *plan, r *regionmap.Assignment) bool {
 		}
 		return out
 	}
+	if released && !r.Released {
+		// Published first: the backups report their log positions only
+		// from this map on (a report fences the copy against the epoch's
+		// commands, which a primary not released yet still sends).
+		r.Released = true
+		return true
+	}
 	if gone && waitLogs(v, r, alive(r.Backups)) {
 		return false
 	}
@@ -359,7 +366,7 @@ func heal(v *plan, r *regionmap.Assignment) bool {
 		changed = true
 	}
 	if r.Epoch != epoch {
-		r.MoveTo = "" // a move lives within one epoch
+		r.MoveTo, r.Released = "", false // a move lives within one epoch
 	}
 	var still []string
 	for _, j := range r.Joining {

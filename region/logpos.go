@@ -17,8 +17,8 @@ import (
 // reportLogs is a backup's part in choosing whom to promote: for every
 // region the map makes it a backup of (not joining) whose primary's
 // registration is gone or belongs to a new run (the master fails such a
-// primary over), or that the map moves to another primary (MoveTo), it
-// reports once per region epoch how much of the
+// primary over), or whose primary released it for a move (Released),
+// it reports once per region epoch how much of the
 // primary's log its buffer holds and whether its copy is complete
 // (replication.Replica.Report); the master promotes only a backup that
 // reported its copy complete. Called by runLogReports only; it returns
@@ -207,8 +207,8 @@ func logReports(m *regionmap.Map, name string, live map[string]coord.ServerInfo,
 			continue
 		}
 		mine, _ := m.Server(r.Primary)
-		if reg, ok := live[r.Primary]; ok && (mine.Started == 0 || reg.Started == mine.Started) && r.MoveTo == "" {
-			continue // the primary is the map's, and not moving
+		if reg, ok := live[r.Primary]; ok && (mine.Started == 0 || reg.Started == mine.Started) && !r.Released {
+			continue // the primary is the map's, and has not released the region for a move
 		}
 		var pos uint64
 		var complete bool

@@ -25,17 +25,18 @@ func TestLogReports(t *testing.T) {
 	m := &regionmap.Map{Version: 5,
 		Servers: []regionmap.Server{{Name: "p", Started: 1}, {Name: "q", Started: 1}, {Name: "b", Started: 1}},
 		Regions: []regionmap.Assignment{
-			{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 3},                   // p gone: due
-			{ID: 2, Primary: "q", Backups: []string{"b"}, Epoch: 4},                   // q live, the map's run: not due
-			{ID: 3, Primary: "p", Backups: []string{"b"}, Epoch: 7},                   // p gone, no copy: due, incomplete
-			{ID: 4, Primary: "p", Joining: []string{"b"}, Epoch: 2},                   // joining: never
-			{ID: 5, Primary: "p", Backups: []string{"b"}, Epoch: 9},                   // reported already
-			{ID: 6, Primary: "q", Backups: []string{"x"}, Epoch: 1},                   // not ours
-			{ID: 7, Primary: "q", Backups: []string{"b", "x"}, MoveTo: "x", Epoch: 2}, // q live, moving away: due
+			{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 3},                                   // p gone: due
+			{ID: 2, Primary: "q", Backups: []string{"b"}, Epoch: 4},                                   // q live, the map's run: not due
+			{ID: 3, Primary: "p", Backups: []string{"b"}, Epoch: 7},                                   // p gone, no copy: due, incomplete
+			{ID: 4, Primary: "p", Joining: []string{"b"}, Epoch: 2},                                   // joining: never
+			{ID: 5, Primary: "p", Backups: []string{"b"}, Epoch: 9},                                   // reported already
+			{ID: 6, Primary: "q", Backups: []string{"x"}, Epoch: 1},                                   // not ours
+			{ID: 7, Primary: "q", Backups: []string{"b", "x"}, MoveTo: "x", Released: true, Epoch: 2}, // q live, released for a move: due
+			{ID: 8, Primary: "q", Backups: []string{"b", "x"}, MoveTo: "x", Epoch: 5},                 // moving, not released yet: not due
 		}}
 	live := map[string]coord.ServerInfo{"q": {Server: regionmap.Server{Name: "q"}, Started: 1}, "b": {Server: regionmap.Server{Name: "b"}, Started: 1}}
 	copies := map[uint64]logCopy{1: fakeCopy{pos: 3<<32 | 100, complete: true, ok: true}, 2: fakeCopy{ok: true, complete: true}, 5: fakeCopy{ok: true},
-		7: fakeCopy{pos: 2 << 32, complete: true, ok: true}}
+		7: fakeCopy{pos: 2 << 32, complete: true, ok: true}, 8: fakeCopy{ok: true, complete: true}}
 	reported := map[[2]uint64]bool{{5, 9}: true}
 	out, failed := logReports(m, "b", live, reported, copies)
 	want := []coord.LogReport{
@@ -56,6 +57,7 @@ func TestLogReports(t *testing.T) {
 	live["q"] = coord.ServerInfo{Server: regionmap.Server{Name: "q"}, Started: 2}
 	copies[2] = fakeCopy{ok: false}
 	reported[[2]uint64{1, 3}], reported[[2]uint64{3, 7}], reported[[2]uint64{7, 2}] = true, true, true
+	reported[[2]uint64{8, 5}] = true // due too (q's new run), reported
 	out, failed = logReports(m, "b", live, reported, copies)
 	if !failed || len(out) != 0 {
 		t.Fatalf("an unreadable copy: reports %+v, failed %v", out, failed)

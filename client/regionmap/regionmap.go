@@ -71,6 +71,12 @@ type Assignment struct {
 	// them, MoveTo first, at a new epoch. Meanwhile the region serves no
 	// request: clients retry until a newer map.
 	MoveTo string `yaml:"move_to,omitempty" json:"move_to,omitempty"`
+	// Released: the primary of a region being moved reported it released
+	// the region (serves and replicates it no more): from this map on its
+	// backups report their log positions. (A report fences the backup's
+	// copy against the epoch's commands, so it must not come while the
+	// primary may still stream to it.)
+	Released bool `yaml:"released,omitempty" json:"released,omitempty"`
 }
 
 // Serving reports whether the map has server name serve r as primary:
@@ -122,7 +128,8 @@ func Single(server Server) *Map {
 // (each starts where the previous ends), covering every key (first starts
 // at "", last ends at ""), non-empty, with a known primary and epoch > 0;
 // 0 <= min_copies <= replicas (replicas 0: min_copies at most 1 + each
-// region's backups); a region's move_to, if set, one of its backups.
+// region's backups); a region's move_to, if set, one of its backups
+// (released only with move_to).
 func (m *Map) Validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
@@ -185,6 +192,9 @@ func (m *Map) Validate() error {
 		}
 		if r.MoveTo != "" && !slices.Contains(r.Backups, r.MoveTo) {
 			return bad("region %d: move_to %q is not one of its backups", r.ID, r.MoveTo)
+		}
+		if r.Released && r.MoveTo == "" {
+			return bad("region %d: released without move_to", r.ID)
 		}
 		ids[r.ID] = true
 	}
