@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/tebis-go/tebis/client/regionmap"
 )
@@ -81,8 +82,8 @@ func expireMoves(v *plan, m *regionmap.Map) bool {
 	changed := false
 	for i := range m.Regions {
 		r := &m.Regions[i]
-		if r.MoveTo == "" || v.releasedBy(r) || v.Timing.MoveTimeout <= 0 {
-			continue
+		if r.MoveTo == "" || v.releasedBy(r) || v.Timing.MoveTimeout <= 0 || v.dead(r.Primary) {
+			continue // a dead primary's region is heal's (a failover)
 		}
 		since, ok := v.Moving[Join{r.ID, r.Epoch, r.MoveTo}]
 		if !ok {
@@ -98,15 +99,20 @@ func expireMoves(v *plan, m *regionmap.Map) bool {
 }
 
 // startMoves starts moves in regions of m that are settled (none changed
-// by this decision, in old, and no move in flight): operators' requests
-// first, then primaries of drained servers, then, if the map changed in
-// nothing else, one move of the balancer (Balance or a Rebalance
-// request). It returns whether it started any, and whether the balancer
-// found the primaries spread as evenly as the groups allow.
+// by this decision, in old, no move in flight, no backup joining) and
+// hold enough backups: the old primary rejoins as a joining backup, so a
+// move leaves the region len(Backups) complete copies until it is
+// seeded again, and it never starts with fewer than the map's
+// min_copies (it would refuse writes). Operators' requests first, then
+// primaries of drained servers (a group too small for a move first gets
+// an extra joining backup), then, if the map changed in nothing else, one
+// move of the balancer (Balance or a Rebalance request). It returns
+// whether it started any, and whether the balancer found the primaries
+// spread as evenly as the groups allow.
 func startMoves(v *plan, old, m *regionmap.Map, changedElse bool) (started, balanced bool) {
 	settled := func(r *regionmap.Assignment) bool {
 		o := old.Region(r.ID)
-		if o == nil || o.Epoch != r.Epoch || r.MoveTo != "" || o.MoveTo != "" || !v.mayHoldPrimary(r.Primary) {
+		if o == nil || o.Epoch != r.Epoch || r.MoveTo != "" || o.MoveTo != "" || len(r.Joining) > 0 || !v.mayHoldPrimary(r.Primary) {
 			return false
 		}
 		for _, b := range r.Group() { // a drop waits for its group change
@@ -118,7 +124,7 @@ func startMoves(v *plan, old, m *regionmap.Map, changedElse bool) (started, bala
 	}
 	for i := range m.Regions {
 		r := &m.Regions[i]
-		if t, ok := v.Requests.Moves[r.ID]; ok && settled(r) && v.target(r, t) == nil {
+		if t, ok := v.Requests.Moves[r.ID]; ok && settled(r) && len(r.Backups) >= m.Copies() && v.target(r, t) == nil {
 			r.MoveTo = t
 			started = true
 		}
@@ -127,6 +133,23 @@ func startMoves(v *plan, old, m *regionmap.Map, changedElse bool) (started, bala
 	for i := range m.Regions {
 		r := &m.Regions[i]
 		if !v.Requests.Drained[r.Primary] || !settled(r) {
+			continue
+		}
+		if len(r.Backups) < m.Copies() {
+			// An extra copy first: the region must keep min_copies
+			// complete copies through the move (trim leaves it be).
+			if xs := spares(v, r); len(xs) > 0 {
+				load := roleLoad(m)
+				x := slices.MinFunc(xs, func(a, b string) int {
+					if load[a] != load[b] {
+						return load[a] - load[b]
+					}
+					return strings.Compare(a, b)
+				})
+				r.Joining = append(r.Joining, x)
+				r.Epoch++
+				started = true
+			}
 			continue
 		}
 		if t := v.leastLoaded(r, r.Backups, load); t != "" {
@@ -147,7 +170,7 @@ func startMoves(v *plan, old, m *regionmap.Map, changedElse bool) (started, bala
 	}) {
 		return false, false // a group still changing (a role handed over joins, or is trimmed)
 	}
-	if r, t := balanceMove(v, m); r != nil {
+	if r, t := balanceMove(v, m); r != nil && len(r.Backups) >= m.Copies() {
 		r.MoveTo = t
 		return true, false
 	}
@@ -240,6 +263,18 @@ func balanceMove(v *plan, m *regionmap.Map) (*regionmap.Assignment, string) {
 	return nil, ""
 }
 
+// spares lists the live servers outside r's group that may hold roles.
+func spares(v *plan, r *regionmap.Assignment) []string {
+	var out []string
+	for name := range v.Live {
+		if name != r.Primary && !slices.Contains(r.Group(), name) && v.mayHold(name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // roleLoad counts the roles (primary, backup, joining) each server holds
 // in m.
 func roleLoad(m *regionmap.Map) map[string]int {
@@ -294,7 +329,7 @@ func balanceRoles(v *plan, m *regionmap.Map) (*regionmap.Assignment, string) {
 // holding the most roles (then the last by name). The group keeps
 // Replicas-1 backups in sync: no copy is lost.
 func trim(v *plan, m *regionmap.Map, r *regionmap.Assignment) bool {
-	if r.MoveTo != "" || len(r.Joining) > 0 || len(r.Backups) <= m.Replicas-1 || v.dead(r.Primary) {
+	if r.MoveTo != "" || len(r.Joining) > 0 || len(r.Backups) <= m.Replicas-1 || v.dead(r.Primary) || v.Requests.Drained[r.Primary] {
 		return false
 	}
 	load := roleLoad(m)
@@ -328,6 +363,10 @@ func moveOutcomes(v *plan, next *regionmap.Map) []MoveOutcome {
 		case r.Primary == t && r.MoveTo == "":
 			out = append(out, MoveOutcome{Region: id, Target: t})
 		case r.MoveTo == t:
+		case len(r.Backups)+len(r.Joining) < next.Copies():
+			out = append(out, MoveOutcome{Region: id, Target: t, Err: fmt.Errorf(
+				"region %d: %d backups; a move would leave fewer complete copies than min_copies %d while its old primary is seeded again",
+				id, len(r.Backups), next.Copies())})
 		default:
 			if err := v.target(r, t); err != nil {
 				out = append(out, MoveOutcome{Region: id, Target: t, Err: err})

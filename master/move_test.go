@@ -154,7 +154,8 @@ func TestNextMovePrimaryDies(t *testing.T) {
 
 // TestNextMoveGroupChangeCancels: a backup's death during a move changes
 // the epoch and ends the move (a release at the old epoch no longer
-// counts); the request, still valid, starts it again on a settled map.
+// counts); the request, still valid, starts it again once the group is
+// settled (its replacement joined).
 func TestNextMoveGroupChangeCancels(t *testing.T) {
 	v, r, target := moveView(t)
 	v.Map = Next(v).Map
@@ -167,8 +168,16 @@ func TestNextMoveGroupChangeCancels(t *testing.T) {
 	}
 	v.Map = n
 	v.Released = map[Join]time.Time{{r.ID, r.Epoch, r.Primary}: t0} // of the old epoch
-	n = nextUntilStable(v, 5)
-	got = n.Region(r.ID)
+	for range 5 { // the replacement joins; then the move starts again
+		v.Joins = map[Join]bool{}
+		for _, j := range v.Map.Region(r.ID).Joining {
+			v.Joins[Join{r.ID, v.Map.Region(r.ID).Epoch, j}] = true
+		}
+		if n := Next(v).Map; n != nil {
+			v.Map = n
+		}
+	}
+	got = v.Map.Region(r.ID)
 	if got.Primary != r.Primary || got.MoveTo != target {
 		t.Fatalf("the request was not started again at the new epoch, or an old release counted: %+v", got)
 	}

@@ -327,6 +327,12 @@ func heal(v *plan, r *regionmap.Assignment) bool {
 		return false
 	}
 	none := len(promotable(v, r, alive(r.Backups))) == 0
+	if released {
+		// A planned move promotes only a backup that may hold the role
+		// (healthy, not drained): the old primary, which holds every
+		// write, serves again rather.
+		none = !slices.ContainsFunc(promotable(v, r, alive(r.Backups)), func(i int) bool { return v.mayHold(alive(r.Backups)[i]) })
+	}
 	if primaryDead && len(alive(r.Backups)) > 0 && none {
 		return false // no live backup reported a complete copy: wait for one, or for the primary
 	}
@@ -339,7 +345,11 @@ func heal(v *plan, r *regionmap.Assignment) bool {
 		r.Epoch++ // no backup can take it: the move is cancelled, the primary serves again
 		changed = true
 	}
-	if cands := promotable(v, &regionmap.Assignment{ID: r.ID, Epoch: epoch}, r.Backups); gone && len(cands) > 0 {
+	cands := promotable(v, &regionmap.Assignment{ID: r.ID, Epoch: epoch}, r.Backups)
+	if released {
+		cands = slices.DeleteFunc(cands, func(i int) bool { return !v.mayHold(r.Backups[i]) })
+	}
+	if gone && len(cands) > 0 {
 		prefer := func(keep func(string) bool) {
 			if k := slices.DeleteFunc(slices.Clone(cands), func(i int) bool { return !keep(r.Backups[i]) }); len(k) > 0 {
 				cands = k
