@@ -168,7 +168,7 @@ func TestNextMoveGroupChangeCancels(t *testing.T) {
 	}
 	v.Map = n
 	v.Released = map[Join]time.Time{{r.ID, r.Epoch, r.Primary}: t0} // of the old epoch
-	for range 5 { // the replacement joins; then the move starts again
+	for range 5 {                                                   // the replacement joins; then the move starts again
 		v.Joins = map[Join]bool{}
 		for _, j := range v.Map.Region(r.ID).Joining {
 			v.Joins[Join{r.ID, v.Map.Region(r.ID).Epoch, j}] = true
