@@ -21,6 +21,8 @@ import (
 //	<root>/health/<name>     ephemeral: a region server whose volume cannot
 //	                         store writes (Health, JSON; health.go)
 //	<root>/election/c-<seq>  ephemeral sequential: master candidates (name)
+//	<root>/masters/<name>    ephemeral: a running master (MasterInfo, JSON;
+//	                         masters.go)
 //	<root>/map               persistent: the region map (JSON), written by
 //	                         the leading master with compare-and-set
 //	<root>/reports/<region>-<epoch>-<server>
@@ -74,6 +76,10 @@ type ServerInfo struct {
 	// Started identifies this run of the server (its start time, ns): a
 	// restart within the session timeout is a different incarnation.
 	Started int64 `json:"started"`
+	// HTTP is the host:port of the server's HTTP endpoints (/healthz,
+	// /readyz, its status page); empty when it has none. Readers that do
+	// not know the field ignore it.
+	HTTP string `json:"http,omitempty"`
 }
 
 // Register publishes srv as live (an ephemeral znode of this session). A

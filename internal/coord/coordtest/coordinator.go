@@ -26,6 +26,7 @@ type Coordinator struct {
 
 	servers map[string]registration
 	health  map[string]healthReport
+	masters map[string]coord.MasterInfo // announced masters (Announce)
 	reports map[coord.Report]bool
 	reqs    coord.Requests
 	m       *regionmap.Map
@@ -89,7 +90,8 @@ func WithClock(clk clockwork.Clock) Option { return func(c *Coordinator) { c.clo
 // and whose live servers are live (registered by the test).
 func New(m *regionmap.Map, live []coord.ServerInfo, opts ...Option) *Coordinator {
 	c := &Coordinator{root: "/tebis", timeout: 2 * time.Second, clock: clockwork.NewRealClock(), servers: map[string]registration{}, health: map[string]healthReport{},
-		reports: map[coord.Report]bool{}, reqs: coord.Requests{Moves: map[uint64]string{}, Drained: map[string]bool{}}, changed: make(chan struct{})}
+		masters: map[string]coord.MasterInfo{}, reports: map[coord.Report]bool{}, reqs: coord.Requests{Moves: map[uint64]string{}, Drained: map[string]bool{}},
+		changed: make(chan struct{})}
 	for _, o := range opts {
 		o(c)
 	}

@@ -176,3 +176,24 @@ func (l *term) WriteMap(ctx context.Context, m *regionmap.Map, version int32) er
 	notify(c, &c.mapW, c.mapSnap)
 	return nil
 }
+
+// Announce publishes info until ctx ends, as coord.Session.Announce does.
+func (c *Coordinator) Announce(ctx context.Context, info coord.MasterInfo) {
+	c.mu.Lock()
+	c.masters[info.Name] = info
+	c.mu.Unlock()
+	<-ctx.Done()
+	c.mu.Lock()
+	delete(c.masters, info.Name)
+	c.mu.Unlock()
+}
+
+// Masters returns the announced masters by name.
+func (c *Coordinator) Masters(context.Context) (map[string]coord.MasterInfo, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.masters), nil
+}
+
+// Connected reports true: the in-memory coordinator never disconnects.
+func (c *Coordinator) Connected() bool { return true }
