@@ -75,6 +75,7 @@ func (s *Server) route(h *ring.ServerRequest, version uint64) (*engine.Region, *
 		r := errorReply(wire.StatusUnavailable, "region %d: connecting to its backups", h.Region)
 		return nil, nil, &r
 	}
+	s.ops.add(h.Region)
 	return rt.er, mr, nil
 }
 

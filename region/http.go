@@ -28,7 +28,10 @@ import (
 //   - /metrics: the server's Prometheus metrics (metrics.go: the request
 //     path's; collector.go: the volume's, the regions' and their
 //     replication's, read at scrape time; the Go runtime's and the
-//     process's).
+//     process's);
+//   - /status.json: the server's Status (JSON), what the master's status
+//     page shows of it;
+//   - /: the same as an HTML page (status.html).
 //
 // The probes answer in plain text, one reason per line. All answer from
 // early in Start (before the map is loaded or the server registers)
@@ -47,6 +50,8 @@ func (s *Server) serveHTTP() error {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { answer(w, s.unhealthy(), "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { answer(w, s.unready(), "ready") })
 	mux.Handle("GET /metrics", metrics.Handler(s.registry))
+	mux.HandleFunc("GET /status.json", s.serveStatus)
+	mux.HandleFunc("GET /{$}", s.servePage)
 	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	s.httpLn, s.httpAddr = ln, ln.Addr().String()
 	go func() {

@@ -46,6 +46,7 @@ type Server struct {
 	registry   *prometheus.Registry
 	reqMetrics *requestMetrics
 	closed     atomic.Bool
+	ops        opsMeter // requests served per region (status.go)
 
 	// replMu guards regions (regionstate.go: each region's role and
 	// its data) and peers.
