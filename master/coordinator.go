@@ -30,6 +30,15 @@ type Coordinator interface {
 	FinishMove(ctx context.Context, region uint64, server string) error
 	// FinishRebalance deletes the rebalance request.
 	FinishRebalance(ctx context.Context) error
+	// Announce publishes this master (coord.MasterInfo) until ctx ends.
+	Announce(ctx context.Context, info coord.MasterInfo)
+	// Masters returns the announced masters by name.
+	Masters(ctx context.Context) (map[string]coord.MasterInfo, error)
+	// Leader returns the leading candidate's name ("" if none).
+	Leader(ctx context.Context) (string, error)
+	// Connected reports whether the coordination service is reachable
+	// now.
+	Connected() bool
 }
 
 // Leadership is a won election (coord.Term, implemented by

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"net/http"
 	"sync"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/region"
 )
 
 // Config configures a master process.
@@ -54,6 +57,16 @@ type Config struct {
 	// (NewRegistry: with the Go and process collectors) and serves it
 	// (Handler).
 	Metrics prometheus.Registerer
+	// HTTP is the host:port of the master's HTTP endpoints (http.go:
+	// /healthz, /readyz, the status page); empty: off. They need no
+	// credentials: keep them on loopback or a private network.
+	HTTP string
+	// Handlers are extra routes of the HTTP listener, by pattern
+	// (http.ServeMux syntax, e.g. "GET /metrics"); only with HTTP.
+	Handlers map[string]http.Handler
+	// Fetch reads a region server's status from its HTTP address, for the
+	// status page; default: GET /status.json with a 1 s timeout.
+	Fetch func(ctx context.Context, addr string) (region.Status, error)
 }
 
 // Run campaigns and, while leading, keeps the region map true, until ctx
@@ -90,6 +103,22 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("master: metrics: %w", err)
 	}
+	if cfg.Fetch == nil {
+		cfg.Fetch = fetchStatus
+	}
+	b := &board{since: cfg.Now()}
+	stopHTTP, addr, err := serveHTTP(cfg, b)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
+	actx, stopAnnounce := context.WithCancel(ctx)
+	announced := make(chan struct{})
+	go func() {
+		defer close(announced)
+		cfg.Coord.Announce(actx, coord.MasterInfo{Name: cfg.Name, HTTP: addr})
+	}()
+	defer func() { stopAnnounce(); <-announced }()
 	// When this master last saw each server live, kept across terms: a
 	// server it saw that is gone now has failed, and waiting Grace for it
 	// again after a leadership blip would only delay its failover.
@@ -106,9 +135,11 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		cfg.Log.Info("leading", zap.String("name", cfg.Name))
 		mm.leading(true)
-		err = lead1(ctx, cfg, lead, h, mm)
+		b.lead(true, cfg.Now())
+		err = lead1(ctx, cfg, lead, h, mm, b)
 		mm.leading(false)
 		lead.Resign()
+		b.lead(false, cfg.Now())
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -183,7 +214,7 @@ func (o *observed) unhealthy() map[string]bool {
 
 // lead1 is one term as leader: it returns when leadership is lost. It
 // updates h (under its obs.mu; no other term runs meanwhile).
-func lead1(ctx context.Context, cfg Config, lead Leadership, h *history, mm *masterMetrics) error {
+func lead1(ctx context.Context, cfg Config, lead Leadership, h *history, mm *masterMetrics, b *board) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s := cfg.Coord
@@ -214,6 +245,7 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history, mm *mas
 			obs.mu.Lock()
 			obs.health, obs.healthReady = h, true
 			obs.mu.Unlock()
+			b.setHealth(h)
 			poke()
 		})
 	}()
@@ -237,6 +269,7 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history, mm *mas
 			}
 			obs.ready = true
 			obs.mu.Unlock()
+			b.setLive(live)
 			poke()
 		})
 	}()
@@ -279,13 +312,15 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history, mm *mas
 					delete(obs.drops, k)
 				}
 			}
+			dropped, joins := maps.Clone(obs.dropped), maps.Clone(obs.joins)
 			obs.mu.Unlock()
+			b.setReports(dropped, joins)
 			poke()
 		})
 	}()
 	go func() {
 		defer wg.Done()
-		s.WatchMap(ctx, func(*regionmap.Map) { poke() }, func(err error) {
+		s.WatchMap(ctx, func(m *regionmap.Map) { b.setMap(m); poke() }, func(err error) {
 			cfg.Log.Error("the region map in zookeeper is invalid", zap.Error(err))
 		})
 	}()
@@ -301,7 +336,7 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history, mm *mas
 		case <-kick:
 		case <-tick.C:
 		}
-		err := decide(ctx, cfg, lead, obs, termStart, mm)
+		err := decide(ctx, cfg, lead, obs, termStart, mm, b)
 		if errors.Is(err, coord.ErrNotLeader) {
 			return err
 		}
@@ -315,8 +350,8 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history, mm *mas
 }
 
 // decide reads the map, runs Next and publishes its result; termStart is
-// when this term began. It records both in mm.
-func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, termStart time.Time, mm *masterMetrics) error {
+// when this term began. It records both in mm and b.
+func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, termStart time.Time, mm *masterMetrics, b *board) error {
 	obs.mu.Lock()
 	ready := obs.ready && obs.reports && obs.healthReady && obs.reqReady
 	obs.mu.Unlock()
@@ -324,6 +359,7 @@ func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, ter
 		return nil
 	}
 	m, ver, err := cfg.Coord.ReadMap(ctx)
+	b.decided(err)
 	if err != nil {
 		return err
 	}
@@ -360,7 +396,10 @@ func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, ter
 		return err
 	}
 	finishRequests(ctx, cfg, d)
-	mm.published(m, next, v, cfg.Now())
+	now = cfg.Now()
+	fos := failovers(m, next, v.Servers, termStart, now)
+	mm.published(next, v, fos)
+	b.published(m, next, now, fos)
 	if len(d.Restarted) > 0 {
 		cfg.Log.Info("restarted servers failed over", zap.Strings("servers", d.Restarted))
 	}

@@ -3,7 +3,6 @@ package master
 import (
 	"errors"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -54,31 +53,6 @@ func regionCounts(m *regionmap.Map, live map[string]regionmap.Server) map[string
 		out[regionState(m, &m.Regions[i], live)]++
 	}
 	return out
-}
-
-// failovers lists the regions whose primary next replaced with another
-// server than old's, and for each the time since the master saw the old
-// primary's registration end or change (its Observed.Gone), if it did
-// (negative: not seen gone, as a primary failed over for its disk).
-// moves counts the primaries next moved instead (old's MoveTo: a
-// planned move, not a failure).
-func failovers(old, next *regionmap.Map, servers map[string]Observed, now time.Time) (out []time.Duration, moves int) {
-	for _, r := range next.Regions {
-		o := old.Region(r.ID)
-		if o == nil || o.Primary == "" || o.Primary == r.Primary {
-			continue
-		}
-		if o.MoveTo != "" {
-			moves++
-			continue
-		}
-		d := time.Duration(-1)
-		if gone := servers[o.Primary].Gone; !gone.IsZero() && !gone.After(now) {
-			d = now.Sub(gone)
-		}
-		out = append(out, d)
-	}
-	return out, moves
 }
 
 // The master's metric names.
@@ -213,21 +187,25 @@ func (m *masterMetrics) decided(cur *regionmap.Map, live map[string]regionmap.Se
 	}
 }
 
-// published records the publication, at now, of next after old.
-func (m *masterMetrics) published(old, next *regionmap.Map, v View, now time.Time) {
+// published records the publication of next, which made the failovers
+// and moves fos (failovers).
+func (m *masterMetrics) published(next *regionmap.Map, v View, fos []Failover) {
 	m.publications.Inc()
 	m.mapVersion.Set(float64(next.Version))
 	for s, n := range regionCounts(next, v.Live) {
 		m.regions.WithLabelValues(s).Set(float64(n))
 	}
-	ds, moves := failovers(old, next, v.Servers, now)
-	for _, d := range ds {
-		m.failovers.Inc()
-		if d >= 0 {
-			m.failoverDur.Observe(d.Seconds())
+	for _, f := range fos {
+		switch {
+		case f.Moved:
+			m.moves.Inc()
+		default:
+			m.failovers.Inc()
+			if !f.Gone.IsZero() {
+				m.failoverDur.Observe(f.At.Sub(f.Gone).Seconds())
+			}
 		}
 	}
-	m.moves.Add(float64(moves))
 }
 
 // leading records whether this master leads; a master not leading

@@ -47,32 +47,6 @@ func TestRegionState(t *testing.T) {
 	}
 }
 
-// TestFailovers: a region whose primary changed counts, with the time
-// since its old primary was seen gone (-1 when it was not, or later than
-// now); a new region or a kept primary does not; a region whose primary
-// was moving (MoveTo) counts as a move.
-func TestFailovers(t *testing.T) {
-	old := &regionmap.Map{Regions: []regionmap.Assignment{{ID: 1, Primary: "a"}, {ID: 2, Primary: "b"}, {ID: 3, Primary: "c"}, {ID: 4, Primary: "d"},
-		{ID: 6, Primary: "e", Backups: []string{"f"}, MoveTo: "f"}}}
-	next := &regionmap.Map{Regions: []regionmap.Assignment{{ID: 1, Primary: "x"}, {ID: 2, Primary: "b"}, {ID: 3, Primary: "y"}, {ID: 4, Primary: "z"}, {ID: 5, Primary: "a"},
-		{ID: 6, Primary: "f", Joining: []string{"e"}}}}
-	now := t0.Add(time.Minute)
-	servers := map[string]Observed{"a": {Gone: t0}, "d": {Gone: now.Add(time.Second)}}
-	got, moves := failovers(old, next, servers, now)
-	if moves != 1 {
-		t.Fatalf("moves %d, want 1", moves)
-	}
-	want := []time.Duration{time.Minute, -1, -1} // regions 1, 3 (c never seen gone), 4 (gone after now)
-	if len(got) != len(want) {
-		t.Fatalf("failovers %v, want %v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("failovers %v, want %v", got, want)
-		}
-	}
-}
-
 // fakeSession is a sessionState.
 type fakeSession struct {
 	*coordtest.Coordinator
@@ -94,7 +68,7 @@ func TestMasterMetricsLint(t *testing.T) {
 	}
 	m := threeWay(t)
 	mm.decided(m, live(all4...))
-	mm.published(m, m, View{Live: live(all4...)}, t0)
+	mm.published(m, View{Live: live(all4...)}, nil)
 	mm.failoverDur.Observe(1)
 	problems, err := testutil.CollectAndLint(mm)
 	if err != nil {

@@ -197,3 +197,14 @@ func (c *Coordinator) Masters(context.Context) (map[string]coord.MasterInfo, err
 
 // Connected reports true: the in-memory coordinator never disconnects.
 func (c *Coordinator) Connected() bool { return true }
+
+// Leader returns the leading candidate's name ("" if none, or another
+// candidate the test set leads).
+func (c *Coordinator) Leader(context.Context) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leader == nil {
+		return "", nil
+	}
+	return c.leader.name, nil
+}

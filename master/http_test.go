@@ -1,0 +1,166 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/tebis-go/tebis/client/regionmap"
+	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/internal/coord/coordtest"
+	"github.com/tebis-go/tebis/region"
+)
+
+// disconnected is a coordinator whose service is unreachable.
+type disconnected struct{ *coordtest.Coordinator }
+
+func (disconnected) Connected() bool { return false }
+
+// hostile is a server name that would run a script if not escaped.
+const hostile = `<script>alert("rs")</script>`
+
+// testServer serves the master's handler of cfg (Coord: c) over b.
+func testServer(t *testing.T, c Coordinator, b *board, fetch func(context.Context, string) (region.Status, error)) *httptest.Server {
+	t.Helper()
+	cfg := Config{Name: "m<1>", Coord: c, Log: zaptest.NewLogger(t), Now: func() time.Time { return t0.Add(time.Minute) }, Fetch: fetch,
+		Handlers: map[string]http.Handler{"GET /metrics": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "metrics here") })}}
+	ts := httptest.NewServer(handler(cfg, b))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func fetch(t *testing.T, ts *httptest.Server, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(ts.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+func TestHTTPProbes(t *testing.T) {
+	noFetch := func(context.Context, string) (region.Status, error) { return region.Status{}, errors.New("not asked") }
+	c := coordtest.New(nil, nil)
+	for _, tc := range []struct {
+		name   string
+		coord  Coordinator
+		board  func(*board)
+		path   string
+		status int
+		want   string
+	}{
+		{"healthy", c, func(*board) {}, "/healthz", 200, "ok"},
+		{"disconnected", disconnected{c}, func(*board) {}, "/healthz", 503, "zookeeper session not connected"},
+		{"leader with a map", c, func(b *board) { b.lead(true, t0); b.decided(nil) }, "/readyz", 200, "ready: leader"},
+		{"leader without a map", c, func(b *board) { b.lead(true, t0); b.decided(coord.ErrNoMap) }, "/readyz", 503, "no region map decided on yet: " + coord.ErrNoMap.Error()},
+		{"leader, map lost after validation", c, func(b *board) { b.lead(true, t0); b.decided(nil); b.decided(coord.ErrNoMap) }, "/readyz", 200, "ready: leader"},
+		{"standby", c, func(*board) {}, "/readyz", 200, "ready: standby (leader: other)"},
+		{"standby disconnected", disconnected{c}, func(*board) {}, "/readyz", 503, "zookeeper session not connected"},
+		{"extra handler", c, func(*board) {}, "/metrics", 200, "metrics here"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			l, err := c.Campaign(ctx, "other")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Resign()
+			b := &board{}
+			tc.board(b)
+			code, body := fetch(t, testServer(t, tc.coord, b, noFetch), tc.path)
+			if code != tc.status || !strings.Contains(body, tc.want) {
+				t.Fatalf("GET %s = %d %q, want %d with %q", tc.path, code, body, tc.status, tc.want)
+			}
+		})
+	}
+}
+
+// TestStatusPage renders a leader's page: servers with their roles and
+// states, regions with lag and ops/s from the primaries' statuses
+// ("unknown" when unreadable), failovers and map versions; every name is
+// escaped.
+func TestStatusPage(t *testing.T) {
+	c := coordtest.New(nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Announce(ctx, coord.MasterInfo{Name: "m<1>", HTTP: "127.0.0.1:7000"})
+	b := &board{}
+	b.lead(true, t0)
+	b.decided(nil)
+	m := &regionmap.Map{Version: 7, Replicas: 3, Servers: []regionmap.Server{srv("rs1"), srv("rs2"), srv(hostile)},
+		Regions: []regionmap.Assignment{
+			{ID: 1, End: "m", Primary: "rs1", Backups: []string{"rs2", hostile}, Epoch: 4},
+			{ID: 2, Start: "m", Primary: "rs2", Backups: []string{"rs1"}, Joining: []string{"rs3"}, Epoch: 2},
+		}}
+	b.setMap(m)
+	b.setLive(map[string]coord.ServerInfo{
+		"rs1":   {Server: srv("rs1"), Started: 1, HTTP: "rs1:80"},
+		"rs2":   {Server: srv("rs2"), Started: 1, HTTP: "rs2:80"},
+		"rs3":   {Server: srv("rs3"), Started: 5},
+		hostile: {Server: srv(hostile), Started: 1, HTTP: `x"><img src=y onerror=alert(1)>`},
+	})
+	b.setReports(map[Join]bool{{Region: 1, Epoch: 4, Server: hostile}: true}, nil)
+	old := m.Clone()
+	old.Version, old.Regions[0].Primary, old.Regions[0].Epoch = 6, "rs0", 3
+	b.published(old, m, t0.Add(30*time.Second), []Failover{{Region: 1, From: "rs0", To: "rs1", Epoch: 4, At: t0.Add(30 * time.Second), Took: 1500 * time.Millisecond}})
+	statuses := map[string]region.Status{
+		"rs1:80": {Name: "rs1", Regions: []region.RegionStatus{{ID: 1, Epoch: 4, Role: "primary", OpsPerSec: 123.4, Backups: map[string]int{"rs2": 3}}}},
+		"rs2:80": {Name: "rs2", Unready: []string{"regions waiting for their backups: [2]"}},
+	}
+	page := func(_ context.Context, addr string) (region.Status, error) {
+		if st, ok := statuses[addr]; ok {
+			return st, nil
+		}
+		return region.Status{}, errors.New("connection refused")
+	}
+	code, body := fetch(t, testServer(t, c, b, page), "/")
+	if code != 200 {
+		t.Fatalf("GET / = %d:\n%s", code, body)
+	}
+	for _, want := range []string{
+		`tebis master <span id="master">m&lt;1&gt;</span>`,
+		`This master is the <b>leader</b>`,
+		`Region map version <span id="map-version">7</span>`,
+		`<a href="http://127.0.0.1:7000/">127.0.0.1:7000</a>`,
+		// servers
+		`<tr class="server" data-server="rs1">`,
+		`<td class="report ok">ready</td>`,
+		`<td class="report bad">not ready: regions waiting for their backups: [2]</td>`,
+		`<td class="state">live, not in the map</td>`, // rs3
+		`<td class="name">&lt;script&gt;alert(&#34;rs&#34;)&lt;/script&gt;</td>`,
+		`region 1 at epoch 4`,
+		`<td class="report bad">unknown: connection refused</td>`,
+		// regions
+		`<td class="primary">rs1</td>`,
+		`<span class="backup">rs2</span> (3), <span class="backup bad">&lt;script&gt;alert(&#34;rs&#34;)&lt;/script&gt;</span> (unknown)`,
+		`<td class="ops">123.4</td>`,
+		`<td class="ops">unknown</td>`, // rs2 answers, but not as region 2's primary
+		`<td class="joining">rs3</td>`,
+		// history
+		`<td class="from">rs0</td><td class="to">rs1</td><td>4</td><td>1.5s</td>`,
+		`region 1: primary rs0 → rs1, epoch 3 → 4`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "<script>") || strings.Contains(body, "<img") {
+		t.Errorf("the page holds unescaped markup:\n%s", body)
+	}
+	if t.Failed() {
+		t.Logf("the page:\n%s", body)
+	}
+}
