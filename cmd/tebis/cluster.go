@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"sort"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/coord"
+	"github.com/tebis-go/tebis/internal/metrics"
 	"github.com/tebis-go/tebis/master"
 )
 
@@ -60,6 +62,7 @@ func masterCommand() *cli.Command {
 			&cli.DurationFlag{Name: "drop-hold", Value: 5 * time.Second, Usage: "how long a server dropped from a replication stream gets no new backup role (unless it registers again)"},
 			&cli.BoolFlag{Name: "balance", Value: true, Usage: "spread the regions' primaries evenly over the servers (a moved primary stays in its group as a backup)"},
 			&cli.DurationFlag{Name: "move-timeout", Value: 10 * time.Second, Usage: "how long a move of a live primary waits for it to release its region before it is cancelled"},
+			&cli.StringFlag{Name: "http", Usage: "host:port of the /healthz, /readyz and status page endpoints (empty: off; they need no credentials: keep them on loopback, e.g. 127.0.0.1:9090, or a private network)"},
 		),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c)
@@ -72,9 +75,10 @@ func masterCommand() *cli.Command {
 				return err
 			}
 			defer sess.Close()
+			reg := metrics.NewRegistry() // served at /metrics with --http
 			return master.Run(c.Context, master.Config{Name: c.String("name"), Session: sess, Grace: c.Duration("grace"),
 				LogWait: c.Duration("log-wait"), DropHold: c.Duration("drop-hold"), Balance: c.Bool("balance"), MoveTimeout: c.Duration("move-timeout"),
-				Log: log.Named("master")})
+				HTTP: c.String("http"), Metrics: reg, Handlers: map[string]http.Handler{"GET /metrics": metrics.Handler(reg)}, Log: log.Named("master")})
 		},
 	}
 }
@@ -112,6 +116,12 @@ func clusterCommand() *cli.Command {
 			Usage:  "give the root and every znode under it the ACL of --zk-auth-file's identity (closing a cluster created without one; stop every member first)",
 			Flags:  zkFlags(),
 			Action: withSession(clusterSetACL),
+		}, {
+			Name:        "health",
+			Usage:       "check /healthz and /readyz of every region server and master registered in ZooKeeper",
+			Description: healthDescription,
+			Flags:       append(zkFlags(), &cli.DurationFlag{Name: "timeout", Value: 2 * time.Second, Usage: "bound of each HTTP request"}),
+			Action:      clusterHealth,
 		}}, adminCommands()...),
 	}
 }
