@@ -7,7 +7,9 @@ export PATH := $(PATH):/usr/local/go/bin
 .PHONY: build test bench bench-replication bench-failover run deps vet fuzz torture torture-matrix
 
 # ZooKeeper (tests and the demo run a real one, see internal/zkserver) comes
-# from the Debian zookeeper package; apt-get update only if the install fails.
+# from the Debian zookeeper package, and the browser the status page's test
+# drives (cmd/tebis, chromedp) from the chromium package; each is installed
+# only if missing, apt-get update only if the install fails.
 deps:
 	@command -v $(GO) >/dev/null || { echo "go toolchain not found (install Go 1.26)"; exit 1; }
 	$(GO) mod download
@@ -17,6 +19,13 @@ deps:
 		APT="$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get"; \
 		$$APT install -y zookeeper || { $$APT update && $$APT install -y zookeeper; } || \
 			{ echo "could not install zookeeper (apt-get install -y zookeeper)"; exit 1; }; \
+	fi
+	@if ! command -v chromium >/dev/null; then \
+		SUDO=; if [ "$$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi; \
+		echo "installing the chromium package"; \
+		APT="$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get"; \
+		$$APT install -y chromium || { $$APT update && $$APT install -y chromium; } || \
+			{ echo "could not install chromium (apt-get install -y chromium)"; exit 1; }; \
 	fi
 
 build: deps
