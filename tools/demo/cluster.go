@@ -219,7 +219,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (_ *Cluster, err error
 	fmt.Fprintf(out, "  zookeeper  pid %-7d %s\n", c.zk.PID(), c.zk.Addr())
 	timeout := cfg.SessionTimeout.String()
 	c.master, err = startMember("master m1", cfg.Binary, []string{"--log-level", "info", "master", "--zookeeper", c.zk.Addr(),
-		"--zk-session-timeout", timeout, "--name", "m1"}, filepath.Join(c.dir, "m1.log"))
+		"--zk-session-timeout", timeout, "--name", "m1", "--http", "127.0.0.1:0"}, filepath.Join(c.dir, "m1.log"))
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (_ *Cluster, err error
 	for i := range cfg.Servers {
 		name := fmt.Sprintf("rs%d", i+1)
 		args := []string{"--log-level", "info", "server", "--name", name, "--zookeeper", c.zk.Addr(), "--zk-session-timeout", timeout,
-			"--shm", c.socket(name), "--tcp", "127.0.0.1:0", "--data-dir", filepath.Join(c.dir, name),
+			"--shm", c.socket(name), "--tcp", "127.0.0.1:0", "--http", "127.0.0.1:0", "--data-dir", filepath.Join(c.dir, name),
 			"--sync-mode", cfg.SyncMode, "--l0-pairs", strconv.Itoa(cfg.L0Pairs)}
 		m, err := startMember(name, cfg.Binary, append(args, cfg.ServerArgs...), filepath.Join(c.dir, name+".log"))
 		if err != nil {
@@ -544,7 +544,8 @@ func (c *Cluster) run(ctx context.Context, res *ClusterResult) error {
 	if !cfg.Serve {
 		intro = "Without --exit the cluster stays up until Ctrl-C; from another terminal, then:"
 	}
-	fmt.Fprintf(out, "\n%[3]s\n    %[1]s kv --zookeeper %[2]s put hello world\n    %[1]s kv --zookeeper %[2]s get hello\n    %[1]s cluster status --zookeeper %[2]s\n",
+	fmt.Fprintf(out, "\n%[3]s\n    %[1]s kv --zookeeper %[2]s put hello world\n    %[1]s kv --zookeeper %[2]s get hello\n    %[1]s cluster status --zookeeper %[2]s\n"+
+		"    %[1]s cluster health --zookeeper %[2]s    # every endpoint; the master's http:// address serves its status page\n",
 		cfg.Command, z, intro)
 	if r := m.Regions[0]; len(r.Backups) > 0 {
 		fmt.Fprintf(out, "    kill -9 %d    # crash %s, the primary of region %d: the master fails it over to a backup\n", res.PIDs[r.Primary], r.Primary, r.ID)
