@@ -164,3 +164,25 @@ func TestStatusPage(t *testing.T) {
 		t.Logf("the page:\n%s", body)
 	}
 }
+
+// TestStatusPageStandby: a standby's page names the leader and shows no
+// cluster state, not even the map it saw while it led.
+func TestStatusPageStandby(t *testing.T) {
+	c := coordtest.New(nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, err := c.Campaign(ctx, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Resign()
+	b := &board{}
+	b.lead(true, t0)
+	b.setMap(&regionmap.Map{Version: 3, Servers: []regionmap.Server{srv("rs1")}, Regions: []regionmap.Assignment{{ID: 1, Primary: "rs1", Epoch: 1}}})
+	b.lead(false, t0.Add(time.Second))
+	code, body := fetch(t, testServer(t, c, b, nil), "/")
+	if code != 200 || !strings.Contains(body, "This master is the <b>standby</b>") || !strings.Contains(body, "Leader: other;") ||
+		strings.Contains(body, `class="region"`) || strings.Contains(body, "map-version") {
+		t.Fatalf("GET / on a standby = %d:\n%s", code, body)
+	}
+}

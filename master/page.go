@@ -116,7 +116,7 @@ func buildPage(in pageInput) page {
 		p.Masters = append(p.Masters, masterRow{Name: n, HTTP: in.Masters[n].HTTP, Leader: n == in.Leader})
 	}
 	m := s.Map
-	if m == nil {
+	if m == nil || !s.Leading { // a standby's observations are not kept up to date
 		return p
 	}
 	p.Map, p.MapVersion, p.Replicas = true, m.Version, m.Replicas
