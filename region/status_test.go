@@ -58,7 +58,7 @@ func TestStatusShowsRolesAndRegions(t *testing.T) {
 			}
 			switch {
 			case r.Primary == name:
-				if rs.Role != "primary" || rs.Serving != "served" || rs.OpsPerSec <= 0 || rs.LogSegments == 0 || len(rs.Backups) != len(r.Backups) {
+				if rs.Role != "primary" || rs.Serving != "served" || rs.OpsPerSec <= 0 || rs.LogSegments == 0 || rs.L0Pairs+len(rs.Levels) == 0 || len(rs.Backups) != len(r.Backups) {
 					t.Fatalf("%s: region %d as primary: %+v", name, r.ID, rs)
 				}
 				for _, b := range r.Backups {
