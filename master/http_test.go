@@ -117,7 +117,7 @@ func TestStatusPage(t *testing.T) {
 	old.Version, old.Regions[0].Primary, old.Regions[0].Epoch = 6, "rs0", 3
 	b.published(old, m, t0.Add(30*time.Second), []Failover{{Region: 1, From: "rs0", To: "rs1", Epoch: 4, At: t0.Add(30 * time.Second), Took: 1500 * time.Millisecond}})
 	statuses := map[string]region.Status{
-		"rs1:80": {Name: "rs1", Regions: []region.RegionStatus{{ID: 1, Epoch: 4, Role: "primary", OpsPerSec: 123.4, Backups: map[string]int{"rs2": 3}}}},
+		"rs1:80": {Name: "rs1", Regions: []region.RegionStatus{{ID: 1, Epoch: 4, Role: "primary", OpsPerSec: 123.4, Backups: map[string]region.BackupLag{"rs2": {Bytes: 4096, Commands: 3}}}}},
 		"rs2:80": {Name: "rs2", Unready: []string{"regions waiting for their backups: [2]"}},
 	}
 	page := func(_ context.Context, addr string) (region.Status, error) {
@@ -145,7 +145,7 @@ func TestStatusPage(t *testing.T) {
 		`<td class="report bad">unknown: connection refused</td>`,
 		// regions
 		`<td class="primary">rs1</td>`,
-		`<span class="backup">rs2</span> (3), <span class="backup bad">&lt;script&gt;alert(&#34;rs&#34;)&lt;/script&gt;</span> (unknown)`,
+		`<span class="backup">rs2</span> (4096 B, 3 commands), <span class="backup bad">&lt;script&gt;alert(&#34;rs&#34;)&lt;/script&gt;</span> (unknown)`,
 		`<td class="ops">123.4</td>`,
 		`<td class="ops">unknown</td>`, // rs2 answers, but not as region 2's primary
 		`<td class="joining">rs3</td>`,

@@ -100,7 +100,7 @@ type regionRow struct {
 
 type backupCell struct {
 	Name    string
-	Lag     string // commands queued at the primary for it, or "unknown"
+	Lag     string // its replication lag (bytes, commands), or "unknown"
 	Dropped bool   // its primary reported it dropped at the region's epoch
 }
 
@@ -188,7 +188,7 @@ func buildPage(in pageInput) page {
 			c := backupCell{Name: b, Lag: "unknown", Dropped: s.Dropped[Join{r.ID, r.Epoch, b}]}
 			if prim != nil {
 				if lag, ok := prim.Backups[b]; ok {
-					c.Lag = fmt.Sprint(lag)
+					c.Lag = fmt.Sprintf("%d B, %d commands", lag.Bytes, lag.Commands)
 				}
 			}
 			rr.Backups = append(rr.Backups, c)

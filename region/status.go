@@ -49,10 +49,10 @@ type RegionStatus struct {
 	Serving string `json:"serving,omitempty"`
 	// OpsPerSec is the rate of requests served (primary).
 	OpsPerSec float64 `json:"ops_per_sec"`
-	// Backups is, for a primary with an attached stream, each backup's
-	// replication lag: commands queued for it not yet completed (absent:
-	// dropped from the stream).
-	Backups map[string]int `json:"backup_lag,omitempty"`
+	// Backups is, for a primary with an attached stream, each live
+	// backup's replication lag (replication.BackupStats; absent: dropped
+	// from the stream).
+	Backups map[string]BackupLag `json:"backups,omitempty"`
 	// Complete is, for a backup, whether its copy holds every write its
 	// primary acknowledged (promotable).
 	Complete *bool `json:"complete,omitempty"`
@@ -125,6 +125,14 @@ func (s *Server) Status() Status {
 	return out
 }
 
+// BackupLag is how far a backup is behind its primary: log bytes the
+// primary appended that its WRITEs have not completed at the backup, and
+// commands queued for it not completed yet (replication.BackupStats).
+type BackupLag struct {
+	Bytes    int64 `json:"lag_bytes"`
+	Commands int   `json:"commands_pending"`
+}
+
 // fillRegion adds to rs what the server's routing, replication and engine
 // hold of it.
 func (s *Server) fillRegion(rs *RegionStatus, how routeState, p *primaryRepl, copies map[uint64]bool, now time.Time) {
@@ -142,7 +150,12 @@ func (s *Server) fillRegion(rs *RegionStatus, how routeState, p *primaryRepl, co
 		rs.OpsPerSec = s.ops.rate(rs.ID, now)
 	}
 	if p != nil && p.shipper != nil {
-		rs.Backups = p.shipper.Lag()
+		rs.Backups = map[string]BackupLag{}
+		for _, b := range p.shipper.Backups() {
+			if b.Live {
+				rs.Backups[b.Name] = BackupLag{Bytes: b.LagBytes, Commands: b.CommandsPending}
+			}
+		}
 	}
 	if c, ok := copies[rs.ID]; ok {
 		rs.Complete = &c

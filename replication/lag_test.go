@@ -1,11 +1,14 @@
 package replication
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/tebis-go/tebis/engine"
 )
@@ -109,5 +112,56 @@ func TestShipperBackupStats(t *testing.T) {
 	close(hold)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestShipperCommandsPending: a backup that takes no commands has them
+// queued (BackupStats.CommandsPending counts them); once it takes them
+// again, they drain to 0.
+func TestShipperCommandsPending(t *testing.T) {
+	fs := vfs.NewMem()
+	a := newSealStream(t, fs, openSealVolume(t, fs), 7)
+	pending := func() (int, int) {
+		bs := a.shipper.Backups()
+		if len(bs) != 1 || bs[0].Name != "b0" {
+			t.Fatalf("backups %+v, want b0 alone", bs)
+		}
+		return bs[0].CommandsPending, len(bs)
+	}
+	if n, _ := pending(); n != 0 {
+		t.Fatalf("an idle stream has %d commands pending", n)
+	}
+	pl := newPausedLink(a.link.Link)
+	a.link.Link = pl
+	pl.set(true)
+	val := bytes.Repeat([]byte("x"), 2000)
+	wrote := make(chan error, 1)
+	go func() { // through seals: each enqueues a flush of the sealed segment
+		for i := range 200 {
+			if err := a.r.Put(fmt.Appendf(nil, "k%08d", i), val); err != nil {
+				wrote <- err
+				return
+			}
+		}
+		wrote <- nil
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for n, _ := pending(); n == 0; n, _ = pending() {
+		if time.Now().After(deadline) {
+			t.Fatal("no command queued for a paused backup after 10 s of writes")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	pl.set(false)
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.shipper.Idle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := pending(); n != 0 {
+		t.Fatalf("%d commands pending after the backup caught up", n)
 	}
 }

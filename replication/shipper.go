@@ -857,18 +857,3 @@ func (s *Shipper) Close() {
 	s.stopFunc()
 	s.wg.Wait()
 }
-
-// Lag returns, for each backup still in the stream (not dropped), how many
-// commands are queued for it that it has not completed yet: 0 when it
-// holds everything the primary sent.
-func (s *Shipper) Lag() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]int{}
-	for _, b := range s.backups {
-		if !b.dead {
-			out[b.name] = len(b.queue)
-		}
-	}
-	return out
-}
