@@ -134,6 +134,7 @@ func TestShipperCommandsPending(t *testing.T) {
 	pl := newPausedLink(a.link.Link)
 	a.link.Link = pl
 	pl.set(true)
+	t.Cleanup(func() { pl.set(false) }) // before the stream closes
 	val := bytes.Repeat([]byte("x"), 2000)
 	wrote := make(chan error, 1)
 	go func() { // through seals: each enqueues a flush of the sealed segment
