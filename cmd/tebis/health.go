@@ -74,13 +74,24 @@ func checkCluster(ctx context.Context, view clusterView, timeout time.Duration) 
 		return nil, false, fmt.Errorf("read the region map: %w", err)
 	}
 	ok = true
+	// rows are the output lines in order: servers, then masters; a row
+	// with an endpoint gets its line from the probe.
+	type row struct {
+		line string
+		ep   int // index in eps, or -1
+	}
+	var rows []row
 	var eps []endpoint
+	add := func(ep endpoint) {
+		rows = append(rows, row{ep: len(eps)})
+		eps = append(eps, ep)
+	}
 	for _, n := range slices.Sorted(maps.Keys(live)) {
 		if live[n].HTTP == "" {
-			lines, ok = append(lines, fmt.Sprintf("server %s: registered without an HTTP address (start it with --http): not checked", n)), false
+			rows, ok = append(rows, row{line: fmt.Sprintf("server %s: registered without an HTTP address (start it with --http): not checked", n), ep: -1}), false
 			continue
 		}
-		eps = append(eps, endpoint{"server", n, live[n].HTTP})
+		add(endpoint{"server", n, live[n].HTTP})
 	}
 	for _, n := range slices.Sorted(maps.Keys(masters)) {
 		role := "standby"
@@ -88,12 +99,18 @@ func checkCluster(ctx context.Context, view clusterView, timeout time.Duration) 
 			role = "leader"
 		}
 		if masters[n].HTTP == "" {
-			lines = append(lines, fmt.Sprintf("master %s (%s): no HTTP address: not checked", n, role))
+			rows = append(rows, row{line: fmt.Sprintf("master %s (%s): no HTTP address: not checked", n, role), ep: -1})
 			continue
 		}
-		eps = append(eps, endpoint{"master", n, masters[n].HTTP})
+		add(endpoint{"master", n, masters[n].HTTP})
 	}
-	for _, h := range probeAll(ctx, eps, timeout) {
+	probed := probeAll(ctx, eps, timeout)
+	for _, r := range rows {
+		if r.ep < 0 {
+			lines = append(lines, r.line)
+			continue
+		}
+		h := probed[r.ep]
 		if !h.healthy || !h.ready {
 			ok = false
 		}
