@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
 )
 
@@ -82,10 +83,13 @@ type hostedRegion interface {
 // Status returns the server's status now.
 func (s *Server) Status() Status {
 	st := s.state.Load()
+	if st == nil { // a standalone server loading its map
+		st = &routing{m: &regionmap.Map{}}
+	}
 	es := s.vol.Stats()
 	out := Status{Name: s.cfg.Name, MapVersion: st.m.Version, Health: "ok", Unready: s.unready(), L0Capacity: s.cfg.L0Pairs,
 		Compactions: es.Compactions, LevelMoves: es.LevelMoves, LogSeals: es.LogSeals, SegmentsUsed: es.SegmentsUsed, SegmentsFree: es.SegmentsFree}
-	if s.cluster != nil {
+	if s.joined.Load() { // s.cluster is set, and read, only after it joined
 		out.Run = s.cluster.started.Load()
 	}
 	if h := s.health.cur.Load(); h != nil {
