@@ -10,4 +10,9 @@
 // the map: a server named primary of a region it backed up promotes its
 // copy, a primary whose group changed re-attaches its backups under the
 // new epoch (seeding joining ones), and reports the joins it finished.
+//
+// Every master announces itself in ZooKeeper (coord.MasterInfo) and, with
+// Config.HTTP, serves /healthz, /readyz and a status page of the cluster as
+// it sees it (http.go, page.go), with a bounded history of the maps and
+// failovers it published (board.go).
 package master
