@@ -549,6 +549,7 @@ func (c *Cluster) run(ctx context.Context, res *ClusterResult) error {
 		cfg.Command, z, intro)
 	if r := m.Regions[0]; len(r.Backups) > 0 {
 		fmt.Fprintf(out, "    kill -9 %d    # crash %s, the primary of region %d: the master fails it over to a backup\n", res.PIDs[r.Primary], r.Primary, r.ID)
+		fmt.Fprintf(out, "    %s cluster move-primary --zookeeper %s %d %s    # move it to a backup while it serves\n", cfg.Command, z, r.ID, r.Backups[0])
 	}
 	fmt.Fprintf(out, "Logs: %[1]s/{m1,rs*,init}.log and %[1]s/zk/zk.log\n", c.dir)
 	if !cfg.Serve {
