@@ -175,6 +175,11 @@ func (c *Client) conn(ctx context.Context, m *regionmap.Map, name string) (*ring
 	}
 	tname := c.cfg.Transport
 	addr := srv.Addr(tname)
+	if addr == "" && tname == "tcp" && c.tls != nil {
+		// A client that authenticates servers by TLS does not fall back
+		// to shm, whose listener it cannot authenticate.
+		return nil, fmt.Errorf("%w: server %s has no tcp address (this client uses TLS and does not fall back to shm)", ErrUnavailable, name)
+	}
 	if addr == "" {
 		tname = map[string]string{"tcp": "shm", "shm": "tcp"}[tname]
 		addr = srv.Addr(tname)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -157,14 +158,27 @@ func gather(ctx context.Context, cfg Config, b *board) page {
 	return buildPage(in)
 }
 
-// fetchStatus GETs a region server's /status.json.
+// maxStatus bounds a region server's /status.json the master reads.
+const maxStatus = 4 << 20
+
+// statusClient fetches the servers' statuses: it follows no redirect
+// (the addresses come from ZooKeeper registrations: a fetch goes to
+// host:port/status.json and nowhere else).
+var statusClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// fetchStatus GETs a region server's /status.json; addr must be a
+// host:port, and the answer at most maxStatus bytes.
 func fetchStatus(ctx context.Context, addr string) (region.Status, error) {
 	var st region.Status
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" || strings.ContainsAny(addr, "/?#@") {
+		return st, fmt.Errorf("status of %q: not a host:port", addr)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status.json", nil)
 	if err != nil {
 		return st, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := statusClient.Do(req)
 	if err != nil {
 		return st, err
 	}
@@ -172,6 +186,6 @@ func fetchStatus(ctx context.Context, addr string) (region.Status, error) {
 	if resp.StatusCode != http.StatusOK {
 		return st, fmt.Errorf("/status.json: %s", resp.Status)
 	}
-	err = json.NewDecoder(resp.Body).Decode(&st)
+	err = json.NewDecoder(io.LimitReader(resp.Body, maxStatus)).Decode(&st)
 	return st, err
 }

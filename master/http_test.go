@@ -1,12 +1,14 @@
 package master
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,5 +186,46 @@ func TestStatusPageStandby(t *testing.T) {
 	if code != 200 || !strings.Contains(body, "This master is the <b>standby</b>") || !strings.Contains(body, "Leader: other;") ||
 		strings.Contains(body, `class="region"`) || strings.Contains(body, "map-version") {
 		t.Fatalf("GET / on a standby = %d:\n%s", code, body)
+	}
+}
+
+// TestFetchStatusBounded: the master reads a server's status only from
+// host:port/status.json: an address that is not a host:port is refused
+// unread, a redirect is not followed, and an answer past maxStatus is cut
+// (a decode error, not an allocation of whatever the peer sends).
+func TestFetchStatusBounded(t *testing.T) {
+	var redirected atomic.Bool
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { redirected.Store(true) }))
+	defer target.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/status.json":
+			if r.URL.Query().Get("x") != "" {
+				return
+			}
+			w.Write([]byte(`{"name": "`))
+			w.Write(bytes.Repeat([]byte("x"), maxStatus+10))
+			w.Write([]byte(`"}`))
+		default:
+			http.Redirect(w, r, target.URL, http.StatusFound)
+		}
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	ctx := context.Background()
+	if _, err := fetchStatus(ctx, addr); err == nil {
+		t.Fatal("a status past maxStatus decoded")
+	}
+	for _, bad := range []string{addr + "/other?", "user@" + addr, "nohostport", ":80"} {
+		if _, err := fetchStatus(ctx, bad); err == nil || !strings.Contains(err.Error(), "not a host:port") {
+			t.Errorf("address %q: %v, want refused", bad, err)
+		}
+	}
+	redir := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL, http.StatusFound)
+	}))
+	defer redir.Close()
+	if _, err := fetchStatus(ctx, strings.TrimPrefix(redir.URL, "http://")); err == nil || redirected.Load() {
+		t.Fatalf("a redirect: %v, followed %v", err, redirected.Load())
 	}
 }

@@ -81,7 +81,8 @@ func (s *Shm) Listen(addr string) (Listener, error) {
 func (s *Shm) handshake(nc net.Conn) (ConnRequest, error) {
 	c := nc.(*net.UnixConn)
 	_ = c.SetDeadline(time.Now().Add(s.handshakeTimeout()))
-	if err := s.checkPeer(c); err != nil {
+	uid, err := s.checkPeer(c)
+	if err != nil {
 		// The request is read to be dropped (so that the reject reaches
 		// the dialer rather than a reset): without room for control
 		// messages, the kernel closes the descriptors it carries in place
@@ -104,27 +105,27 @@ func (s *Shm) handshake(nc net.Conn) (ConnRequest, error) {
 		c.Close()
 		return nil, err
 	}
-	return &shmConnReq{t: s, c: c, h: h, maps: maps}, nil
+	return &shmConnReq{t: s, c: c, uid: uid, h: h, maps: maps}, nil
 }
 
 // checkPeer fails with ErrAuth unless the socket's peer runs as an
-// allowed uid.
-func (s *Shm) checkPeer(c *net.UnixConn) error {
+// allowed uid, which it returns.
+func (s *Shm) checkPeer(c *net.UnixConn) (uint32, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return fmt.Errorf("rdma: shm peer credentials: %w", err)
+		return 0, fmt.Errorf("rdma: shm peer credentials: %w", err)
 	}
 	var cred *unix.Ucred
 	cerr := rc.Control(func(fd uintptr) {
 		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	})
 	if cerr != nil || err != nil {
-		return fmt.Errorf("rdma: shm peer credentials: %w", errors.Join(cerr, err))
+		return 0, fmt.Errorf("rdma: shm peer credentials: %w", errors.Join(cerr, err))
 	}
 	if !uidAllowed(cred.Uid, s.PeerUIDs, uint32(os.Getuid())) {
-		return fmt.Errorf("rdma: shm peer pid %d: %w: uid %d", cred.Pid, ErrAuth, cred.Uid)
+		return 0, fmt.Errorf("rdma: shm peer pid %d: %w: uid %d", cred.Pid, ErrAuth, cred.Uid)
 	}
-	return nil
+	return cred.Uid, nil
 }
 
 // uidAllowed says whether uid may connect: it is in allowed, or, with
@@ -139,12 +140,14 @@ func uidAllowed(uid uint32, allowed []uint32, self uint32) bool {
 type shmConnReq struct {
 	t    *Shm
 	c    *net.UnixConn
+	uid  uint32 // the peer's (checkPeer)
 	h    hello
 	maps [][]byte // peer's ctl page, then its regions
 	once sync.Once
 }
 
 func (r *shmConnReq) Private() []byte         { return r.h.private }
+func (r *shmConnReq) PeerUID() uint32         { return r.uid }
 func (r *shmConnReq) PeerRegions() []RemoteMR { return r.h.mrs }
 
 func (r *shmConnReq) Accept(cfg ConnConfig) (QP, error) {

@@ -59,14 +59,24 @@ func TestShmRefusesDisallowedUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer open.Close()
+	peer := make(chan uint32, 1)
 	go func() {
 		if req, err := open.Accept(ctx); err == nil {
+			if cr, ok := req.(rdma.Credentialed); ok {
+				peer <- cr.PeerUID()
+			}
 			_, _ = req.Accept(rdma.ConnConfig{CQ: rdma.NewCQ()})
 		}
+		close(peer)
 	}()
 	qp, err = (&rdma.Shm{}).Dial(ctx, open.Addr(), rdma.ConnConfig{CQ: rdma.NewCQ(), Expose: []*rdma.MR{mr}})
 	if err != nil {
 		t.Fatalf("dial with the default allowed uids: %v", err)
 	}
 	qp.Close()
+	// The request tells who connected (the server checks it again for
+	// replication: a client's uid may connect, not replicate).
+	if uid, ok := <-peer; !ok || uid != self {
+		t.Fatalf("the connection request's peer uid: %d (%v), want %d", uid, ok, self)
+	}
 }

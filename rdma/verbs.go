@@ -122,6 +122,13 @@ type Certified interface {
 	PeerCertificate() *x509.Certificate
 }
 
+// Credentialed is implemented by the connection requests of transports
+// that know the peer process's user (shm: SO_PEERCRED): PeerUID is the
+// uid the peer ran as when it connected.
+type Credentialed interface {
+	PeerUID() uint32
+}
+
 // Transport makes connections of one kind.
 type Transport interface {
 	Name() string

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -203,6 +204,11 @@ func (s *Server) otherConn(req rdma.ConnRequest) error {
 		req.Reject()
 		return fmt.Errorf("region: a replication connection refused: %w: its certificate is not a server's", rdma.ErrAuth)
 	}
+	if cr, ok := req.(rdma.Credentialed); ok && !serverUID(cr.PeerUID(), uint32(os.Getuid())) {
+		// shm_allow_uids admits clients; a primary runs as a server does.
+		req.Reject()
+		return fmt.Errorf("region: a replication connection refused: %w: uid %d is not a server's", rdma.ErrAuth, cr.PeerUID())
+	}
 	if pd := req.Private(); len(pd) >= len(commandPrefix) && string(pd[:len(commandPrefix)]) == string(commandPrefix) {
 		return s.replRing.Adopt(req, pd[len(commandPrefix):])
 	}
@@ -220,6 +226,11 @@ func mayReplicate(tlsOn, certified bool, cert *x509.Certificate) bool {
 	}
 	return cert != nil && slices.Contains(cert.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
 }
+
+// serverUID says whether a local peer of uid may replicate to this
+// server (run as self): over shm only a process of the server's own user
+// or root may, whatever uids may connect as clients.
+func serverUID(uid, self uint32) bool { return uid == self || uid == 0 }
 
 // acceptReplication answers a primary's connection request for a region
 // this server is a backup for: it exposes the region's log buffer. A

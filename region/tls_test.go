@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -129,6 +130,44 @@ func TestTLSClientsAndReplication(t *testing.T) {
 	}
 	if v, err := valid.Get(ctx, []byte("k1")); err != nil || string(v) != "v1" {
 		t.Fatalf("get from the promoted backup: %q, %v, want v1", v, err)
+	}
+}
+
+// fakeLocalReq is a connection request over shm from a process of uid.
+type fakeLocalReq struct {
+	uid      uint32
+	private  []byte
+	rejected bool
+}
+
+func (r *fakeLocalReq) Private() []byte              { return r.private }
+func (r *fakeLocalReq) PeerRegions() []rdma.RemoteMR { return nil }
+func (r *fakeLocalReq) Accept(rdma.ConnConfig) (rdma.QP, error) {
+	return nil, errors.New("not accepted here")
+}
+func (r *fakeLocalReq) Reject() error   { r.rejected = true; return nil }
+func (r *fakeLocalReq) PeerUID() uint32 { return r.uid }
+
+// TestReplicationOnlyFromServerUID: over shm, a process whose uid may
+// connect as a client (shm_allow_uids) is refused a replication
+// connection, a primary's command ring as well as its log mirror: only
+// the server's own user and root replicate.
+func TestReplicationOnlyFromServerUID(t *testing.T) {
+	s := &Server{}
+	other := uint32(os.Getuid()) + 4242
+	for _, pd := range [][]byte{append([]byte(nil), commandPrefix...), []byte("hello of a primary")} {
+		req := &fakeLocalReq{uid: other, private: pd}
+		if err := s.otherConn(req); !errors.Is(err, rdma.ErrAuth) || !req.rejected {
+			t.Errorf("private %q from uid %d: %v (rejected %v), want ErrAuth", pd, other, err, req.rejected)
+		}
+	}
+	for _, c := range []struct {
+		uid  uint32
+		want bool
+	}{{uint32(os.Getuid()), true}, {0, true}, {other, false}} {
+		if got := serverUID(c.uid, uint32(os.Getuid())); got != c.want {
+			t.Errorf("serverUID(%d): %v, want %v", c.uid, got, c.want)
+		}
 	}
 }
 

@@ -93,6 +93,11 @@ func TestDeployFiles(t *testing.T) {
 		if cfg.TLSCert == "" || cfg.ZKAuthFile == "" || cfg.HTTP == "" {
 			t.Errorf("%s: TLS, the ZooKeeper credential and HTTP must be set", h)
 		}
+		if cfg.Shm != "" && cfg.ReplicationTransport != "tcp" {
+			// Else a primary would dial its backups' unix sockets on its
+			// own host.
+			t.Errorf("%s: servers on separate hosts with shm sockets need replication_transport: tcp", h)
+		}
 		names, addrs = append(names, cfg.Name), append(addrs, cfg.TCP)
 		env, err := os.ReadFile(filepath.Join(h, "master.env"))
 		if err != nil {

@@ -82,13 +82,27 @@ func TestACLs(t *testing.T) {
 		t.Fatalf("requests %+v, %v; want rs2 drained", rq, err)
 	}
 
+	actx, stopAnnounce := context.WithCancel(ctx)
+	announced := make(chan struct{})
+	go func() { defer close(announced); admin.Announce(actx, MasterInfo{Name: "m1", HTTP: "127.0.0.1:1"}) }()
+	defer func() { stopAnnounce(); <-announced }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if ms, err := admin.Masters(ctx); err == nil && len(ms) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the master's announcement never appeared")
+		}
+	}
+
 	cands, _, err := admin.Conn().Children(r + "/election")
 	if err != nil || len(cands) != 1 {
 		t.Fatalf("candidates %v, %v; want one", cands, err)
 	}
 	want := zk.DigestACL(zk.PermAll, "tebis", "s3cret:with-colon")
 	for _, p := range []string{parent, r, r + "/map", r + "/servers", r + "/servers/rs1", r + "/reports", r + "/reports/" + join.znode(),
-		r + "/health", r + "/health/rs1", r + "/election", r + "/election/" + cands[0], r + "/admin", r + "/admin/" + drainZnode("rs2")} {
+		r + "/health", r + "/health/rs1", r + "/election", r + "/election/" + cands[0], r + "/admin", r + "/admin/" + drainZnode("rs2"),
+		r + "/masters", r + "/masters/m1"} {
 		acl, _, err := admin.Conn().GetACL(p)
 		if err != nil {
 			t.Fatalf("acl of %s: %v", p, err)

@@ -35,7 +35,7 @@ func (s *Session) Announce(ctx context.Context, info MasterInfo) {
 		err := s.ensure(ctx, s.path("masters"))
 		if err == nil {
 			err = s.retry(ctx, func() error {
-				_, err := s.conn.Create(p, data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+				_, err := s.conn.Create(p, data, zk.FlagEphemeral, s.acl)
 				if errors.Is(err, zk.ErrNodeExists) {
 					var st *zk.Stat
 					if _, st, err = s.conn.Get(p); err == nil {
