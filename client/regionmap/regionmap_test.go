@@ -54,7 +54,7 @@ func TestInvalid(t *testing.T) {
 		"min_copies > static copies":   `{version: 1, min_copies: 3, servers: [{name: a, tcp: x}, {name: b, tcp: y}], regions: [{id: 1, primary: a, backups: [b], epoch: 1}]}`,
 		"min_copies > static, joining": `{version: 1, min_copies: 2, servers: [{name: a, tcp: x}, {name: b, tcp: y}], regions: [{id: 1, primary: a, joining: [b], epoch: 1}]}`,
 		"move_to joining":              `{version: 1, servers: [{name: a, tcp: x}, {name: b, tcp: y}], regions: [{id: 1, primary: a, joining: [b], move_to: b, epoch: 1}]}`,
-		"released, no move":             `{version: 1, servers: [{name: a, tcp: x}, {name: b, tcp: y}], regions: [{id: 1, primary: a, backups: [b], released: true, epoch: 1}]}`,
+		"released, no move":            `{version: 1, servers: [{name: a, tcp: x}, {name: b, tcp: y}], regions: [{id: 1, primary: a, backups: [b], released: true, epoch: 1}]}`,
 		"move_to primary":              `{version: 1, servers: [{name: a, tcp: x}, {name: b, tcp: y}], regions: [{id: 1, primary: a, backups: [b], move_to: a, epoch: 1}]}`,
 	}
 	for name, doc := range cases {
