@@ -91,6 +91,8 @@ func clusterMovePrimary(c *cli.Context, sess *coord.Session) error {
 		return nil
 	case !slices.Contains(r.Backups, target):
 		return fmt.Errorf("region %d: %s is not one of its backups (backups %v, joining %v): a move goes to a backup in sync", id, target, r.Backups, r.Joining)
+	case len(r.Backups)+len(r.Joining) < m.Copies():
+		return fmt.Errorf("region %d: %d backups, min_copies %d: moving would leave fewer complete copies while its old primary is seeded again", id, len(r.Backups), m.Copies())
 	}
 	if _, ok := live[target]; !ok {
 		return fmt.Errorf("region %d: %s is not registered (not live)", id, target)
