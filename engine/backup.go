@@ -464,10 +464,3 @@ func (r *regionCore) logRecoveryPoint() (seg LogSegment, off int64, ok bool) {
 	return LogSegment{Segment: ls.seg, Seq: ls.recordSeq(), Primary: ls.primary, End: ls.end}, off, true
 }
 
-// L0Pairs is the number of pairs in the region's L0 (its memtable, not the
-// frozen one being compacted): its fill is this over Options.L0Pairs.
-func (r *regionCore) L0Pairs() int {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.mem.len()
-}

@@ -75,9 +75,7 @@ type LevelStatus struct {
 
 // hostedRegion is what Status reads of a hosted region's engine.
 type hostedRegion interface {
-	Levels() []engine.LevelInfo
-	LogSegments() []engine.LogSegment
-	L0Pairs() int
+	Stats() engine.RegionStats
 }
 
 // Status returns the server's status now.
@@ -173,8 +171,11 @@ func (s *Server) fillRegion(rs *RegionStatus, how routeState, p *primaryRepl, co
 	if h == nil {
 		return
 	}
-	rs.Hosted, rs.L0Pairs, rs.LogSegments = true, h.L0Pairs(), len(h.LogSegments())
-	for _, l := range h.Levels() {
-		rs.Levels = append(rs.Levels, LevelStatus{Level: l.Level, Pairs: l.Pairs, Bytes: l.KVBytes, Segments: len(l.Segments)})
+	es := h.Stats()
+	rs.Hosted, rs.L0Pairs, rs.LogSegments = true, es.L0Pairs, es.LogSegments
+	for _, l := range es.Levels {
+		if l.Segments > 0 {
+			rs.Levels = append(rs.Levels, LevelStatus{Level: l.Level, Pairs: l.Pairs, Bytes: l.KVBytes, Segments: l.Segments})
+		}
 	}
 }
