@@ -463,4 +463,3 @@ func (r *regionCore) logRecoveryPoint() (seg LogSegment, off int64, ok bool) {
 	defer r.log.mu.Unlock()
 	return LogSegment{Segment: ls.seg, Seq: ls.recordSeq(), Primary: ls.primary, End: ls.end}, off, true
 }
-
