@@ -219,6 +219,24 @@ func (v *plan) leastLoaded(r *regionmap.Assignment, names []string, load map[str
 	return cands[0]
 }
 
+// byLoad lists the live servers that may hold roles, the least loaded
+// first (then by name).
+func (v *plan) byLoad(load map[string]int) []string {
+	var servers []string
+	for name := range v.Live {
+		if v.mayHold(name) {
+			servers = append(servers, name)
+		}
+	}
+	sort.Slice(servers, func(i, j int) bool {
+		if load[servers[i]] != load[servers[j]] {
+			return load[servers[i]] < load[servers[j]]
+		}
+		return servers[i] < servers[j]
+	})
+	return servers
+}
+
 // balanceMove is the balancer's policy: among the servers that may hold
 // roles, a server with at least two primaries more than another moves one
 // of its regions (the lowest id that can) to a backup of it with at least
@@ -228,21 +246,8 @@ func (v *plan) leastLoaded(r *regionmap.Assignment, names []string, load map[str
 // the groups allow).
 func balanceMove(v *plan, m *regionmap.Map) (*regionmap.Assignment, string) {
 	load := primaries(m)
-	var servers []string
-	for name := range v.Live {
-		if v.mayHold(name) {
-			servers = append(servers, name)
-		}
-	}
-	if len(servers) < 2 {
-		return nil, ""
-	}
-	sort.Slice(servers, func(i, j int) bool {
-		if load[servers[i]] != load[servers[j]] {
-			return load[servers[i]] > load[servers[j]]
-		}
-		return servers[i] < servers[j]
-	})
+	servers := v.byLoad(load)
+	slices.Reverse(servers) // the most loaded first
 	for _, src := range servers {
 		for i := range m.Regions {
 			r := &m.Regions[i]
@@ -296,21 +301,10 @@ func roleLoad(m *regionmap.Map) map[string]int {
 // backup out of the group once it joined. nil: none.
 func balanceRoles(v *plan, m *regionmap.Map) (*regionmap.Assignment, string) {
 	load := roleLoad(m)
-	var servers []string
-	for name := range v.Live {
-		if v.mayHold(name) {
-			servers = append(servers, name)
-		}
-	}
+	servers := v.byLoad(load)
 	if len(servers) < 2 {
 		return nil, ""
 	}
-	sort.Slice(servers, func(i, j int) bool {
-		if load[servers[i]] != load[servers[j]] {
-			return load[servers[i]] < load[servers[j]]
-		}
-		return servers[i] < servers[j]
-	})
 	low := servers[0]
 	for i := len(servers) - 1; i > 0 && load[servers[i]] >= load[low]+2; i-- {
 		high := servers[i]
