@@ -51,8 +51,8 @@ type board struct {
 	mu        sync.Mutex
 	leading   bool
 	since     time.Time // when the current role began
-	validated bool      // leading, it read and decided on a valid map
-	mapErr    string    // leading: why no map was decided on yet
+	validated bool      // leading, its last read of the map was valid
+	mapErr    string    // leading: why its last read of the map failed
 	m         *regionmap.Map
 	live      map[string]coord.ServerInfo
 	health    map[string]coord.Health
@@ -121,12 +121,14 @@ func (b *board) setMap(m *regionmap.Map) {
 }
 
 // decided records a decision's outcome: err nil, the map read was valid.
+// A leader is ready while its last read of the map was valid: one that
+// can no longer read it (ZooKeeper unreachable, the map corrupt) decides
+// nothing.
 func (b *board) decided(err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err == nil {
-		b.validated, b.mapErr = true, ""
-	} else if !b.validated {
+	b.validated, b.mapErr = err == nil, ""
+	if err != nil {
 		b.mapErr = err.Error()
 	}
 }

@@ -22,11 +22,11 @@ import (
 //
 //   - /healthz: 200 "ok" while the master runs and its ZooKeeper session
 //     is connected; 503 with the reason otherwise;
-//   - /readyz: 200 "ready: leader" once, leading, it read a valid region
-//     map and decided on it; 200 "ready: standby (leader: NAME)" while
+//   - /readyz: 200 "ready: leader" while, leading, its last decision
+//     read a valid region map; 200 "ready: standby (leader: NAME)" while
 //     another candidate leads (it takes over when that one goes); 503
 //     with the reasons otherwise (not connected; leading without a valid
-//     map, e.g. before `tebis cluster init`);
+//     map read, e.g. before `tebis cluster init`);
 //   - /: the status page (page.go), the cluster as this master sees it;
 //   - Config.Handlers, mounted as given.
 //
@@ -72,7 +72,7 @@ func handler(cfg Config, b *board) http.Handler {
 		ok := "ready: leader"
 		switch {
 		case snap.Leading && !snap.Validated:
-			why := "leading; no region map decided on yet"
+			why := "leading; no valid region map read (yet, or in its last decision)"
 			if snap.MapErr != "" {
 				why += ": " + snap.MapErr
 			}
