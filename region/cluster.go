@@ -114,7 +114,7 @@ func (s *Server) register(ctx context.Context, c *clusterLink) error {
 // server list see it go and come back). Called with c.regMu held.
 func (s *Server) registerRun(ctx context.Context, c *clusterLink, run int64, replace bool) error {
 	addrs := s.Addrs()
-	info := coord.ServerInfo{Server: regionmap.Server{Name: s.cfg.Name, Shm: addrs["shm"], TCP: addrs["tcp"]}, Started: run, HTTP: s.httpAddr}
+	info := coord.ServerInfo{Server: regionmap.Server{Name: s.cfg.Name, Shm: addrs["shm"], TCP: addrs["tcp"]}, Started: run, HTTP: advertisedHTTP(s.httpAddr, addrs["tcp"])}
 	c.started.Store(info.Started)
 	h := s.health.cur.Load()
 	if h != nil {

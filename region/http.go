@@ -62,6 +62,26 @@ func (s *Server) serveHTTP() error {
 	return nil
 }
 
+// advertisedHTTP is the HTTP address a server registers for the master's
+// status page and `tebis cluster health`: the one it listens on, except
+// that a wildcard host (":9090", "0.0.0.0:9090", "[::]:9090"), which
+// would name the reader's own host, takes the host of its tcp address
+// when that one is specific.
+func advertisedHTTP(listen, tcp string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return listen
+	}
+	th, _, err := net.SplitHostPort(tcp)
+	if ip := net.ParseIP(th); err != nil || th == "" || ip != nil && ip.IsUnspecified() {
+		return listen
+	}
+	return net.JoinHostPort(th, port)
+}
+
 // HTTPAddr is the address the HTTP endpoints listen on ("": off).
 func (s *Server) HTTPAddr() string { return s.httpAddr }
 

@@ -141,3 +141,21 @@ func TestHTTPAnswersWhileStarting(t *testing.T) {
 	}
 	<-started
 }
+
+// TestAdvertisedHTTP: a wildcard HTTP listen address registers with the
+// tcp address's host (it would name the reader's own host); a specific
+// one, or a wildcard tcp address, registers as it listens.
+func TestAdvertisedHTTP(t *testing.T) {
+	for _, c := range []struct{ listen, tcp, want string }{
+		{"[::]:9090", "198.18.0.11:7070", "198.18.0.11:9090"},
+		{"0.0.0.0:9090", "tebis1:7070", "tebis1:9090"},
+		{"127.0.0.1:9090", "198.18.0.11:7070", "127.0.0.1:9090"},
+		{"[::]:9090", "0.0.0.0:7070", "[::]:9090"},
+		{"[::]:9090", "", "[::]:9090"},
+		{"198.18.0.12:9090", "", "198.18.0.12:9090"},
+	} {
+		if got := advertisedHTTP(c.listen, c.tcp); got != c.want {
+			t.Errorf("advertisedHTTP(%q, %q) = %q, want %q", c.listen, c.tcp, got, c.want)
+		}
+	}
+}
