@@ -29,7 +29,8 @@ type Config struct {
 	RingSize      int // bytes per ring (default ring.DefaultRing)
 	// Retries bounds the WRONG_REGION redirects (and reconnections) of
 	// one operation (default 8). A region the map shows moving its
-	// primary (regionmap.Assignment.MoveTo) is retried past Retries,
+	// primary (regionmap.Assignment.MoveTo), and a server that has not
+	// installed the client's map yet, are retried past Retries,
 	// following newer maps, until RetryWindow has passed since the
 	// operation's first attempt.
 	Retries int
@@ -313,8 +314,12 @@ func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.As
 			last = fmt.Errorf("%w: map version %d, server %s has %d", ErrWrongRegion, m.Version, r.Primary, v)
 			if v < m.Version {
 				// The server has not installed our map yet (it is busy
-				// taking up a new role): transient, like UNAVAILABLE.
+				// taking up a new role, as a promoted backup does): it
+				// will, so the attempt does not count within RetryWindow.
 				last = fmt.Errorf("%w: server %s is at map version %d, the client at %d", ErrUnavailable, r.Primary, v, m.Version)
+				if time.Since(start) < c.cfg.RetryWindow {
+					attempt--
+				}
 				continue
 			}
 			if v == m.Version && req.region == nil && m.Lookup(req.key).ID == r.ID {
