@@ -163,23 +163,19 @@ func (c *Coordinator) changeServers(change func()) {
 	notify(c, &c.serverW, c.serversSnap)
 }
 
-func (c *Coordinator) changeHealth(change func()) {
+// changeOne applies change, then delivers the state snap reads to ws.
+func changeOne[T any](c *Coordinator, ws *watchers[T], snap func() T, change func()) {
 	c.dmu.Lock()
 	defer c.dmu.Unlock()
 	c.mu.Lock()
 	change()
 	c.mu.Unlock()
-	notify(c, &c.healthW, c.healthSnap)
+	notify(c, ws, snap)
 }
 
-func (c *Coordinator) changeRequests(change func()) {
-	c.dmu.Lock()
-	defer c.dmu.Unlock()
-	c.mu.Lock()
-	change()
-	c.mu.Unlock()
-	notify(c, &c.reqW, c.requestsSnap)
-}
+func (c *Coordinator) changeHealth(change func()) { changeOne(c, &c.healthW, c.healthSnap, change) }
+
+func (c *Coordinator) changeRequests(change func()) { changeOne(c, &c.reqW, c.requestsSnap, change) }
 
 // SetRequests replaces the operators' requests (coord.Requests; nil maps
 // are empty).
@@ -198,14 +194,7 @@ func (c *Coordinator) Requests() coord.Requests {
 	return c.requestsSnap()
 }
 
-func (c *Coordinator) changeReports(change func()) {
-	c.dmu.Lock()
-	defer c.dmu.Unlock()
-	c.mu.Lock()
-	change()
-	c.mu.Unlock()
-	notify(c, &c.reportW, c.reportsSnap)
-}
+func (c *Coordinator) changeReports(change func()) { changeOne(c, &c.reportW, c.reportsSnap, change) }
 
 // dropEphemerals deletes the registrations and health reports s owns.
 func (c *Coordinator) dropEphemerals(s *Session) {
