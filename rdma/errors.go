@@ -1,6 +1,9 @@
 package rdma
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrAccess: a WRITE fell outside the target region or named a wrong
@@ -11,6 +14,13 @@ var (
 	// ErrPeerGone: the peer died, closed the connection or stopped
 	// answering within the dead-peer timeout.
 	ErrPeerGone = errors.New("rdma: peer gone")
+	// ErrPeerLost is the ErrPeerGone of a connection that ended without
+	// the peer closing it (errors.Is(ErrPeerLost, ErrPeerGone) holds):
+	// the peer process died (its sockets closed by the kernel), the
+	// connection was reset, or it stopped answering within the dead-peer
+	// timeout. A peer's Close is told apart (the peer sees ErrPeerGone
+	// only): it says goodbye first.
+	ErrPeerLost = fmt.Errorf("%w: connection lost without a close", ErrPeerGone)
 	// ErrClosed: the QP, CQ, MR or listener was closed locally.
 	ErrClosed = errors.New("rdma: closed")
 	// ErrRejected: the passive side refused the connection request.

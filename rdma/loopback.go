@@ -200,12 +200,20 @@ func (q *loopQP) PostWrite(wr WriteWR) error {
 func (q *loopQP) ReqNotify() { q.armed.Store(true) }
 
 func (q *loopQP) Close() error {
+	q.end(ErrPeerGone)
+	return nil
+}
+
+// sever ends the connection as the process's death would: the peer sees
+// ErrPeerLost.
+func (q *loopQP) sever() { q.end(ErrPeerLost) }
+
+func (q *loopQP) end(peerErr error) {
 	if q.breakWith(ErrClosed) {
 		select {
 		case <-q.ready:
-			q.peer.breakWith(ErrPeerGone)
+			q.peer.breakWith(peerErr)
 		default:
 		}
 	}
-	return nil
 }

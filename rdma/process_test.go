@@ -120,8 +120,8 @@ func waitDisconnect(t *testing.T, cq *rdma.CQ, within time.Duration) {
 			t.Fatalf("no disconnect: %v", err)
 		}
 		if c[0].Op == rdma.OpDisconnect {
-			if !errors.Is(c[0].Err, rdma.ErrPeerGone) {
-				t.Fatalf("disconnect error %v", c[0].Err)
+			if !errors.Is(c[0].Err, rdma.ErrPeerLost) {
+				t.Fatalf("disconnect error %v, want ErrPeerLost (a death, not a close)", c[0].Err)
 			}
 			break
 		}

@@ -52,7 +52,10 @@ func (s *Shm) handshakeTimeout() time.Duration {
 
 const (
 	shmDoorbell = 1
-	shmMaxMsg   = helloFixed + MaxExposed*helloMRSize + MaxPrivate
+	// shmGoodbye is the one-byte packet Close sends before it closes the
+	// socket: the peer's QP breaks with ErrPeerGone, not ErrPeerLost.
+	shmGoodbye = 2
+	shmMaxMsg  = helloFixed + MaxExposed*helloMRSize + MaxPrivate
 )
 
 var shmOOB = unix.CmsgSpace(4 * (MaxExposed + 1))
@@ -327,7 +330,13 @@ func (q *shmQP) reader() {
 	var pkt [16]byte
 	for {
 		n, err := q.c.Read(pkt[:])
-		if err != nil {
+		if err != nil || n == 0 {
+			// The socket ended without a goodbye: the peer died.
+			q.breakWith(ErrPeerLost)
+			q.unmap()
+			return
+		}
+		if n == 1 && pkt[0] == shmGoodbye {
 			q.breakWith(ErrPeerGone)
 			q.unmap()
 			return
@@ -405,9 +414,20 @@ func (q *shmQP) ReqNotify() {
 }
 
 func (q *shmQP) Close() error {
-	q.breakWith(ErrClosed)
+	if q.breakWith(ErrClosed) {
+		q.wmu.Lock()
+		_ = q.c.SetWriteDeadline(time.Now().Add(closeLinger))
+		_, _ = q.c.Write([]byte{shmGoodbye})
+		q.wmu.Unlock()
+	}
 	q.unmap()
 	return nil
+}
+
+// sever ends the connection as the process's death would: no goodbye.
+func (q *shmQP) sever() {
+	q.breakWith(ErrClosed)
+	q.unmap()
 }
 
 // unmap drops the peer's mappings (after in-flight WRITEs) and the socket.

@@ -280,10 +280,15 @@ type tcpQP struct {
 	kick    chan struct{}
 	stop    chan struct{}
 	stopped sync.Once
+	// closing: Close queued the CLOSE frame (under omu); bye is closed
+	// once the writer wrote it.
+	closing bool
+	bye     chan struct{}
+	byeOnce sync.Once
 }
 
 func startTCPQP(t *TCP, c, raw net.Conn, cfg ConnConfig, h hello) *tcpQP {
-	q := &tcpQP{t: t, c: c, raw: raw, exposed: newExposedSet(cfg.Expose), kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	q := &tcpQP{t: t, c: c, raw: raw, exposed: newExposedSet(cfg.Expose), kick: make(chan struct{}, 1), stop: make(chan struct{}), bye: make(chan struct{})}
 	q.self, q.cq, q.peerMRs, q.private = q, cfg.CQ, h.mrs, h.private
 	q.ocond = sync.NewCond(&q.omu)
 	go transportLabeled(q.writer)
@@ -368,6 +373,9 @@ func (q *tcpQP) writer() {
 		}
 		q.omu.Lock()
 		q.spare = buf[:0]
+		if q.closing && len(q.out) == 0 {
+			q.byeOnce.Do(func() { close(q.bye) })
+		}
 		q.omu.Unlock()
 	}
 }
@@ -386,7 +394,9 @@ func (q *tcpQP) reader() {
 			ackedOut = applied
 		}
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			q.fail(ErrPeerGone)
+			// The stream ended (or the dead-peer deadline passed) with
+			// no CLOSE frame: the peer died or the network cut it off.
+			q.fail(ErrPeerLost)
 			return
 		}
 		f, err := decodeFrame(hdr[:])
@@ -419,6 +429,9 @@ func (q *tcpQP) reader() {
 		case frameNak:
 			q.nak(f.off)
 		case framePing:
+		case frameClose:
+			q.fail(ErrPeerGone)
+			return
 		}
 	}
 }
@@ -531,7 +544,30 @@ func (q *tcpQP) fail(err error) {
 
 func (q *tcpQP) ReqNotify() { q.armed.arm() }
 
+// Close sends a CLOSE frame after the frames queued before it (waiting
+// at most closeLinger for the socket to take them), then tears the
+// connection down.
 func (q *tcpQP) Close() error {
+	q.omu.Lock()
+	queued := q.Err() == nil && !q.closing
+	if queued {
+		q.closing = true
+		q.appendFrame(&frame{typ: frameClose})
+	}
+	q.omu.Unlock()
+	if queued {
+		q.wake()
+		t := time.NewTimer(closeLinger)
+		select {
+		case <-q.bye:
+		case <-q.stop:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	q.fail(ErrClosed)
 	return nil
 }
+
+// sever ends the connection as the process's death would: no CLOSE frame.
+func (q *tcpQP) sever() { q.fail(ErrClosed) }

@@ -14,6 +14,9 @@ import (
 // ACK: off = number of WRITEs applied so far (cumulative).
 // NAK: off = index of a WRITE that was refused; code says why.
 // PING: keeps an idle connection alive.
+// CLOSE: the sender closes the connection (its last frame): the receiver's
+// QP breaks with ErrPeerGone; a connection that ends without one breaks
+// with ErrPeerLost.
 const (
 	frameHeader = 32
 
@@ -21,6 +24,7 @@ const (
 	frameAck   = 2
 	frameNak   = 3
 	framePing  = 4
+	frameClose = 5
 
 	flagSolicited = 1
 
@@ -68,7 +72,7 @@ func decodeFrame(b []byte) (frame, error) {
 		if f.n > maxFrameData {
 			return f, fmt.Errorf("%w: WRITE frame of %d bytes", ErrProtocol, f.n)
 		}
-	case frameAck, frameNak, framePing:
+	case frameAck, frameNak, framePing, frameClose:
 		if f.n != 0 {
 			return f, fmt.Errorf("%w: control frame %d with %d data bytes", ErrProtocol, f.typ, f.n)
 		}

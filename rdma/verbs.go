@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"time"
 )
 
 // Op says what a completion reports.
@@ -165,4 +166,19 @@ func remotes(ms []*MR) []RemoteMR {
 		out[i] = m.Remote()
 	}
 	return out
+}
+
+// closeLinger bounds how long Close waits for its goodbye to be sent.
+const closeLinger = 100 * time.Millisecond
+
+// Sever ends qp's connection as the death of this process would: unlike
+// Close, no goodbye is sent, so the peer's QP breaks with ErrPeerLost.
+// Fault injection and tests use it; a QP of a transport without the
+// distinction is closed.
+func Sever(qp QP) {
+	if s, ok := qp.(interface{ sever() }); ok {
+		s.sever()
+		return
+	}
+	qp.Close()
 }

@@ -43,6 +43,8 @@ func Run(t *testing.T, env Env) {
 		{"LocalAccess", testLocalAccess},
 		{"Doorbell", testDoorbell},
 		{"PeerClose", testPeerClose},
+		{"PeerSevered", testPeerSevered},
+		{"ZeroLengthProbe", testZeroLengthProbe},
 		{"Reject", testReject},
 		{"ManyQPs", testManyQPs},
 		{"DeregisterDuringWrites", testDeregisterDuringWrites},
@@ -378,17 +380,62 @@ func testDoorbell(t *testing.T, env Env) {
 	}
 }
 
+// testPeerClose: a peer's Close shows as ErrPeerGone, never as
+// ErrPeerLost (a death), even with WRITEs of its own just queued.
 func testPeerClose(t *testing.T, env Env) {
+	checkPeerEnd(t, env, func(qp rdma.QP) { qp.Close() }, false)
+}
+
+// testPeerSevered: a connection severed as a death would sever it shows
+// as ErrPeerLost.
+func testPeerSevered(t *testing.T, env Env) {
+	checkPeerEnd(t, env, rdma.Sever, true)
+}
+
+// testZeroLengthProbe: a signaled WRITE of no bytes completes once the
+// WRITEs before it did, while the target's key is valid, and fails with
+// ErrAccess once the target revoked it (a primary's read probe).
+func testZeroLengthProbe(t *testing.T, env Env) {
 	p := connect(t, env, 4096, 4096)
 	r := p.a.PeerRegions()[0]
-	p.b.Close()
+	copy(p.amr.Bytes(), "probe-ok")
+	if err := p.a.PostWrite(rdma.WriteWR{ID: 1, Local: p.amr, Len: 8, Remote: r}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.a.PostWrite(rdma.WriteWR{ID: 2, Local: p.amr, Len: 0, Remote: r, Signaled: true}); err != nil {
+		t.Fatal(err)
+	}
+	c := wait(t, p.acq, 10*time.Second)
+	if c.Op != rdma.OpWrite || c.WRID != 2 || c.Err != nil {
+		t.Fatalf("probe completion %+v, want WRID 2 without error", c)
+	}
+	if got := string(p.bmr.Bytes()[:8]); got != "probe-ok" {
+		t.Fatalf("WRITE before the probe not landed when it completed: %q", got)
+	}
+	p.bmr.Revoke()
+	if err := p.a.PostWrite(rdma.WriteWR{ID: 3, Local: p.amr, Len: 0, Remote: r, Signaled: true}); err != nil {
+		t.Fatal(err)
+	}
+	c = wait(t, p.acq, 10*time.Second)
+	if c.Op != rdma.OpWrite || c.WRID != 3 || !errors.Is(c.Err, rdma.ErrAccess) {
+		t.Fatalf("probe of a revoked region %+v, want ErrAccess", c)
+	}
+}
+
+func checkPeerEnd(t *testing.T, env Env, end func(rdma.QP), lost bool) {
+	p := connect(t, env, 4096, 4096)
+	r := p.a.PeerRegions()[0]
+	if err := p.b.PostWrite(rdma.WriteWR{Local: p.bmr, Len: 8, Remote: p.b.PeerRegions()[0]}); err != nil {
+		t.Fatal(err)
+	}
+	end(p.b)
 	start := time.Now()
 	deadline := start.Add(env.DeadWithin + 5*time.Second)
 	for {
 		c := wait(t, p.acq, env.DeadWithin+5*time.Second)
 		if c.Op == rdma.OpDisconnect {
-			if !errors.Is(c.Err, rdma.ErrPeerGone) {
-				t.Fatalf("disconnect error %v, want ErrPeerGone", c.Err)
+			if !errors.Is(c.Err, rdma.ErrPeerGone) || errors.Is(c.Err, rdma.ErrPeerLost) != lost {
+				t.Fatalf("disconnect error %v, want ErrPeerGone, lost %v", c.Err, lost)
 			}
 			break
 		}
