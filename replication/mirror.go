@@ -61,7 +61,8 @@ type Mirror struct {
 	backups  []*mirrorBackup
 	gen      uint64 // bumped at every Switch
 	written  uint64 // bytes posted, summed over backups
-	waiters  int    // goroutines in wait's cond.Wait
+	waiters  int    // goroutines in wait's or Confirm's cond.Wait
+	probes   uint64 // the last Confirm probe round posted
 	parks    uint64 // times a waiter parked (tests)
 	pollBuf  [16]rdma.Completion
 	kick     chan struct{} // capacity 1: a waiter parked
@@ -74,7 +75,8 @@ type Mirror struct {
 
 type mirrorBackup struct {
 	Backup
-	acked   int64 // bytes of the current tail completed at this backup
+	acked   int64  // bytes of the current tail completed at this backup
+	probed  uint64 // the last Confirm probe round completed at this backup
 	ackGen  uint64
 	err     error
 	dropped bool
@@ -275,6 +277,74 @@ func (m *Mirror) wait(pos Pos, stopped func() error) error {
 		}
 		m.waiters++
 		m.parks++
+		select { // completions watches the CQ while a waiter is parked
+		case m.kick <- struct{}{}:
+		default:
+		}
+		m.cond.Wait()
+		m.waiters--
+	}
+}
+
+// probeID marks the WRITE IDs of Confirm's probes (a tail WRITE's ID is
+// its generation << 40 | its end: far below).
+const probeID = 1 << 63
+
+// Confirm returns nil once every backup of the mirror completed a probe
+// posted after the call began: a signaled WRITE of no bytes into its
+// buffer, which completes only while the buffer's key is valid, after
+// the WRITEs posted before it. A backup that fenced this primary off
+// (revoked the buffer: docs/failover.md) fails the probe and is dropped.
+// So a read a primary finished before calling Confirm, which then
+// returned nil, happened before any of these backups fenced it: before
+// any of them was promoted. Confirm fails with ErrBackupDropped once any
+// backup was dropped (the region's group is changing), with
+// ErrStreamClosed once the mirror closed; a backup that does not complete
+// the probe within timeout is dropped. Concurrent calls share rounds: a
+// round posted after a call began serves it.
+func (m *Mirror) Confirm(timeout time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	round := m.probes + 1
+	var deadline time.Time
+	for {
+		if m.closed {
+			return fmt.Errorf("replication: the mirror closed while a read was confirmed: %w", ErrStreamClosed)
+		}
+		m.pollLocked()
+		behind := 0
+		for _, b := range m.backups {
+			if b.dropped {
+				return fmt.Errorf("%w: %s (%v)", ErrBackupDropped, b.Name, b.err)
+			}
+			if b.probed < round {
+				behind++
+			}
+		}
+		if behind == 0 {
+			return nil
+		}
+		if m.probes < round {
+			m.probes = round
+			for _, b := range m.backups {
+				err := b.QP.PostWrite(rdma.WriteWR{ID: probeID | round, Local: m.staging, Remote: b.Buffer, Signaled: true})
+				if err != nil {
+					m.dropLocked(b, fmt.Errorf("replication: backup %s: %w", b.Name, err))
+				}
+			}
+			continue
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(timeout)
+		} else if time.Now().After(deadline) {
+			for _, b := range m.backups {
+				if b.probed < round {
+					m.dropLocked(b, fmt.Errorf("replication: backup %s: a probe not complete within the timeout", b.Name))
+				}
+			}
+			continue
+		}
+		m.waiters++
 		select { // completions watches the CQ while a waiter is parked
 		case m.kick <- struct{}{}:
 		default:
@@ -526,6 +596,8 @@ func (m *Mirror) applyLocked(cs []rdma.Completion) {
 			switch {
 			case c.Err != nil:
 				m.dropLocked(b, fmt.Errorf("replication: backup %s: %w", b.Name, c.Err))
+			case c.Op == rdma.OpWrite && c.WRID&probeID != 0:
+				b.probed = max(b.probed, c.WRID&^probeID)
 			case c.Op == rdma.OpWrite:
 				gen, end := c.WRID>>40, int64(c.WRID&(1<<40-1))
 				if gen > b.ackGen || (gen == b.ackGen && end > b.acked) {

@@ -530,3 +530,64 @@ func newTailMirror(t testing.TB, r *engine.Region, cq *rdma.CQ, bs []Backup) *Mi
 	t.Cleanup(func() { m.Close() })
 	return m
 }
+
+// TestMirrorConfirmFailsOnceABackupFenced: Confirm answers while every
+// backup's buffer is valid (many callers at once, writes going on), and
+// fails, dropping the backup, once one backup revoked its buffer (it
+// fenced this primary off to be promoted): a read confirmed after that
+// would not be linearizable.
+func TestMirrorConfirmFailsOnceABackupFenced(t *testing.T) {
+	for name, tc := range transports(t) {
+		t.Run(name, func(t *testing.T) {
+			m, ends := newTestMirror(t, tc.tr, tc.addr, 2)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			rec := bytes.Repeat([]byte{7}, 100)
+			var wg sync.WaitGroup
+			errs := make(chan error, 16)
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 50 {
+						if err := m.Confirm(5 * time.Second); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			for i := range 50 {
+				pos, err := m.Append(4096+int64(i)*100, rec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := m.Wait(ctx, pos); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatalf("confirm with every buffer valid: %v", err)
+			}
+			if len(m.Dropped()) != 0 {
+				t.Fatalf("dropped %v with every buffer valid", m.Dropped())
+			}
+			ends[1].buf.Revoke()
+			if err := m.Confirm(5 * time.Second); !errors.Is(err, ErrBackupDropped) {
+				t.Fatalf("confirm after a backup fenced: %v, want ErrBackupDropped", err)
+			}
+			if _, ok := m.Dropped()["b1"]; !ok || len(m.Dropped()) != 1 {
+				t.Fatalf("dropped %v, want b1 alone", m.Dropped())
+			}
+			if err := m.Confirm(5 * time.Second); !errors.Is(err, ErrBackupDropped) {
+				t.Fatalf("second confirm: %v, want ErrBackupDropped", err)
+			}
+			m.Close()
+			if err := m.Confirm(5 * time.Second); !errors.Is(err, ErrStreamClosed) {
+				t.Fatalf("confirm on a closed mirror: %v, want ErrStreamClosed", err)
+			}
+		})
+	}
+}

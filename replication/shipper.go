@@ -827,6 +827,19 @@ func (s *Shipper) Retire(ctx context.Context) error {
 	return err
 }
 
+// Confirm is Mirror.Confirm with the stream's timeout, failing once the
+// stream closed: a managed primary confirms a read with it before it
+// answers (docs/failover.md, "Read contract").
+func (s *Shipper) Confirm() error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrStreamClosed
+	}
+	return s.cfg.Mirror.Confirm(s.cfg.Timeout)
+}
+
 // NetBytes is what replication moved to the backups so far: log bytes
 // WRITten by the mirror plus command bytes.
 func (s *Shipper) NetBytes() uint64 {
