@@ -189,6 +189,8 @@ type observed struct {
 	logs  map[Join]uint64 // backups' log positions
 	// incomplete: backups that reported their copy incomplete
 	incomplete map[Join]bool
+	// lost: backups that reported losing their primary
+	lost map[Join]bool
 	// dropped are backups primaries dropped from their streams
 	dropped map[Join]bool
 	ready   bool // the first server list arrived
@@ -277,7 +279,7 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history, mm *mas
 		defer wg.Done()
 		s.WatchReports(ctx, func(rs []coord.Report) {
 			obs.mu.Lock()
-			obs.joins, obs.dropped, obs.logs, obs.incomplete, obs.reports = map[Join]bool{}, map[Join]bool{}, map[Join]uint64{}, map[Join]bool{}, true
+			obs.joins, obs.dropped, obs.logs, obs.incomplete, obs.lost, obs.reports = map[Join]bool{}, map[Join]bool{}, map[Join]uint64{}, map[Join]bool{}, map[Join]bool{}, true
 			releases := map[Join]bool{}
 			for _, r := range rs {
 				key := r.Key()
@@ -295,6 +297,8 @@ func lead1(ctx context.Context, cfg Config, lead Leadership, h *history, mm *mas
 					}
 				case coord.JoinReport:
 					obs.joins[k] = true
+				case coord.LostReport:
+					obs.lost[k] = true
 				case coord.ReleaseReport:
 					releases[k] = true
 					if _, ok := obs.released[k]; !ok {
@@ -382,7 +386,7 @@ func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, ter
 	}
 	v := View{Map: m, Live: obs.live, Now: now, TermStart: termStart, Servers: obs.observations(),
 		Timing: Timing{Grace: cfg.Grace, LogWait: cfg.LogWait, DropHold: cfg.DropHold, MoveTimeout: cfg.MoveTimeout},
-		Joins:  obs.joins, Dropped: obs.dropped, Logs: obs.logs, Incomplete: obs.incomplete, Unhealthy: obs.unhealthy(),
+		Joins:  obs.joins, Dropped: obs.dropped, Logs: obs.logs, Incomplete: obs.incomplete, Lost: obs.lost, Unhealthy: obs.unhealthy(),
 		Released: obs.released, Moving: obs.moving, Requests: obs.requests, Balance: cfg.Balance}
 	d := Next(v)
 	obs.mu.Unlock()
@@ -397,6 +401,16 @@ func decide(ctx context.Context, cfg Config, lead Leadership, obs *observed, ter
 	}
 	finishRequests(ctx, cfg, d)
 	now = cfg.Now()
+	if len(d.Lost) > 0 {
+		// Held back as a dropped server is: one its backups lost is most
+		// likely dead, and registered until its session expires.
+		obs.mu.Lock()
+		for _, j := range d.Lost {
+			obs.drops[j] = now
+		}
+		obs.mu.Unlock()
+		cfg.Log.Info("primaries lost to their backups failed over", zap.Any("lost", d.Lost))
+	}
 	fos := failovers(m, next, v.Servers, termStart, now)
 	mm.published(next, v, fos)
 	b.published(m, next, now, fos)

@@ -48,10 +48,12 @@ func (v *plan) releasedBy(r *regionmap.Assignment) bool {
 }
 
 // mayHold reports whether server name may be given a new role: live, not
-// restarted, healthy, not drained, not held back after a drop.
+// restarted, healthy, not drained, not held back after a drop, not a
+// primary this decision failed over as lost.
 func (v *plan) mayHold(name string) bool {
 	_, live := v.Live[name]
-	return live && !v.restarted[name] && !v.Unhealthy[name] && !v.Requests.Drained[name] && !v.held(name)
+	return live && !v.restarted[name] && !v.Unhealthy[name] && !v.Requests.Drained[name] && !v.held(name) &&
+		!slices.ContainsFunc(v.lost, func(j Join) bool { return j.Server == name })
 }
 
 // target reports whether server name may take r's primary role by a move

@@ -46,6 +46,11 @@ type View struct {
 	// new primary's catch-up or a restart not finished): promoted, they
 	// would lose acknowledged writes.
 	Incomplete map[Join]bool
+	// Lost are backups that reported losing the region's primary at its
+	// epoch (coord.LostReport: its connections ended without a goodbye,
+	// and they fenced it off); with their log positions (Logs) from every
+	// live backup, the primary fails over while still registered.
+	Lost map[Join]bool
 	// Unhealthy are live servers whose volume cannot store writes (their
 	// health znode names their registered run: a full or failing disk).
 	// A server that was primary of a region stepped down before it
@@ -124,6 +129,11 @@ type Decision struct {
 	// Rebalanced: View.Requests.Rebalance is done (the primaries are as
 	// even as the groups allow).
 	Rebalanced bool
+	// Lost are the live primaries the decision failed over because
+	// every live backup of the region reported losing them (Region and
+	// Epoch: before the failover); the master holds them back from new
+	// roles as it holds dropped servers (Observed.Dropped).
+	Lost []Join
 }
 
 // plan is one decision's inputs: the View and the servers Next found
@@ -131,6 +141,7 @@ type Decision struct {
 type plan struct {
 	*View
 	restarted map[string]bool
+	lost      []Join // Decision.Lost
 }
 
 // dead reports whether the master treats server name as failed.
@@ -259,7 +270,7 @@ func Next(view View) Decision {
 		}
 	}
 	sort.Slice(m.Servers, func(i, j int) bool { return m.Servers[i].Name < m.Servers[j].Name })
-	d := Decision{Moves: moveOutcomes(v, m), Rebalanced: v.Requests.Rebalance && balanced}
+	d := Decision{Moves: moveOutcomes(v, m), Rebalanced: v.Requests.Rebalance && balanced, Lost: v.lost}
 	for name := range v.restarted {
 		d.Restarted = append(d.Restarted, name)
 	}
@@ -302,7 +313,8 @@ func heal(v *plan, r *regionmap.Assignment) bool {
 	// holds every write the primary acknowledged (a managed stream
 	// acknowledges none after a drop until the map leaves the backup out),
 	// and its own report says whether its copy is complete.
-	primaryDead := v.dead(r.Primary)
+	lost := !v.dead(r.Primary) && v.lostBy(r)
+	primaryDead := v.dead(r.Primary) || lost
 	// A primary that released its region for a move is failed over like
 	// a dead one, except that a region no backup can take returns to it.
 	released := !primaryDead && v.releasedBy(r)
@@ -365,6 +377,9 @@ func heal(v *plan, r *regionmap.Assignment) bool {
 			}
 		}
 		old := r.Primary
+		if lost {
+			v.lost = append(v.lost, Join{r.ID, epoch, old})
+		}
 		r.Primary = r.Backups[best]
 		r.Backups = slices.Delete(slices.Clone(r.Backups), best, best+1)
 		if released && v.mayHold(old) {
@@ -389,6 +404,35 @@ func heal(v *plan, r *regionmap.Assignment) bool {
 	}
 	r.Joining = still
 	return changed
+}
+
+// lostBy reports whether r's primary is lost to its backups: every live
+// backup of r reported losing it (View.Lost) and its log position at r's
+// epoch, and at least one a complete copy, while the primary has not
+// released r for a move. A backup reports a loss once every connection
+// of the primary ended without a goodbye (the process died, or the
+// network cut it off), after it fenced the primary off (docs/failover.md,
+// "Failure detection"): the primary can no longer acknowledge a write or
+// confirm a read, and r fails over without waiting for its session to
+// expire. With no complete copy among them the primary keeps r (its
+// reports of their drops count).
+func (v *plan) lostBy(r *regionmap.Assignment) bool {
+	if r.Released || v.releasedBy(r) {
+		return false
+	}
+	n, complete := 0, false
+	for _, b := range r.Backups {
+		if v.dead(b) {
+			continue
+		}
+		j := Join{r.ID, r.Epoch, b}
+		if _, ok := v.Logs[j]; !ok || !v.Lost[j] {
+			return false
+		}
+		n++
+		complete = complete || !v.Incomplete[j]
+	}
+	return n > 0 && complete
 }
 
 // promotable lists the indexes in backups of those that may replace r's

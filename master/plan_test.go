@@ -819,3 +819,114 @@ func TestNextUnhealthyGetsNoRole(t *testing.T) {
 		t.Fatalf("rs3, healthy again, was not added: %+v", n)
 	}
 }
+
+// TestNextPrimaryLostToBackups: a primary still registered fails over at
+// once when every live backup reported its log position at the region's
+// epoch (each lost the primary's connections and fenced it off), and at
+// least one copy is complete: the most complete is promoted, the
+// primary's drop reports do not count, and the lost primary gets no new
+// role in the same decision (Decision.Lost: the master holds it back).
+func TestNextPrimaryLostToBackups(t *testing.T) {
+	m := threeWay(t)
+	r := m.Regions[0]
+	p, b0, b1 := r.Primary, r.Backups[0], r.Backups[1]
+	all := live("rs1", "rs2", "rs3", "rs4")
+	v := View{Map: m, Live: all, Servers: seen("rs1", "rs2", "rs3", "rs4"), TermStart: t0, Now: t0,
+		Timing: Timing{Grace: time.Hour, LogWait: time.Second, DropHold: time.Minute}}
+	v.Logs = map[Join]uint64{{r.ID, r.Epoch, b0}: 2 << 32}
+	v.Lost = map[Join]bool{{r.ID, r.Epoch, b0}: true}
+	if n := Next(v).Map; n != nil {
+		t.Fatalf("failed over on one backup's loss: %+v", n.Region(r.ID))
+	}
+	// Positions without loss reports (backups that saw the primary's
+	// registration go, the master not yet) are no loss.
+	v.Logs[Join{r.ID, r.Epoch, b1}] = 3 << 32
+	if n := Next(v).Map; n != nil {
+		t.Fatalf("failed over on log positions alone: %+v", n.Region(r.ID))
+	}
+	v.Lost[Join{r.ID, r.Epoch, b1}] = true
+	v.Dropped = map[Join]bool{{r.ID, r.Epoch, b0}: true, {r.ID, r.Epoch, b1}: true}
+	d := Next(v)
+	if d.Map == nil {
+		t.Fatal("no failover with every backup reporting the primary lost")
+	}
+	nr := d.Map.Region(r.ID)
+	if nr.Primary != b1 || nr.Epoch <= r.Epoch || !slices.Contains(nr.Backups, b0) {
+		t.Fatalf("region %+v after %+v, want %s promoted (most complete), %s kept", nr, r, b1, b0)
+	}
+	if slices.Contains(nr.Group(), p) {
+		t.Fatalf("the lost primary %s is in the new group %+v", p, nr)
+	}
+	if want := []Join{{r.ID, r.Epoch, p}}; !slices.Equal(d.Lost, want) {
+		t.Fatalf("Lost %v, want %v", d.Lost, want)
+	}
+	if err := d.Map.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// A dead backup is not waited for.
+	v.Logs = map[Join]uint64{{r.ID, r.Epoch, b0}: 2 << 32}
+	v.Live = live("rs1", "rs2", "rs3", "rs4")
+	delete(v.Live, b1)
+	if n := Next(v).Map; n == nil || n.Region(r.ID).Primary != b0 {
+		t.Fatal("a dead backup's report was waited for")
+	}
+	// No complete copy: the primary keeps the region, its drops count.
+	v.Live = all
+	v.Logs = map[Join]uint64{{r.ID, r.Epoch, b0}: 2 << 32, {r.ID, r.Epoch, b1}: 3 << 32}
+	v.Incomplete = map[Join]bool{{r.ID, r.Epoch, b0}: true, {r.ID, r.Epoch, b1}: true}
+	d = Next(v)
+	if nr := d.Map.Region(r.ID); nr.Primary != p || slices.Contains(nr.Backups, b0) || slices.Contains(nr.Backups, b1) || len(d.Lost) != 0 {
+		t.Fatalf("region %+v, Lost %v: want %s keeping it without the dropped backups", nr, d.Lost, p)
+	}
+	// Reports of another epoch are no loss.
+	v.Incomplete, v.Dropped = nil, nil
+	v.Logs = map[Join]uint64{{r.ID, r.Epoch - 1, b0}: 2 << 32, {r.ID, r.Epoch - 1, b1}: 3 << 32}
+	v.Lost = map[Join]bool{{r.ID, r.Epoch - 1, b0}: true, {r.ID, r.Epoch - 1, b1}: true}
+	if n := Next(v).Map; n != nil {
+		t.Fatalf("failed over on an older epoch's reports: %+v", n.Region(r.ID))
+	}
+	// A released region (a move) takes the release path: the old primary
+	// stays in the group, as joining.
+	mv := m.Clone()
+	mr := mv.Region(r.ID)
+	mr.MoveTo, mr.Released = b0, true
+	v.Map = mv
+	v.Logs = map[Join]uint64{{r.ID, r.Epoch, b0}: 2 << 32, {r.ID, r.Epoch, b1}: 2 << 32}
+	v.Lost = map[Join]bool{{r.ID, r.Epoch, b0}: true, {r.ID, r.Epoch, b1}: true}
+	v.Released = map[Join]time.Time{{r.ID, r.Epoch, p}: t0}
+	d = Next(v)
+	if nr := d.Map.Region(r.ID); nr.Primary != b0 || !slices.Contains(nr.Joining, p) || len(d.Lost) != 0 {
+		t.Fatalf("moved region %+v, Lost %v: want %s primary, %s joining", nr, d.Lost, b0, p)
+	}
+}
+
+// TestNextLostPrimaryNotReadded: with no other server to join, the lost
+// primary (still registered) is not made a joining backup of the region
+// it lost, in the decision that failed it over or while held after it.
+func TestNextLostPrimaryNotReadded(t *testing.T) {
+	m, err := InitialMap([]regionmap.Server{srv("rs1"), srv("rs2"), srv("rs3")}, Layout{Regions: 1, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := m.Regions[0]
+	v := View{Map: m, Live: live("rs1", "rs2", "rs3"), Servers: seen("rs1", "rs2", "rs3"), TermStart: t0, Now: t0,
+		Timing: Timing{Grace: time.Hour, LogWait: time.Second, DropHold: time.Minute}}
+	v.Logs, v.Lost = map[Join]uint64{}, map[Join]bool{}
+	for _, b := range r.Backups {
+		v.Logs[Join{r.ID, r.Epoch, b}], v.Lost[Join{r.ID, r.Epoch, b}] = 1<<32, true
+	}
+	d := Next(v)
+	if d.Map == nil {
+		t.Fatal("no failover")
+	}
+	nr := d.Map.Region(r.ID)
+	if nr.Primary == r.Primary || slices.Contains(nr.Group(), r.Primary) {
+		t.Fatalf("region %+v: the lost primary %s kept a role", nr, r.Primary)
+	}
+	// The next decision, the primary held as the master records it.
+	v.Map, v.Logs, v.Lost = d.Map, nil, nil
+	v.Servers = droppedAt(v.Servers, r.Primary, t0)
+	if n := Next(v).Map; n != nil && slices.Contains(n.Region(r.ID).Group(), r.Primary) {
+		t.Fatalf("the held lost primary joined again: %+v", n.Region(r.ID))
+	}
+}

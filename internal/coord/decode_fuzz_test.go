@@ -13,7 +13,7 @@ import (
 
 func FuzzParseReport(f *testing.F) {
 	for _, r := range []Report{JoinReport{Region: 1, Epoch: 2, Server: "rs1"}, DropReport{Region: 3, Epoch: 4, Server: "rs-2"},
-		LogReport{Region: 5, Epoch: 6, Pos: 7<<32 | 4096, Server: "rs3", Complete: true}, LogReport{Region: 5, Epoch: 6, Pos: 1, Server: "a-b"}, ReleaseReport{Region: 8, Epoch: 9, Server: "rs4"}} {
+		LogReport{Region: 5, Epoch: 6, Pos: 7<<32 | 4096, Server: "rs3", Complete: true}, LogReport{Region: 5, Epoch: 6, Pos: 1, Server: "a-b"}, ReleaseReport{Region: 8, Epoch: 9, Server: "rs4"}, LostReport{Region: 8, Epoch: 9, Server: "rs5"}} {
 		f.Add(r.znode())
 	}
 	f.Add("drop-1-2-")

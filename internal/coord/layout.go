@@ -36,6 +36,10 @@ import (
 //	                         persistent: a backup reports how much of its
 //	                         failed primary's log it holds, its copy
 //	                         complete (log-) or not (logi-) (LogReport)
+//	<root>/reports/lost-<region>-<epoch>-<server>
+//	                         persistent: a backup lost the region's
+//	                         primary's connections and fenced it off
+//	                         (LostReport)
 //	<root>/reports/release-<region>-<epoch>-<server>
 //	                         persistent: a primary the map moves away
 //	                         released the region (ReleaseReport)

@@ -25,7 +25,8 @@ type ReportKey struct {
 	Server        string
 }
 
-// Report is a JoinReport, a DropReport, a LogReport or a ReleaseReport.
+// Report is a JoinReport, a DropReport, a LogReport, a LostReport or a
+// ReleaseReport.
 // They are comparable values (usable as map keys); no other type
 // implements Report.
 type Report interface {
@@ -59,6 +60,15 @@ type LogReport struct {
 	Complete      bool
 }
 
+// LostReport is from backup Server itself: every connection of the
+// region's primary at Epoch ended without a goodbye (the primary process
+// died, or the network cut it off), and the backup fenced that primary
+// off (revoked its buffer) before it reported. Its LogReport follows.
+// When every live backup of a region reported so, the master fails the
+// primary over without waiting for its session to expire
+// (docs/failover.md, "Failure detection").
+type LostReport ReportKey
+
 // ReleaseReport is from the region's primary Server itself: the map
 // moves the region away from it (regionmap.Assignment.MoveTo) and it
 // released the region at Epoch: it serves and replicates it no more
@@ -68,6 +78,9 @@ type ReleaseReport ReportKey
 
 // Key implements Report.
 func (r ReleaseReport) Key() ReportKey { return ReportKey(r) }
+
+// Key implements Report.
+func (r LostReport) Key() ReportKey { return ReportKey(r) }
 
 // Key implements Report.
 func (r JoinReport) Key() ReportKey { return ReportKey(r) }
@@ -84,6 +97,10 @@ func (r JoinReport) znode() string { return fmt.Sprintf("%d-%d-%s", r.Region, r.
 
 func (r DropReport) znode() string {
 	return fmt.Sprintf("drop-%d-%d-%s", r.Region, r.Epoch, r.Server)
+}
+
+func (r LostReport) znode() string {
+	return fmt.Sprintf("lost-%d-%d-%s", r.Region, r.Epoch, r.Server)
 }
 
 func (r ReleaseReport) znode() string {
@@ -105,7 +122,7 @@ func parseReport(name string) (_ Report, ok bool) {
 	for _, p := range []struct {
 		prefix, kind string
 		fields       int
-	}{{"drop-", "drop", 3}, {"release-", "release", 3}, {"logi-", "logi", 4}, {"log-", "log", 4}} {
+	}{{"drop-", "drop", 3}, {"release-", "release", 3}, {"lost-", "lost", 3}, {"logi-", "logi", 4}, {"log-", "log", 4}} {
 		if s, found := strings.CutPrefix(name, p.prefix); found {
 			kind, rest, fields = p.kind, s, p.fields
 			break
@@ -128,6 +145,8 @@ func parseReport(name string) (_ Report, ok bool) {
 		return DropReport(k), true
 	case "release":
 		return ReleaseReport(k), true
+	case "lost":
+		return LostReport(k), true
 	case "log", "logi":
 		return LogReport{Region: k.Region, Epoch: k.Epoch, Server: k.Server, Pos: nums[2], Complete: kind == "log"}, true
 	}

@@ -18,6 +18,7 @@ func TestReportZnodeNames(t *testing.T) {
 		{"log-7-8-0-x", LogReport{Region: 7, Epoch: 8, Server: "x", Complete: true}},
 		{"logi-9-10-12884901988-rs-d", LogReport{Region: 9, Epoch: 10, Server: "rs-d", Pos: 3<<32 | 100}},
 		{"release-3-4-rs-b-2", ReleaseReport{Region: 3, Epoch: 4, Server: "rs-b-2"}},
+		{"lost-3-4-rs-b-2", LostReport{Region: 3, Epoch: 4, Server: "rs-b-2"}},
 		{"18446744073709551615-1-s", JoinReport{Region: 1<<64 - 1, Epoch: 1, Server: "s"}},
 	} {
 		got, ok := parseReport(c.znode)
@@ -29,7 +30,7 @@ func TestReportZnodeNames(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "1-2-", "1-x-rs", "drop-1-2", "drop-1-2-", "log-1-2-rs", "log-1-2-x-rs", "log--2-3-rs",
-		"logi-1-2-rs", "release-1-2", "release-x-2-rs", "nope", "-1-2-rs", "1--2-rs"} {
+		"logi-1-2-rs", "release-1-2", "lost-1-2", "lost-1-x-rs", "release-x-2-rs", "nope", "-1-2-rs", "1--2-rs"} {
 		if r, ok := parseReport(bad); ok {
 			t.Errorf("%q parsed as %#v", bad, r)
 		}
