@@ -245,7 +245,7 @@ func TestBuildIndexFoldStallsNoOtherRegion(t *testing.T) {
 
 	// A report round: region 1's copy is read after the fold (its
 	// replica's lock), region 2's commands go on meanwhile.
-	reports := async(func() []coord.LogReport {
+	reports := async(func() []logDue {
 		out, _ := s.dueLogReports(m, map[string]coord.ServerInfo{})
 		return out
 	})

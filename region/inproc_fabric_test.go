@@ -22,6 +22,10 @@ type cuttable struct {
 	cut bool
 	qps []rdma.QP
 	lns []rdma.Listener
+	// dialed are the connections this view dialed (also in qps); noDial:
+	// SeverDialed refuses dials from then on.
+	dialed []rdma.QP
+	noDial bool
 	// unstalled is closed while requests are accepted; replaced by an
 	// open channel at Stall.
 	unstalled chan struct{}
@@ -68,6 +72,12 @@ func (c *cuttable) track(qp rdma.QP) error {
 }
 
 func (c *cuttable) Dial(ctx context.Context, addr string, cfg rdma.ConnConfig) (rdma.QP, error) {
+	c.mu.Lock()
+	noDial := c.noDial
+	c.mu.Unlock()
+	if noDial {
+		return nil, fmt.Errorf("cuttable: dials cut: %w", rdma.ErrPeerGone)
+	}
 	qp, err := c.inner.Dial(ctx, addr, cfg)
 	if err != nil {
 		return nil, err
@@ -75,7 +85,26 @@ func (c *cuttable) Dial(ctx context.Context, addr string, cfg rdma.ConnConfig) (
 	if err := c.track(qp); err != nil {
 		return nil, err
 	}
+	c.mu.Lock()
+	c.dialed = append(c.dialed, qp)
+	c.mu.Unlock()
 	return qp, nil
+}
+
+// SeverDialed severs every connection this view dialed (a server's
+// replication streams and command rings to its backups: the backups see
+// rdma.ErrPeerLost) and refuses its dials from then on; what it accepted
+// (clients, its primaries' streams) goes on: a network cut between a
+// primary and its backups only.
+func (c *cuttable) SeverDialed() {
+	c.mu.Lock()
+	c.noDial = true
+	dialed := c.dialed
+	c.dialed = nil
+	c.mu.Unlock()
+	for _, qp := range dialed {
+		rdma.Sever(qp)
+	}
 }
 
 func (c *cuttable) Listen(addr string) (rdma.Listener, error) {
@@ -92,7 +121,8 @@ func (c *cuttable) Listen(addr string) (rdma.Listener, error) {
 	return cutListener{Listener: ln, c: c}, nil
 }
 
-// Cut breaks every connection and closes every listener of this view.
+// Cut breaks every connection (severed: the peers see rdma.ErrPeerLost,
+// as at a death) and closes every listener of this view.
 func (c *cuttable) Cut() {
 	c.mu.Lock()
 	c.cut = true
@@ -103,7 +133,7 @@ func (c *cuttable) Cut() {
 		ln.Close()
 	}
 	for _, qp := range qps {
-		qp.Close()
+		rdma.Sever(qp)
 	}
 }
 

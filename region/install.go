@@ -207,7 +207,7 @@ func (s *Server) apply(m *regionmap.Map, a action, old, next *routing, ers map[u
 			next.routes[r.ID] = route{er: er, how: routeAttaching}
 			return nil
 		}
-		next.routes[r.ID] = route{er: er, how: routeServed}
+		next.routes[r.ID] = s.servedRoute(r.ID, er, a.step == stepServe)
 		if a.step == stepAlone {
 			// No backups and no stream: it serves alone, its only copy,
 			// explicitly (a handle deposed earlier still refuses).
@@ -282,10 +282,26 @@ func (s *Server) publishAttached(st *routing, attached map[uint64]bool) {
 	served := map[uint64]route{}
 	for id := range attached {
 		if er := cur.hosted(id); er != nil && er == st.hosted(id) && cur.attaching(id) {
-			served[id] = route{er: er, how: routeServed}
+			served[id] = s.servedRoute(id, er, true)
 		}
 	}
 	s.state.Store(cur.with(served))
+}
+
+// servedRoute is the route of hosted region id served by er, confirming
+// its reads with the region's stream when streamed (the stream its
+// attach installed) and the server is managed. It takes replMu.
+func (s *Server) servedRoute(id uint64, er *engine.Region, streamed bool) route {
+	rt := route{er: er, how: routeServed}
+	if !streamed || s.cluster == nil {
+		return rt
+	}
+	s.replMu.Lock()
+	if p := s.regionLocked(id).stream; p != nil && p.shipper != nil {
+		rt.confirm = p.shipper
+	}
+	s.replMu.Unlock()
+	return rt
 }
 
 // reattach retries, every second, the regions whose replication could not

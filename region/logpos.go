@@ -17,7 +17,8 @@ import (
 // reportLogs is a backup's part in choosing whom to promote: for every
 // region the map makes it a backup of (not joining) whose primary's
 // registration is gone or belongs to a new run (the master fails such a
-// primary over), or whose primary released it for a move (Released),
+// primary over), whose primary released it for a move (Released), or
+// whose primary it lost (lost.go: a LostReport goes first),
 // it reports once per region epoch how much of the
 // primary's log its buffer holds and whether its copy is complete
 // (replication.Replica.Report); the master promotes only a backup that
@@ -30,9 +31,16 @@ func (s *Server) reportLogs(live map[string]coord.ServerInfo) (failed bool) {
 		return false
 	}
 	out, failed := s.dueLogReports(st.m, live)
-	for _, j := range out {
+	for _, d := range out {
+		j := d.LogReport
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := c.sess.Report(ctx, j)
+		var err error
+		if d.lost {
+			err = c.sess.Report(ctx, coord.LostReport{Region: j.Region, Epoch: j.Epoch, Server: j.Server})
+		}
+		if err == nil {
+			err = c.sess.Report(ctx, j)
+		}
 		cancel()
 		if err != nil {
 			s.log.Warn("reporting the log position failed", zap.Uint64("region", j.Region), zap.Error(err))
@@ -53,10 +61,11 @@ func (s *Server) reportLogs(live map[string]coord.ServerInfo) (failed bool) {
 // was reported and the copies are taken under replMu, the copies read
 // without it (a replica's lock is held through a command's disk I/O and a
 // buffer fold; replMu is taken by every command of every region).
-func (s *Server) dueLogReports(m *regionmap.Map, live map[string]coord.ServerInfo) ([]coord.LogReport, bool) {
+func (s *Server) dueLogReports(m *regionmap.Map, live map[string]coord.ServerInfo) ([]logDue, bool) {
 	s.replMu.Lock()
 	reported := map[[2]uint64]bool{}
 	copies := map[uint64]logCopy{}
+	lost := map[uint64]regionmap.Server{}
 	for id, rs := range s.regions {
 		if r := m.Region(id); rs.reported != 0 && (r == nil || r.Epoch > rs.reported) {
 			rs.reported = 0
@@ -66,10 +75,20 @@ func (s *Server) dueLogReports(m *regionmap.Map, live map[string]coord.ServerInf
 		}
 		if b := rs.backup; b != nil {
 			copies[id] = bufferedCopy{rep: b.rep, buf: b.buf}
+			if b.lost.Name != "" {
+				lost[id] = b.lost
+			}
 		}
 	}
 	s.replMu.Unlock()
-	return logReports(m, s.cfg.Name, live, reported, copies)
+	return logReports(m, s.cfg.Name, live, reported, copies, lost)
+}
+
+// logDue is a log position report due; lost: the backup lost the
+// primary (lost.go), and a LostReport goes first.
+type logDue struct {
+	coord.LogReport
+	lost bool
 }
 
 // reportReleases is a moved primary's part (docs/failover.md, "Moving a
@@ -197,18 +216,20 @@ func (c bufferedCopy) report(epoch uint64) (pos uint64, complete, ok bool) {
 
 // logReports decides the log position reports due from server name under
 // map m: one per region that lists it as a backup, whose primary is not
-// live with the map's run (live), and not reported at the region's epoch
+// live with the map's run (live), released the region, or was lost with
+// the map's run (lost, by region), and not reported at the region's epoch
 // yet. A backup role without a copy (its region failed to open) reports an
 // incomplete copy at position 0: the master must not wait for it. failed:
 // a copy could not be read (to be tried again).
-func logReports(m *regionmap.Map, name string, live map[string]coord.ServerInfo, reported map[[2]uint64]bool, copies map[uint64]logCopy) (out []coord.LogReport, failed bool) {
+func logReports(m *regionmap.Map, name string, live map[string]coord.ServerInfo, reported map[[2]uint64]bool, copies map[uint64]logCopy, lost map[uint64]regionmap.Server) (out []logDue, failed bool) {
 	for _, r := range m.Regions {
 		if !slices.Contains(r.Backups, name) || reported[[2]uint64{r.ID, r.Epoch}] {
 			continue
 		}
 		mine, _ := m.Server(r.Primary)
-		if reg, ok := live[r.Primary]; ok && (mine.Started == 0 || reg.Started == mine.Started) && !r.Released {
-			continue // the primary is the map's, and has not released the region for a move
+		isLost := lostRun(m, r, lost[r.ID])
+		if reg, ok := live[r.Primary]; ok && (mine.Started == 0 || reg.Started == mine.Started) && !r.Released && !isLost {
+			continue // the primary is the map's, has not released the region for a move, and was not lost
 		}
 		var pos uint64
 		var complete bool
@@ -219,7 +240,7 @@ func logReports(m *regionmap.Map, name string, live map[string]coord.ServerInfo,
 				continue
 			}
 		}
-		out = append(out, coord.LogReport{Region: r.ID, Epoch: r.Epoch, Server: name, Pos: pos, Complete: complete})
+		out = append(out, logDue{coord.LogReport{Region: r.ID, Epoch: r.Epoch, Server: name, Pos: pos, Complete: complete}, isLost})
 	}
 	return out, failed
 }

@@ -33,16 +33,21 @@ func TestLogReports(t *testing.T) {
 			{ID: 6, Primary: "q", Backups: []string{"x"}, Epoch: 1},                                   // not ours
 			{ID: 7, Primary: "q", Backups: []string{"b", "x"}, MoveTo: "x", Released: true, Epoch: 2}, // q live, released for a move: due
 			{ID: 8, Primary: "q", Backups: []string{"b", "x"}, MoveTo: "x", Epoch: 5},                 // moving, not released yet: not due
+			{ID: 9, Primary: "q", Backups: []string{"b"}, Epoch: 6},                                   // q live, lost with the map's run: due, lost
+			{ID: 10, Primary: "q", Backups: []string{"b"}, Epoch: 6},                                  // q live, an older run lost: not due
 		}}
 	live := map[string]coord.ServerInfo{"q": {Server: regionmap.Server{Name: "q"}, Started: 1}, "b": {Server: regionmap.Server{Name: "b"}, Started: 1}}
 	copies := map[uint64]logCopy{1: fakeCopy{pos: 3<<32 | 100, complete: true, ok: true}, 2: fakeCopy{ok: true, complete: true}, 5: fakeCopy{ok: true},
 		7: fakeCopy{pos: 2 << 32, complete: true, ok: true}, 8: fakeCopy{ok: true, complete: true}}
+	copies[9], copies[10] = fakeCopy{pos: 4 << 32, complete: true, ok: true}, fakeCopy{ok: true, complete: true}
+	lost := map[uint64]regionmap.Server{9: {Name: "q", Started: 1}, 10: {Name: "q", Started: 7}}
 	reported := map[[2]uint64]bool{{5, 9}: true}
-	out, failed := logReports(m, "b", live, reported, copies)
-	want := []coord.LogReport{
-		{Region: 1, Epoch: 3, Server: "b", Pos: 3<<32 | 100, Complete: true},
-		{Region: 3, Epoch: 7, Server: "b"},
-		{Region: 7, Epoch: 2, Server: "b", Pos: 2 << 32, Complete: true},
+	out, failed := logReports(m, "b", live, reported, copies, lost)
+	want := []logDue{
+		{coord.LogReport{Region: 1, Epoch: 3, Server: "b", Pos: 3<<32 | 100, Complete: true}, false},
+		{coord.LogReport{Region: 3, Epoch: 7, Server: "b"}, false},
+		{coord.LogReport{Region: 7, Epoch: 2, Server: "b", Pos: 2 << 32, Complete: true}, false},
+		{coord.LogReport{Region: 9, Epoch: 6, Server: "b", Pos: 4 << 32, Complete: true}, true},
 	}
 	if failed || len(out) != len(want) {
 		t.Fatalf("reports %+v (failed %v), want %+v", out, failed, want)
@@ -52,13 +57,15 @@ func TestLogReports(t *testing.T) {
 			t.Fatalf("report %d: %+v, want %+v", i, out[i], want[i])
 		}
 	}
+	reported[[2]uint64{9, 6}] = true
 	// q restarts (a new run): region 2 is due. A copy that cannot be read
 	// now (its buffer revoked) is tried again, not reported.
 	live["q"] = coord.ServerInfo{Server: regionmap.Server{Name: "q"}, Started: 2}
 	copies[2] = fakeCopy{ok: false}
 	reported[[2]uint64{1, 3}], reported[[2]uint64{3, 7}], reported[[2]uint64{7, 2}] = true, true, true
-	reported[[2]uint64{8, 5}] = true // due too (q's new run), reported
-	out, failed = logReports(m, "b", live, reported, copies)
+	reported[[2]uint64{8, 5}] = true  // due too (q's new run), reported
+	reported[[2]uint64{10, 6}] = true // likewise
+	out, failed = logReports(m, "b", live, reported, copies, lost)
 	if !failed || len(out) != 0 {
 		t.Fatalf("an unreadable copy: reports %+v, failed %v", out, failed)
 	}

@@ -56,6 +56,10 @@ type backupRegion struct {
 	// known, the map lagged): a hello at a newer epoch from the same
 	// primary (name and run) keeps the buffer. Under Server.replMu.
 	primary regionmap.Server
+	// lost is the primary whose connections all ended without a goodbye
+	// (primaryLost fenced it off; zero: none since the last hello). Under
+	// Server.replMu.
+	lost regionmap.Server
 }
 
 // fence cuts the primary connections of the backup's current epoch: the
@@ -333,6 +337,7 @@ func (s *Server) acceptReplication(req rdma.ConnRequest) error {
 	}
 	s.replMu.Lock()
 	b.qps = append(b.qps, qp)
+	b.lost = regionmap.Server{}
 	s.replMu.Unlock()
 	s.log.Info("primary connected for replication", zap.Uint64("region", h.Region), zap.Uint64("epoch", h.Epoch))
 	return nil

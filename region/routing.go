@@ -6,6 +6,7 @@ import (
 
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/replication"
 )
 
 // routing is an immutable snapshot the request path reads: the map, and
@@ -21,6 +22,10 @@ type routing struct {
 type route struct {
 	er  *engine.Region // the primary's handle (routeServed, routeAttaching)
 	how routeState
+	// confirm is the stream a managed primary confirms its reads with
+	// before answering them (routeServed with backups; nil: the region
+	// serves alone, or the map is static): lease.go.
+	confirm *replication.Shipper
 }
 
 // routeState is what a region's requests get.

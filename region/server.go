@@ -238,7 +238,9 @@ func (s *Server) Reload() error {
 	return s.install(m)
 }
 
-// drainReplCQ logs the disconnects of primaries' mirror connections.
+// drainReplCQ watches the disconnects of primaries' mirror connections:
+// one that ended without a goodbye may be its primary's death
+// (primaryLost).
 func (s *Server) drainReplCQ(ctx context.Context) {
 	buf := make([]rdma.Completion, 16)
 	for {
@@ -247,9 +249,15 @@ func (s *Server) drainReplCQ(ctx context.Context) {
 			return
 		}
 		for _, c := range buf[:n] {
-			if c.Op == rdma.OpDisconnect {
-				s.log.Info("a primary's replication connection closed", zap.Error(c.Err))
+			if c.Op != rdma.OpDisconnect {
+				continue
 			}
+			if errors.Is(c.Err, rdma.ErrPeerLost) {
+				s.log.Info("a primary's replication connection was lost", zap.Error(c.Err))
+				s.primaryLost(c.QP)
+				continue
+			}
+			s.log.Info("a primary's replication connection closed", zap.Error(c.Err))
 		}
 	}
 }
