@@ -123,7 +123,7 @@ bench-replication: build
 # Failover time: SIGKILL of a region's primary, repeated (the killed server
 # restarts and is re-seeded between rounds); docs/benchmarks.md.
 FAILOVER_ROUNDS ?= 10
-ZK_SESSION ?= 1s
+ZK_SESSION ?= 2s
 bench-failover: deps
 	TEBIS_FAILOVER_ROUNDS=$(FAILOVER_ROUNDS) TEBIS_ZK_SESSION=$(ZK_SESSION) $(GO) test ./region -run TestE2ERepeatedFailover -count=1 -v -timeout 30m | grep -E 'round|failover times|PASS|FAIL|ok'
 

@@ -59,6 +59,9 @@ type Client struct {
 	cfg Config
 	tls *tls.Config // tcp's; nil: plaintext
 	m   atomic.Pointer[regionmap.Map]
+	// newer is closed, and replaced, when m is (storeMap): a retry
+	// waiting out its backoff goes at once on a newer map.
+	newer atomic.Pointer[chan struct{}]
 
 	mu     sync.Mutex
 	conns  map[string]*ring.Client // by server name
@@ -129,7 +132,7 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, tls: tlsCfg, conns: map[string]*ring.Client{}, id: id, seqs: newSeqTracker()}
-	c.m.Store(m)
+	c.storeMap(m)
 	if z, ok := cfg.Map.(*ZooKeeper); ok {
 		z.subscribe(c.adopt)
 	}
@@ -236,9 +239,19 @@ func (c *Client) refresh(ctx context.Context, want uint64) error {
 		return err
 	}
 	if m.Version > c.m.Load().Version {
-		c.m.Store(m)
+		c.storeMap(m)
 	}
 	return nil
+}
+
+// storeMap routes by m from now on and wakes the retries waiting for a
+// newer map. Called with refreshMu held (or before c is shared).
+func (c *Client) storeMap(m *regionmap.Map) {
+	c.m.Store(m)
+	ch := make(chan struct{})
+	if old := c.newer.Swap(&ch); old != nil {
+		close(*old)
+	}
 }
 
 // adopt routes by m from now on if it is newer than the current map.
@@ -246,7 +259,7 @@ func (c *Client) adopt(m *regionmap.Map) {
 	c.refreshMu.Lock()
 	defer c.refreshMu.Unlock()
 	if m.Version > c.m.Load().Version {
-		c.m.Store(m)
+		c.storeMap(m)
 	}
 }
 
@@ -263,20 +276,30 @@ type request struct {
 // the OK (or NOT_FOUND) reply and the region that answered.
 func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.Assignment, error) {
 	var last error
-	backoff := 200 * time.Microsecond
+	const firstBackoff = 200 * time.Microsecond
+	backoff := firstBackoff
 	start := time.Now()
+	var newer chan struct{}
 	for attempt := 0; attempt <= c.cfg.Retries; attempt++ {
 		if attempt > 0 {
+			t := time.NewTimer(backoff)
 			select {
 			case <-ctx.Done():
+				t.Stop()
 				if last != nil {
 					return ring.Reply{}, nil, fmt.Errorf("%w (last attempt: %w)", ctx.Err(), last)
 				}
 				return ring.Reply{}, nil, ctx.Err()
-			case <-time.After(backoff):
+			case <-newer:
+				// A newer map (a failover's): the region may be served
+				// now, or soon; back off from the start again.
+				backoff = firstBackoff / 2
+			case <-t.C:
 			}
+			t.Stop()
 			backoff = min(2*backoff, 100*time.Millisecond)
 		}
+		newer = *c.newer.Load()
 		m := c.m.Load()
 		r := m.Lookup(req.key)
 		if req.region != nil {

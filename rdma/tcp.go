@@ -310,6 +310,10 @@ func (q *tcpQP) PostWrite(wr WriteWR) error {
 		q.omu.Unlock()
 		return err
 	}
+	if q.closing {
+		q.omu.Unlock()
+		return ErrClosed // nothing may follow the CLOSE frame
+	}
 	f := frame{typ: frameWrite, n: uint32(len(src)), addr: wr.Remote.Addr, key: wr.Remote.Key, imm: wr.Imm, off: wr.RemoteOff}
 	if wr.Solicited {
 		f.flags = flagSolicited

@@ -600,6 +600,11 @@ func repeatedFailover(t *testing.T, init []string) {
 	}
 	slices.Sort(took)
 	t.Logf("map version %d; failover times %v (p50 %v, max %v); longest writer outage %v", m.Version, took, took[len(took)/2], took[len(took)-1], w.outage)
+	// The backups report the killed primary lost at once (its connections
+	// end without a goodbye): no failover waits for the session's expiry.
+	if session, err := time.ParseDuration(zkSession()); err == nil && took[len(took)-1] >= session {
+		t.Errorf("a failover took %v, the session timeout %v: it waited for the expiry, not the backups' loss reports", took[len(took)-1], session)
+	}
 }
 
 // leader asks `tebis cluster status` for the leading master's name.
