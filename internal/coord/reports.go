@@ -162,13 +162,19 @@ func SortReports(rs []Report) {
 // Report records r (idempotent).
 func (s *Session) Report(ctx context.Context, r Report) error {
 	dir := s.path("reports")
-	if err := s.ensure(ctx, dir); err != nil {
-		return err
+	if _, ok := s.ensured.Load(dir); !ok {
+		if err := s.ensure(ctx, dir); err != nil {
+			return err
+		}
+		s.ensured.Store(dir, true)
 	}
 	return s.retry(ctx, func() error {
 		_, err := s.conn.Create(dir+"/"+r.znode(), nil, 0, s.acl)
 		if errors.Is(err, zk.ErrNodeExists) {
 			return nil
+		}
+		if errors.Is(err, zk.ErrNoNode) {
+			s.ensured.Delete(dir) // deleted under us: ensured again next time
 		}
 		return err
 	})

@@ -54,6 +54,10 @@ type Session struct {
 	// after is KeepLease's pause between renewals: Config.Clock's After
 	// if it has one, else time.After.
 	after func(time.Duration) <-chan time.Time
+	// ensured are the directories Report found or created (a round trip
+	// per path element otherwise, and a failure's reports wait on them);
+	// one found gone is ensured again.
+	ensured sync.Map
 
 	mu      sync.Mutex
 	events  []zk.Event // session events not yet consumed by the event loop
