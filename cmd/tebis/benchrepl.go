@@ -16,14 +16,14 @@ func benchReplicationCommand() *cli.Command {
 		Name:  "replication",
 		Usage: "3 region server processes: YCSB Load A and Run A with no replication, Build-Index and Send-Index, 2- and 3-way",
 		Flags: []cli.Flag{
-			&cli.StringSliceFlag{Name: "setups", Usage: "setups to run, in order (default: no-rep, build-index-2, send-index-2, build-index-3, send-index-3)"},
+			&cli.StringSliceFlag{Name: "setups", Usage: "setups to run, in order (default: no-rep, build-index-2, send-index-2, build-index-3, send-index-3; also build-index-rl-2, build-index-rl-3: Build-Index with each replica's L0 at l0-pairs over the replicas, Send-Index's L0 memory)"},
 			&cli.StringSliceFlag{Name: "phases", Value: cli.NewStringSlice("load-a", "a"), Usage: "YCSB phases in order; the first must be load-a"},
 			&cli.StringFlag{Name: "kv-sizes", Value: "SD", Usage: "S, M, L, SD, MD, LD, or a fixed pair size in bytes"},
 			&cli.Int64Flag{Name: "recordcount", Value: 1_000_000, Usage: "records loaded by Load A"},
 			&cli.Int64Flag{Name: "operationcount", Value: 500_000, Usage: "operations per run phase"},
 			&cli.IntFlag{Name: "threads", Value: 16, Usage: "client goroutines"},
 			&cli.StringFlag{Name: "sync-mode", Value: "async", Usage: "servers' log: async (replicas in memory make the write safe, as in the paper) or sync"},
-			&cli.IntFlag{Name: "l0-pairs", Value: 96 << 10, Usage: "L0 capacity in pairs (the same on every replica)"},
+			&cli.IntFlag{Name: "l0-pairs", Value: 96 << 10, Usage: "L0 capacity in pairs (the same on every replica; build-index-rl-N: this over N)"},
 			&cli.IntFlag{Name: "growth-factor", Value: 4, Usage: "level growth factor"},
 			&cli.StringFlag{Name: "segment-size", Value: "2MiB", Usage: "servers' segment size"},
 			&cli.StringFlag{Name: "transport", Value: "shm", Usage: "client and server-to-server transport: shm or tcp"},
@@ -56,14 +56,14 @@ func benchReplication(c *cli.Context) error {
 	var setups []bench.ReplSetup
 	for _, name := range c.StringSlice("setups") {
 		found := false
-		for _, s := range bench.DefaultReplSetups {
+		for _, s := range bench.ReplSetups {
 			if s.Name == name {
 				setups, found = append(setups, s), true
 			}
 		}
 		if !found {
 			var names []string
-			for _, s := range bench.DefaultReplSetups {
+			for _, s := range bench.ReplSetups {
 				names = append(names, s.Name)
 			}
 			return fmt.Errorf("unknown setup %q (one of %s)", name, strings.Join(names, ", "))

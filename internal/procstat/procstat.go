@@ -109,3 +109,35 @@ func ListenerPID(addr string) (int, error) {
 	}
 	return 0, fmt.Errorf("procstat: no visible process owns the listener on %s", addr)
 }
+
+// PeakRSS is pid's peak resident set size in bytes (VmHWM of
+// /proc/PID/status: the most memory it had resident at once since it
+// started).
+func PeakRSS(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("procstat: %w", err)
+	}
+	return parseHWM(b)
+}
+
+// parseHWM finds the VmHWM line of a /proc/PID/status (kB).
+func parseHWM(status []byte) (uint64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), ":")
+		if !ok || name != "VmHWM" {
+			continue
+		}
+		f := strings.Fields(val)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("procstat: VmHWM %q", val)
+		}
+		kb, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("procstat: VmHWM: %w", err)
+		}
+		return kb << 10, nil
+	}
+	return 0, fmt.Errorf("procstat: no VmHWM in status")
+}

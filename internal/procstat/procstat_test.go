@@ -28,3 +28,21 @@ func TestSelf(t *testing.T) {
 		t.Fatal("found a listener on a closed port")
 	}
 }
+
+func TestPeakRSS(t *testing.T) {
+	big := make([]byte, 64<<20)
+	for i := range big {
+		big[i] = 1
+	}
+	n, err := PeakRSS(os.Getpid())
+	if err != nil || n < 64<<20 {
+		t.Fatalf("peak rss %d %v, want at least the 64 MiB touched", n, err)
+	}
+	_ = big[len(big)-1]
+	if n, err := parseHWM([]byte("Name:\tx\nVmHWM:\t   1234 kB\nVmRSS:\t1 kB\n")); err != nil || n != 1234<<10 {
+		t.Fatalf("parse: %d %v", n, err)
+	}
+	if _, err := parseHWM([]byte("Name:\tx\n")); err == nil {
+		t.Fatal("status without VmHWM parsed")
+	}
+}

@@ -88,3 +88,19 @@ func (c *memCgroup) add(pid int) error {
 
 // remove deletes the cgroup once its processes exited.
 func (c *memCgroup) remove() error { return os.Remove(c.dir) }
+
+// peak is the cgroup's peak memory charge in bytes (cgroup v2
+// memory.peak, v1 memory.max_usage_in_bytes), 0 if the kernel reports
+// neither.
+func (c *memCgroup) peak() uint64 {
+	for _, f := range []string{"memory.peak", "memory.max_usage_in_bytes"} {
+		b, err := os.ReadFile(filepath.Join(c.dir, f))
+		if err != nil {
+			continue
+		}
+		if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			return n
+		}
+	}
+	return 0
+}

@@ -46,3 +46,20 @@ func TestMemCgroupLimits(t *testing.T) {
 		t.Fatalf("cgroup still there: %v", err)
 	}
 }
+
+// TestMemCgroupPeak: the peak charge from v2's memory.peak or v1's
+// memory.max_usage_in_bytes, 0 without either.
+func TestMemCgroupPeak(t *testing.T) {
+	for _, f := range []string{"memory.peak", "memory.max_usage_in_bytes"} {
+		cg := &memCgroup{dir: t.TempDir()}
+		if err := os.WriteFile(filepath.Join(cg.dir, f), []byte("123456\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if n := cg.peak(); n != 123456 {
+			t.Errorf("%s: peak %d, want 123456", f, n)
+		}
+	}
+	if n := (&memCgroup{dir: t.TempDir()}).peak(); n != 0 {
+		t.Errorf("no peak file: %d, want 0", n)
+	}
+}

@@ -48,7 +48,11 @@ type PhaseResult struct {
 	// StallSeconds is how long the servers' writers waited for room in a
 	// full L0 (writer-seconds, summed over writers and servers).
 	StallSeconds float64 `json:"server_stall_seconds,omitempty"`
-	Records      int64   `json:"records"` // after the phase
+	// ServerPeakRSS is each of Config.PIDs' peak resident memory in bytes
+	// (VmHWM) at the phase's end: the most it held since it started, not
+	// only during the phase.
+	ServerPeakRSS []uint64 `json:"server_peak_rss_bytes,omitempty"`
+	Records       int64    `json:"records"` // after the phase
 
 	Latency   LatencySummary            `json:"latency"`
 	PerOp     map[string]LatencySummary `json:"latency_by_op"`
@@ -286,6 +290,13 @@ func runPhase(ctx context.Context, env phaseEnv, engineName string, gen *ycsb.Ge
 		cpu1 += pcpu1 - pcpu0
 		res.ServerCPUSeconds += (pcpu1 - pcpu0).Seconds()
 		res.ServerDevice = pdev1.Sub(pdev0)
+		for _, pid := range env.pids {
+			rss, err := procstat.PeakRSS(pid)
+			if err != nil {
+				return res, err
+			}
+			res.ServerPeakRSS = append(res.ServerPeakRSS, rss)
+		}
 		if res.Device.Total() == 0 {
 			res.Device = res.ServerDevice
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/tebis-go/tebis/client"
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/child"
+	"github.com/tebis-go/tebis/internal/procstat"
 	"github.com/tebis-go/tebis/tools/ycsb"
 	"go.uber.org/zap"
 )
@@ -25,6 +26,19 @@ type ReplSetup struct {
 	Name   string `json:"name"`
 	Mode   string `json:"mode"`   // "", "send-index" or "build-index"
 	Factor int    `json:"factor"` // replicas per region (1: no replication)
+	// SharedL0 gives every replica (primaries and Build-Index backups,
+	// whose L0 is their own engine's) an L0 of L0Pairs/Factor pairs: the
+	// replicas of a region share one L0 budget, the memory Send-Index
+	// needs (the paper's Build-IndexRL).
+	SharedL0 bool `json:"shared_l0,omitempty"`
+}
+
+// l0Pairs is the L0 capacity of each of the setup's replicas.
+func (s ReplSetup) l0Pairs(l0 int) int {
+	if s.SharedL0 {
+		return l0 / s.Factor
+	}
+	return l0
 }
 
 // DefaultReplSetups are the paper's configurations: no replication, then
@@ -36,6 +50,14 @@ var DefaultReplSetups = []ReplSetup{
 	{Name: "build-index-3", Mode: "build-index", Factor: 3},
 	{Name: "send-index-3", Mode: "send-index", Factor: 3},
 }
+
+// ReplSetups are the setups `tebis bench replication --setups` may
+// name: DefaultReplSetups and the memory-equal Build-Index ones
+// (build-index-rl-N: the paper's Build-IndexRL, section 5.5).
+var ReplSetups = append(append([]ReplSetup(nil), DefaultReplSetups...),
+	ReplSetup{Name: "build-index-rl-2", Mode: "build-index", Factor: 2, SharedL0: true},
+	ReplSetup{Name: "build-index-rl-3", Mode: "build-index", Factor: 3, SharedL0: true},
+)
 
 // ReplConfig configures a replication benchmark: 3 region server
 // processes on this host, 3 regions (one primary per server), the workload
@@ -53,6 +75,22 @@ type ReplConfig struct {
 	// cache to a quarter of the data set): device I/O then shows what a
 	// data set larger than memory costs.
 	ServerMemory int64
+	// RegionsPerServer is how many regions each server is primary of
+	// (default 1): the map has 3 times as many regions, split evenly over
+	// the loaded keys, each with its backups on the next servers round
+	// the ring.
+	RegionsPerServer int
+}
+
+// ServerMemory is one server process's peak memory over a setup's run.
+type ServerMemory struct {
+	Name string `json:"name"`
+	// PeakRSS is the process's peak resident memory (VmHWM), in bytes.
+	PeakRSS uint64 `json:"peak_rss_bytes"`
+	// CgroupPeak is its memory cgroup's peak charge, page cache included,
+	// in bytes (only with ReplConfig.ServerMemory; 0 if the kernel does
+	// not report it).
+	CgroupPeak uint64 `json:"cgroup_peak_bytes,omitempty"`
 }
 
 // ReplRun is one setup's results.
@@ -62,6 +100,14 @@ type ReplRun struct {
 	// CPUSplit is the servers' CPU seconds by component (pprof label) over
 	// the whole run (load and run phases).
 	CPUSplit map[string]float64 `json:"cpu_split_seconds"`
+	// L0Pairs is each replica's L0 capacity in this setup.
+	L0Pairs int `json:"l0_pairs"`
+	// Regions is the number of regions of the map.
+	Regions int `json:"regions"`
+	// Memory is every server's peak memory over the run (all phases),
+	// read just before it stops; PeakRSSSum sums their PeakRSS.
+	Memory     []ServerMemory `json:"server_memory"`
+	PeakRSSSum uint64         `json:"peak_rss_sum_bytes"`
 }
 
 // ReplResult is a replication benchmark's results.
@@ -91,6 +137,9 @@ func RunReplication(ctx context.Context, cfg ReplConfig) (*ReplResult, error) {
 	if cfg.Transport == "" {
 		cfg.Transport = "shm"
 	}
+	if cfg.RegionsPerServer == 0 {
+		cfg.RegionsPerServer = 1
+	}
 	b := cfg.Bench.withDefaults()
 	b.Engines = []string{"server"}
 	b.DiskBWBytes = 0
@@ -110,6 +159,9 @@ func RunReplication(ctx context.Context, cfg ReplConfig) (*ReplResult, error) {
 	for _, setup := range cfg.Setups {
 		if setup.Factor < 1 || setup.Factor > 3 || (setup.Factor > 1) != (setup.Mode != "") {
 			return res, fmt.Errorf("%w: setup %+v (factor 1-3; a mode exactly when replicating)", ErrBadConfig, setup)
+		}
+		if setup.l0Pairs(b.L0Pairs) < 16 {
+			return res, fmt.Errorf("%w: setup %s: L0 of %d pairs per replica (at least 16)", ErrBadConfig, setup.Name, setup.l0Pairs(b.L0Pairs))
 		}
 		b.Logger.Info("replication setup", zap.String("setup", setup.Name))
 		run, err := runReplSetup(ctx, cfg, b, setup, filepath.Join(work, setup.Name))
@@ -136,7 +188,7 @@ func runReplSetup(ctx context.Context, cfg ReplConfig, b Config, setup ReplSetup
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	m, err := replMap(dir, b, setup)
+	m, err := replMap(dir, b, setup, cfg.RegionsPerServer)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +210,7 @@ func runReplSetup(ctx context.Context, cfg ReplConfig, b Config, setup ReplSetup
 		s := &replServer{entry: e, profile: filepath.Join(dir, fmt.Sprintf("rs%d.pprof", i+1))}
 		args := []string{"--log-level", "warn", "server", "--name", e.Name, "--data-dir", filepath.Join(dir, e.Name),
 			"--shm", e.Shm, "--tcp", e.TCP, "--map-file", mapFile, "--sync-mode", mode, "--segment-size", cfg.SegmentSize,
-			"--l0-pairs", strconv.Itoa(b.L0Pairs), "--growth-factor", strconv.Itoa(b.GrowthFactor),
+			"--l0-pairs", strconv.Itoa(setup.l0Pairs(b.L0Pairs)), "--growth-factor", strconv.Itoa(b.GrowthFactor),
 			"--replication-transport", cfg.Transport, "--cpuprofile", s.profile}
 		args = append(args, cfg.ServerArgs...)
 		if s.proc, err = child.Start(child.Spec{Argv: append([]string{cfg.Binary}, args...), Stderr: os.Stderr}); err != nil {
@@ -190,11 +242,19 @@ func runReplSetup(ctx context.Context, cfg ReplConfig, b Config, setup ReplSetup
 	if err != nil {
 		return nil, err
 	}
-	run := &ReplRun{Setup: setup, CPUSplit: map[string]float64{}}
+	run := &ReplRun{Setup: setup, CPUSplit: map[string]float64{}, L0Pairs: setup.l0Pairs(b.L0Pairs), Regions: len(m.Regions)}
 	for i := range r.Phases {
 		r.Phases[i].Engine = setup.Name
 	}
 	run.Phases = r.Phases
+	for _, s := range servers {
+		mem, err := s.memory()
+		if err != nil {
+			return nil, err
+		}
+		run.Memory = append(run.Memory, mem)
+		run.PeakRSSSum += mem.PeakRSS
+	}
 	for _, s := range servers {
 		if err := s.stop(); err != nil {
 			return nil, err
@@ -211,15 +271,29 @@ func runReplSetup(ctx context.Context, cfg ReplConfig, b Config, setup ReplSetup
 	return run, nil
 }
 
-// replMap places 3 regions, split at the loaded keys' terciles, one
-// primary per server, backups on the next servers round the ring.
-func replMap(dir string, b Config, setup ReplSetup) (*regionmap.Map, error) {
-	keys := make([]string, 0, b.RecordCount)
-	for i := range b.RecordCount {
+// maxSplitKeys bounds the keys replMap sorts to place its splits: a
+// sample of the hashed keys, spread evenly over their numbers, splits
+// them about as evenly as all of them.
+const maxSplitKeys = 1 << 20
+
+// replMap places 3*perServer regions, split evenly over the loaded keys,
+// region i's primary on server i mod 3 and its backups on the next servers
+// round the ring.
+func replMap(dir string, b Config, setup ReplSetup, perServer int) (*regionmap.Map, error) {
+	n := 3 * perServer
+	step := max(b.RecordCount/maxSplitKeys, 1)
+	keys := make([]string, 0, b.RecordCount/step+1)
+	for i := int64(0); i < b.RecordCount; i += step {
 		keys = append(keys, ycsb.KeyName(i, true, 1))
 	}
+	if len(keys) < n {
+		return nil, fmt.Errorf("%w: %d records for %d regions", ErrBadConfig, b.RecordCount, n)
+	}
 	sort.Strings(keys)
-	bounds := []string{"", keys[len(keys)/3], keys[2*len(keys)/3], ""}
+	bounds := make([]string, n+1)
+	for i := 1; i < n; i++ {
+		bounds[i] = keys[i*len(keys)/n]
+	}
 	m := &regionmap.Map{Version: 1, Replication: setup.Mode}
 	for i := range 3 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -230,8 +304,8 @@ func replMap(dir string, b Config, setup ReplSetup) (*regionmap.Map, error) {
 		l.Close()
 		m.Servers = append(m.Servers, regionmap.Server{Name: fmt.Sprintf("rs%d", i+1), Shm: filepath.Join(dir, fmt.Sprintf("rs%d.sock", i+1)), TCP: tcp})
 	}
-	for i := range 3 {
-		r := regionmap.Assignment{ID: uint64(i + 1), Start: bounds[i], End: bounds[i+1], Primary: m.Servers[i].Name, Epoch: 1}
+	for i := range n {
+		r := regionmap.Assignment{ID: uint64(i + 1), Start: bounds[i], End: bounds[i+1], Primary: m.Servers[i%3].Name, Epoch: 1}
 		for j := 1; j < setup.Factor; j++ {
 			r.Backups = append(r.Backups, m.Servers[(i+j)%3].Name)
 		}
@@ -269,6 +343,19 @@ func waitCluster(ctx context.Context, m *regionmap.Map, transport string, b Conf
 		}
 	}
 	return nil
+}
+
+// memory reads the running server's peak memory.
+func (s *replServer) memory() (ServerMemory, error) {
+	mem := ServerMemory{Name: s.entry.Name}
+	var err error
+	if mem.PeakRSS, err = procstat.PeakRSS(s.proc.PID()); err != nil {
+		return mem, err
+	}
+	if s.cg != nil {
+		mem.CgroupPeak = s.cg.peak()
+	}
+	return mem, nil
 }
 
 // stop shuts the server down (SIGINT, then SIGKILL after 60 s) and

@@ -20,15 +20,22 @@ func (r *ReplResult) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "replication: %s, %d records, %d ops, %d threads, L0 %d pairs, growth %d, seed %d\n\n",
 		r.Sizes, r.Records, r.Ops, r.Threads, r.L0Pairs, r.Growth, r.Seed)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "setup\tphase\tops/s\tserver CPU us/op\tclient CPU us/op\tI/O amp (device)\tI/O amp (engine)\tnet amp\tput p50 us\tput p99 us\tL0 stall s\t")
+	fmt.Fprintln(tw, "setup\tphase\tops/s\tserver CPU us/op\tclient CPU us/op\tI/O amp (device)\tI/O amp (engine)\tnet amp\tput p50 us\tput p99 us\tL0 stall s\tservers' peak RSS MiB\t")
 	for _, run := range r.Runs {
 		for _, p := range run.Phases {
 			put := putLatency(p)
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%.1f\t\n", run.Setup.Name, p.Phase, p.OpsPerSec,
-				serverCPUPerOp(p), p.CPUPerOp-serverCPUPerOp(p), p.IOAmp, p.EngineIOAmp, p.NetAmp, put.P50, put.P99, p.StallSeconds)
+			var rss uint64
+			for _, v := range p.ServerPeakRSS {
+				rss += v
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%.1f\t%.0f\t\n", run.Setup.Name, p.Phase, p.OpsPerSec,
+				serverCPUPerOp(p), p.CPUPerOp-serverCPUPerOp(p), p.IOAmp, p.EngineIOAmp, p.NetAmp, put.P50, put.P99, p.StallSeconds, mib(rss))
 		}
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := r.writeMemory(w); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "\nserver CPU by component (whole run, % of the servers' profiled CPU):")
@@ -49,11 +56,22 @@ func (r *ReplResult) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\nSend-Index vs Build-Index (same run):")
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "replicas\tphase\tthroughput x\tCPU/op lower x\tI/O amp (device) lower x\tI/O amp (engine) lower x\tnet amp lower x\t")
+	if err := r.writeRatios(w, "Send-Index vs Build-Index (same run):", false); err != nil {
+		return err
+	}
+	if err := r.writeRatios(w, "Send-Index vs Build-IndexRL, Build-Index with Send-Index's L0 memory, each replica's L0 the budget over the replicas (same run):", true); err != nil {
+		return err
+	}
+	return r.writeCeilings(w)
+}
+
+// writeRatios prints Send-Index's gains over the Build-Index setups of
+// the run (with shared: the Build-IndexRL ones), for the replica counts
+// where both ran; nothing when none did.
+func (r *ReplResult) writeRatios(w io.Writer, title string, shared bool) error {
+	var rows []string
 	for _, f := range []int{2, 3} {
-		si, bi := r.run("send-index", f), r.run("build-index", f)
+		si, bi := r.run("send-index", f, false), r.run("build-index", f, shared)
 		if si == nil || bi == nil {
 			continue
 		}
@@ -62,15 +80,47 @@ func (r *ReplResult) WriteTable(w io.Writer) error {
 				break
 			}
 			s, b := si.Phases[i], bi.Phases[i]
-			fmt.Fprintf(tw, "%d\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", f, s.Phase, s.OpsPerSec/b.OpsPerSec,
-				serverCPUPerOp(b)/serverCPUPerOp(s), b.IOAmp/s.IOAmp, b.EngineIOAmp/s.EngineIOAmp, b.NetAmp/s.NetAmp)
+			rows = append(rows, fmt.Sprintf("%d\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", f, s.Phase, s.OpsPerSec/b.OpsPerSec,
+				serverCPUPerOp(b)/serverCPUPerOp(s), b.IOAmp/s.IOAmp, b.EngineIOAmp/s.EngineIOAmp, b.NetAmp/s.NetAmp,
+				float64(bi.PeakRSSSum)/float64(max(si.PeakRSSSum, 1))))
 		}
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	if len(rows) == 0 {
+		return nil
 	}
-	return r.writeCeilings(w)
+	fmt.Fprintf(w, "\n%s\n", title)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "replicas\tphase\tthroughput x\tCPU/op lower x\tI/O amp (device) lower x\tI/O amp (engine) lower x\tnet amp lower x\tpeak RSS lower x\t")
+	for _, row := range rows {
+		fmt.Fprint(tw, row)
+	}
+	return tw.Flush()
 }
+
+// writeMemory prints every setup's L0 per replica and its servers' peak
+// memory over the whole run.
+func (r *ReplResult) writeMemory(w io.Writer) error {
+	fmt.Fprintln(w, "\nserver memory (whole run, MiB: peak RSS, VmHWM; cgroup peak, page cache included, with --server-memory):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "setup\tL0 pairs per replica\tregions\tpeak RSS per server\tsum\tcgroup peak per server\t")
+	for _, run := range r.Runs {
+		var rss, cg []string
+		for _, m := range run.Memory {
+			rss = append(rss, fmt.Sprintf("%s %.0f", m.Name, mib(m.PeakRSS)))
+			if m.CgroupPeak > 0 {
+				cg = append(cg, fmt.Sprintf("%s %.0f", m.Name, mib(m.CgroupPeak)))
+			}
+		}
+		cgs := "-"
+		if len(cg) > 0 {
+			cgs = strings.Join(cg, ", ")
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.0f\t%s\t\n", run.Setup.Name, run.L0Pairs, run.Regions, strings.Join(rss, ", "), mib(run.PeakRSSSum), cgs)
+	}
+	return tw.Flush()
+}
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
 // writeCeilings prints, from the same run, the most any index-shipping
 // scheme could gain over Build-Index (see ceilings).
@@ -80,11 +130,11 @@ func (r *ReplResult) writeCeilings(w io.Writer) error {
 	fmt.Fprintln(tw, "replicas\tphase\tCPU/op lower x\tI/O amp (device) lower x\tI/O amp (engine) lower x\t")
 	var gcNotes []string
 	for _, f := range []int{2, 3} {
-		bi := r.run("build-index", f)
+		bi := r.run("build-index", f, false)
 		if bi == nil {
 			continue
 		}
-		nr := r.run("", 1)
+		nr := r.run("", 1, false)
 		for i, b := range bi.Phases {
 			var n *PhaseResult
 			if nr != nil && i < len(nr.Phases) {
@@ -145,9 +195,11 @@ func optRatio(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-func (r *ReplResult) run(mode string, factor int) *ReplRun {
+// run is the first run of the setup of that mode, replica count and L0
+// sharing, or nil.
+func (r *ReplResult) run(mode string, factor int, sharedL0 bool) *ReplRun {
 	for i := range r.Runs {
-		if r.Runs[i].Setup.Mode == mode && r.Runs[i].Setup.Factor == factor {
+		if s := r.Runs[i].Setup; s.Mode == mode && s.Factor == factor && s.SharedL0 == sharedL0 {
 			return &r.Runs[i]
 		}
 	}

@@ -84,3 +84,42 @@ func TestWriteCeilingsMarksGC(t *testing.T) {
 		t.Errorf("a phase without GC marked:\n%s", out)
 	}
 }
+
+// TestWriteTableBuildIndexRL: Send-Index is compared with Build-IndexRL
+// in a table of its own, and every setup's memory is printed.
+func TestWriteTableBuildIndexRL(t *testing.T) {
+	eng := ioByKind{"log": {Written: 300}, "compaction": {Read: 240, Written: 300}}
+	si := replPhase("Load A", 1000, 66, 1e-2, eng, IOBytes{Written: 300})
+	si.ServerPeakRSS = []uint64{100 << 20, 100 << 20, 100 << 20}
+	si.IOAmp, si.EngineIOAmp, si.NetAmp = 1, 2, 1
+	rl := replPhase("Load A", 1000, 50, 2e-2, eng, IOBytes{Written: 900})
+	rl.IOAmp, rl.EngineIOAmp, rl.NetAmp = 3, 2, 1
+	r := &ReplResult{Runs: []ReplRun{
+		{Setup: ReplSetup{Name: "send-index-3", Mode: "send-index", Factor: 3}, Phases: []PhaseResult{si}, L0Pairs: 96, Regions: 3,
+			Memory: []ServerMemory{{Name: "rs1", PeakRSS: 100 << 20}}, PeakRSSSum: 100 << 20},
+		{Setup: ReplSetup{Name: "build-index-rl-3", Mode: "build-index", Factor: 3, SharedL0: true}, Phases: []PhaseResult{rl}, L0Pairs: 32, Regions: 3,
+			Memory: []ServerMemory{{Name: "rs1", PeakRSS: 150 << 20, CgroupPeak: 300 << 20}}, PeakRSSSum: 150 << 20},
+	}}
+	var buf bytes.Buffer
+	if err := r.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if strings.Contains(out, "Send-Index vs Build-Index (same run)") {
+		t.Errorf("a Build-Index table without a Build-Index run:\n%s", out)
+	}
+	rows := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		rows[strings.Join(strings.Fields(line), " ")] = true
+	}
+	for _, want := range []string{
+		"3 Load A 1.32 2.00 3.00 1.00 1.00 1.50", // throughput, CPU, device I/O, engine I/O, net, memory
+		"build-index-rl-3 32 3 rs1 150 150 rs1 300",
+		"send-index-3 96 3 rs1 100 100 -",
+		"send-index-3 Load A 66 10.0 -10.0 1.00 2.00 1.00 0 0 0.0 300",
+	} {
+		if !rows[want] {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
