@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin/tebis
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: build test bench bench-replication bench-failover run deps vet fuzz torture torture-matrix
+.PHONY: build test bench bench-replication bench-curves bench-failover run deps vet fuzz torture torture-matrix
 
 # ZooKeeper (tests and the demo run a real one, see internal/zkserver) comes
 # from the Debian zookeeper package, and the browser the status page's test
@@ -119,6 +119,16 @@ REPL_FLAGS ?= --recordcount 3000000 --operationcount 1000000 --threads 16 --seed
 bench-replication: build
 	mkdir -p $(BENCH_DIR)
 	$(BIN) bench replication --dir $(BENCH_DIR) $(REPL_FLAGS) --json $(BENCH_DIR)/replication.json
+
+# Cost as the work grows: 3-way Send-Index through 3 server processes,
+# records (1M, 3M, 10M), regions per server (3, 24, 96) and client
+# goroutines (1-64) varied one at a time; curves.json and one PNG per
+# parameter in $(BENCH_DIR)/curves. CURVES_FLAGS scales the axes down
+# (e.g. --records 100000,300000 --regions 3,24 --threads 1,16).
+CURVES_FLAGS ?= --operationcount 1000000 --seed 11
+bench-curves: build
+	mkdir -p $(BENCH_DIR)
+	$(BIN) bench curves --dir $(BENCH_DIR) --out $(BENCH_DIR)/curves $(CURVES_FLAGS)
 
 # Failover time: SIGKILL of a region's primary, repeated (the killed server
 # restarts and is re-seeded between rounds); docs/benchmarks.md.

@@ -40,7 +40,7 @@ func benchCommand() *cli.Command {
 				&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the whole run to this file"},
 			}, tlsFlags()...),
 			Action: benchEngine,
-		}}, append(benchRDMACommands(), benchYCSBCommand(), benchReplicationCommand(), benchPlotCommand())...),
+		}}, append(benchRDMACommands(), benchYCSBCommand(), benchReplicationCommand(), benchCurvesCommand(), benchPlotCommand())...),
 	}
 }
 
