@@ -25,6 +25,7 @@ func benchCurvesCommand() *cli.Command {
 			&cli.IntSliceFlag{Name: "regions", Value: cli.NewIntSlice(3, 24, 96), Usage: "regions each server is primary of, one point each; the map has 3 times as many, evenly split, each with 2 backups (the first is the base)"},
 			&cli.IntSliceFlag{Name: "threads", Value: cli.NewIntSlice(1, 2, 4, 8, 16, 32, 64), Usage: "client goroutines, one point each"},
 			&cli.IntFlag{Name: "base-threads", Value: 16, Usage: "client goroutines while records or regions vary"},
+			&cli.StringSliceFlag{Name: "curves", Value: cli.NewStringSlice("records", "regions", "threads"), Usage: "curves to draw (the others' first values still set the base point)"},
 		}, replFlags()...),
 		Action: benchCurves,
 	}
@@ -42,6 +43,30 @@ func benchCurves(c *cli.Context) error {
 	}
 	cfg := bench.CurvesConfig{Repl: rc, Records: c.Int64Slice("records"), Regions: c.IntSlice("regions"), Threads: c.IntSlice("threads"),
 		BaseThreads: c.Int("base-threads"), Out: c.String("out")}
+	if len(cfg.Records) > 0 {
+		cfg.BaseRecords = cfg.Records[0]
+	}
+	if len(cfg.Regions) > 0 {
+		cfg.BaseRegions = cfg.Regions[0]
+	}
+	draw := map[string]bool{}
+	for _, name := range c.StringSlice("curves") {
+		switch name {
+		case "records", "regions", "threads":
+			draw[name] = true
+		default:
+			return fmt.Errorf("--curves: unknown curve %q (records, regions, threads)", name)
+		}
+	}
+	if !draw["records"] {
+		cfg.Records = nil
+	}
+	if !draw["regions"] {
+		cfg.Regions = nil
+	}
+	if !draw["threads"] {
+		cfg.Threads = nil
+	}
 	res, err := bench.RunCurves(c.Context, cfg)
 	if res != nil && len(res.Points) > 0 {
 		if werr := res.WriteTable(os.Stdout); werr != nil {
