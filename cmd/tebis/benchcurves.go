@@ -25,6 +25,7 @@ func benchCurvesCommand() *cli.Command {
 			&cli.IntSliceFlag{Name: "regions", Value: cli.NewIntSlice(3, 24, 96), Usage: "regions each server is primary of, one point each; the map has 3 times as many, evenly split, each with 2 backups (the first is the base)"},
 			&cli.IntSliceFlag{Name: "threads", Value: cli.NewIntSlice(1, 2, 4, 8, 16, 32, 64), Usage: "client goroutines, one point each"},
 			&cli.IntFlag{Name: "base-threads", Value: 16, Usage: "client goroutines while records or regions vary"},
+			&cli.StringFlag{Name: "from", Usage: "run nothing: print and plot the curves.json of an earlier run into --out"},
 			&cli.StringSliceFlag{Name: "curves", Value: cli.NewStringSlice("records", "regions", "threads"), Usage: "curves to draw (the others' first values still set the base point)"},
 		}, replFlags()...),
 		Action: benchCurves,
@@ -37,6 +38,19 @@ func benchCurves(c *cli.Context) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	if from := c.String("from"); from != "" {
+		res, err := bench.LoadCurves(from)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(c.String("out"), 0o755); err != nil {
+			return err
+		}
+		if err := res.WriteTable(os.Stdout); err != nil {
+			return err
+		}
+		return res.PlotCurves(c.String("out"))
+	}
 	rc, err := replConfig(c, log)
 	if err != nil {
 		return err

@@ -184,12 +184,17 @@ func RunCurves(ctx context.Context, cfg CurvesConfig) (*CurvesResult, error) {
 	if err := res.WriteJSONFile(filepath.Join(cfg.Out, "curves.json")); err != nil {
 		return res, err
 	}
-	for _, c := range res.Curves {
-		if err := res.PlotCurve(c, filepath.Join(cfg.Out, "curve-"+c.Parameter+".png")); err != nil {
-			return res, err
+	return res, res.PlotCurves(cfg.Out)
+}
+
+// PlotCurves writes curve-PARAMETER.png into dir for every curve.
+func (r *CurvesResult) PlotCurves(dir string) error {
+	for _, c := range r.Curves {
+		if err := r.PlotCurve(c, filepath.Join(dir, "curve-"+c.Parameter+".png")); err != nil {
+			return err
 		}
 	}
-	return res, nil
+	return nil
 }
 
 func runCurvePoint(ctx context.Context, rc ReplConfig, k curveKey) (*CurvePoint, error) {

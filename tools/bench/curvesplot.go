@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"os"
 
 	"gonum.org/v1/plot"
@@ -54,20 +55,44 @@ func (r *CurvesResult) PlotCurve(c Curve, path string) error {
 		if !panel.perPhase {
 			lines = []string{""}
 		}
+		// vals[line][point]; NaN where the point lacks the phase.
+		vals := make([][]float64, len(lines))
 		top := 0.0
 		for li, name := range lines {
-			var xys plotter.XYs
-			var labels []string
-			for i, idx := range c.Points {
+			for _, idx := range c.Points {
 				pt := &r.Points[idx]
 				ph := pt.phase(name)
-				if panel.perPhase && ph == nil {
+				v := math.NaN()
+				if !panel.perPhase || ph != nil {
+					v = panel.val(pt, ph)
+					top = max(top, v)
+				}
+				vals[li] = append(vals[li], v)
+			}
+		}
+		for li, name := range lines {
+			var xys plotter.XYs
+			// Labels above the point where its line is the highest there,
+			// else below: two lines' labels never share a side.
+			var above, below plotter.XYLabels
+			for i, v := range vals[li] {
+				if math.IsNaN(v) {
 					continue
 				}
-				v := panel.val(pt, ph)
-				xys = append(xys, plotter.XY{X: float64(i), Y: v})
-				labels = append(labels, fmt.Sprintf(panel.format, v))
-				top = max(top, v)
+				xy := plotter.XY{X: float64(i), Y: v}
+				xys = append(xys, xy)
+				highest := true
+				for lj := range lines {
+					if lj != li && (vals[lj][i] > v || (vals[lj][i] == v && lj < li)) {
+						highest = false
+					}
+				}
+				side := &below
+				if highest {
+					side = &above
+				}
+				side.XYs = append(side.XYs, xy)
+				side.Labels = append(side.Labels, fmt.Sprintf(panel.format, v))
 			}
 			if len(xys) == 0 {
 				continue
@@ -78,23 +103,28 @@ func (r *CurvesResult) PlotCurve(c Curve, path string) error {
 			}
 			line.Color, points.Color = plotutil.Color(li), plotutil.Color(li)
 			points.Shape = plotutil.Shape(li)
-			lab, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: labels})
-			if err != nil {
-				return err
+			p.Add(line, points)
+			for _, side := range []*plotter.XYLabels{&above, &below} {
+				if len(side.XYs) == 0 {
+					continue
+				}
+				lab, err := plotter.NewLabels(*side)
+				if err != nil {
+					return err
+				}
+				lab.Offset = vg.Point{X: vg.Points(4), Y: vg.Points(3)}
+				if side == &below {
+					lab.Offset.Y = vg.Points(-11)
+				}
+				p.Add(lab)
 			}
-			// Alternate lines label above and below their points.
-			lab.Offset = vg.Point{X: vg.Points(4), Y: vg.Points(3)}
-			if li%2 == 1 {
-				lab.Offset.Y = vg.Points(-11)
-			}
-			p.Add(line, points, lab)
 			if name != "" {
 				p.Legend.Add(name, line, points)
 			}
 		}
 		p.NominalX(ticks...)
 		p.X.Min, p.X.Max = -0.4, float64(len(ticks))-0.6
-		p.Y.Min, p.Y.Max = 0, max(top*1.25, 1e-9)
+		p.Y.Min, p.Y.Max = 0, max(top*1.45, 1e-9) // room for the legend above the lines
 		rows = append(rows, []*plot.Plot{p})
 	}
 	img := vgimg.New(7*vg.Inch, vg.Length(2.6*float64(len(rows)))*vg.Inch)
