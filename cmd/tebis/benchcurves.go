@@ -25,6 +25,7 @@ func benchCurvesCommand() *cli.Command {
 			&cli.IntSliceFlag{Name: "regions", Value: cli.NewIntSlice(3, 24, 96), Usage: "regions each server is primary of, one point each; the map has 3 times as many, evenly split, each with 2 backups (the first is the base)"},
 			&cli.IntSliceFlag{Name: "threads", Value: cli.NewIntSlice(1, 2, 4, 8, 16, 32, 64), Usage: "client goroutines, one point each"},
 			&cli.IntFlag{Name: "base-threads", Value: 16, Usage: "client goroutines while records or regions vary"},
+			&cli.Int64Flag{Name: "base-records", Usage: "records while regions or threads vary (default: the first of --records)"},
 			&cli.StringFlag{Name: "from", Usage: "run nothing: print and plot the curves.json of an earlier run into --out"},
 			&cli.StringSliceFlag{Name: "curves", Value: cli.NewStringSlice("records", "regions", "threads"), Usage: "curves to draw (the others' first values still set the base point)"},
 		}, replFlags()...),
@@ -59,6 +60,9 @@ func benchCurves(c *cli.Context) error {
 		BaseThreads: c.Int("base-threads"), Out: c.String("out")}
 	if len(cfg.Records) > 0 {
 		cfg.BaseRecords = cfg.Records[0]
+	}
+	if n := c.Int64("base-records"); n > 0 {
+		cfg.BaseRecords = n
 	}
 	if len(cfg.Regions) > 0 {
 		cfg.BaseRegions = cfg.Regions[0]

@@ -264,6 +264,16 @@ func (r *CurvesResult) WriteTable(w io.Writer) error {
 			return err
 		}
 	}
+	var inMemory []string
+	for _, p := range r.Points {
+		if ph := p.phase("Load A"); ph != nil && ph.EngineIO.Written == 0 {
+			inMemory = append(inMemory, fmt.Sprintf("%d records over %d regions", p.Records, p.Run.Regions))
+		}
+	}
+	if len(inMemory) > 0 {
+		fmt.Fprintf(w, "\nLoad A wrote nothing to the servers' volumes at %s: every region's data fit in its first log segment and L0 (async log), so these points measured no I/O\n",
+			strings.Join(inMemory, ", "))
+	}
 	fmt.Fprintln(w, "\ntargets (Load A throughput, same run):")
 	for _, t := range []struct {
 		param, what string
