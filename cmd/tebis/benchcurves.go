@@ -21,7 +21,7 @@ func benchCurvesCommand() *cli.Command {
 			"throughput, server CPU/op, I/O amplification and memory, as JSON and one PNG per parameter",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "out", Required: true, Usage: "directory for curves.json and curve-records.png, curve-regions.png, curve-threads.png"},
-			&cli.Int64SliceFlag{Name: "records", Value: cli.NewInt64Slice(1_000_000, 3_000_000, 10_000_000), Usage: "records loaded by Load A, one point each (the first is the base of the other curves; none: no records curve)"},
+			&cli.Int64SliceFlag{Name: "records", Value: cli.NewInt64Slice(1_000_000, 3_000_000, 10_000_000), Usage: "records loaded by Load A, one point each (the first is the base of the other curves, unless --base-records)"},
 			&cli.IntSliceFlag{Name: "regions", Value: cli.NewIntSlice(3, 24, 96), Usage: "regions each server is primary of, one point each; the map has 3 times as many, evenly split, each with 2 backups (the first is the base)"},
 			&cli.IntSliceFlag{Name: "threads", Value: cli.NewIntSlice(1, 2, 4, 8, 16, 32, 64), Usage: "client goroutines, one point each"},
 			&cli.IntFlag{Name: "base-threads", Value: 16, Usage: "client goroutines while records or regions vary"},
