@@ -1,7 +1,9 @@
 // Package bench runs YCSB-style workloads (package ycsb) against storage
 // engines in one process and reports throughput, CPU per operation, I/O
 // amplification, space, and latency percentiles side by side. It backs
-// `tebis bench engine`, which compares the tebis engine with pebble.
+// `tebis bench engine`, which compares the tebis engine with pebble, and
+// `tebis bench replication` and `tebis bench curves`, which run the
+// workload through region server processes (RunReplication, RunCurves).
 //
 // Contracts:
 //   - Engines run one after the other, never concurrently, so process-wide
