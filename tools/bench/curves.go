@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -88,8 +89,9 @@ type curveKey struct {
 
 // RunCurves measures every point of every curve (a point shared by
 // curves, such as the base point, once), each on fresh servers, then
-// writes curves.json and one PNG per curve into cfg.Out. On error it
-// returns what was measured so far.
+// writes curves.json and one PNG per curve into cfg.Out. If a point
+// fails, it writes and returns the curves finished before it, with the
+// error.
 func RunCurves(ctx context.Context, cfg CurvesConfig) (*CurvesResult, error) {
 	if cfg.Out == "" {
 		return nil, fmt.Errorf("%w: curves need an output directory", ErrBadConfig)
@@ -170,8 +172,10 @@ func RunCurves(ctx context.Context, cfg CurvesConfig) (*CurvesResult, error) {
 				b.Logger.Info("curve point", zap.Int64("records", k.records), zap.Int("regions_per_server", k.regions), zap.Int("threads", k.threads))
 				p, err := runCurvePoint(ctx, cfg.Repl, k)
 				if err != nil {
+					// The curves finished so far are written all the same.
 					res.Curves = curves[:ci]
-					return res, fmt.Errorf("point %d records, %d regions per server, %d threads: %w", k.records, k.regions, k.threads, err)
+					err = fmt.Errorf("point %d records, %d regions per server, %d threads: %w", k.records, k.regions, k.threads, err)
+					return res, errors.Join(err, res.write(cfg.Out))
 				}
 				idx = len(res.Points)
 				res.Points = append(res.Points, *p)
@@ -181,10 +185,15 @@ func RunCurves(ctx context.Context, cfg CurvesConfig) (*CurvesResult, error) {
 		}
 		res.Curves = curves[:ci+1]
 	}
-	if err := res.WriteJSONFile(filepath.Join(cfg.Out, "curves.json")); err != nil {
-		return res, err
+	return res, res.write(cfg.Out)
+}
+
+// write writes curves.json and the plots into dir.
+func (r *CurvesResult) write(dir string) error {
+	if err := r.WriteJSONFile(filepath.Join(dir, "curves.json")); err != nil {
+		return err
 	}
-	return res, res.PlotCurves(cfg.Out)
+	return r.PlotCurves(dir)
 }
 
 // PlotCurves writes curve-PARAMETER.png into dir for every curve.
