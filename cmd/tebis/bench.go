@@ -24,6 +24,7 @@ func benchCommand() *cli.Command {
 				&cli.StringSliceFlag{Name: "engines", Usage: "engines to run, in order: tebis, pebble, server (default: tebis, pebble)"},
 				&cli.StringFlag{Name: "server-map", Usage: "server engine: run against the servers of this region map instead of starting one"},
 				&cli.StringFlag{Name: "server-transport", Value: "shm", Usage: "server engine: client transport, shm or tcp"},
+				&cli.StringSliceFlag{Name: "server-arg", Usage: "server engine: extra flag for the server it starts, repeatable (e.g. --server-arg=--cpuprofile=FILE)"},
 				&cli.StringSliceFlag{Name: "phases", Value: cli.NewStringSlice(bench.DefaultPhases...), Usage: "YCSB phases in order; the first must be load-a"},
 				&cli.StringFlag{Name: "kv-sizes", Value: "SD", Usage: "S, M, L, SD, MD, LD, or a fixed pair size in bytes"},
 				&cli.Int64Flag{Name: "recordcount", Value: bench.DefaultRecordCount, Usage: "records loaded by Load A"},
@@ -62,7 +63,7 @@ func benchEngine(c *cli.Context) error {
 	defer stopProfile()
 	cfg := bench.Config{
 		Engines:         c.StringSlice("engines"),
-		ServerArgv:      serverArgv(),
+		ServerArgv:      append(serverArgv(), c.StringSlice("server-arg")...),
 		ServerMap:       serverMap(c.String("server-map")),
 		ServerTransport: c.String("server-transport"),
 		ServerTLS:       clientTLS(c),
