@@ -23,6 +23,21 @@ func (r *regionCore) waitCommitted(end uint64) error {
 	return nil
 }
 
+// committed reports, without waiting, whether waitCommitted(end) would
+// return nil at once: false when the log up to end is not durable yet
+// (sync mode), or the region's Replicator does not confirm end
+// (ReplicatedProbe), or cannot tell without waiting (it is no probe).
+func (r *regionCore) committed(end uint64) bool {
+	if r.v.opts.SyncMode == SyncModeSync && r.log.durable.Load() < end {
+		return false
+	}
+	if rep := r.repl.Load(); rep != nil {
+		p, ok := rep.Replicator.(ReplicatedProbe)
+		return ok && p.Replicated(end)
+	}
+	return true
+}
+
 // entryEnd is the log position after the record of L0 entry e of key (ok
 // false if its segment is no longer in the log).
 func (l *vlog) entryEnd(e entry, keyLen int) (uint64, bool) {

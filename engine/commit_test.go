@@ -91,3 +91,69 @@ func TestReadWaitsForReplication(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// probeGate is a gate that answers Replicated (engine.ReplicatedProbe).
+type probeGate struct{ *gate }
+
+func (g probeGate) Replicated(pos uint64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.upto >= pos
+}
+
+// TestTryGetNeverWaits: TryGet answers an L0 hit only once the write is
+// replicated (as Get would return it), reports ok false meanwhile instead
+// of waiting, and with a Replicator that is no probe always defers an L0
+// hit to Get; keys below L0 and missing keys are answered.
+func TestTryGetNeverWaits(t *testing.T) {
+	o := smallOpts(vfs.NewMem())
+	v := mustOpen(t, o)
+	defer v.Close()
+	r := mustRegion(t, v, 1)
+	if err := r.Put(key(1), []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	if val, ok, err := r.TryGet(key(1)); err != nil || !ok || string(val) != "old" {
+		t.Fatalf("no replicator: TryGet = %q, %v, %v; want old", val, ok, err)
+	}
+	g := newGate()
+	g.release(r.log.pos())
+	r.SetReplicator(probeGate{g})
+	if val, ok, err := r.TryGet(key(1)); err != nil || !ok || string(val) != "old" {
+		t.Fatalf("replicated: TryGet = %q, %v, %v; want old", val, ok, err)
+	}
+	if _, ok, err := r.TryGet(key(7)); !ok || err != ErrNotFound {
+		t.Fatalf("missing key: TryGet ok %v err %v; want ErrNotFound", ok, err)
+	}
+	put := make(chan error, 1)
+	go func() { put <- r.Put(key(1), []byte("new")) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.log.pos() == g.upto && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond) // until the put is appended (in L0)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if val, ok, err := r.TryGet(key(1)); ok || err != nil || val != nil {
+			t.Errorf("unreplicated L0 hit: TryGet = %q, %v, %v; want ok false", val, ok, err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("TryGet waited for replication")
+	}
+	g.release(r.log.pos())
+	if val, ok, err := r.TryGet(key(1)); err != nil || !ok || string(val) != "new" {
+		t.Fatalf("after replication: TryGet = %q, %v, %v; want new", val, ok, err)
+	}
+	if err := <-put; err != nil {
+		t.Fatal(err)
+	}
+	// A Replicator that cannot tell without waiting: every L0 hit is
+	// Get's.
+	r.SetReplicator(g)
+	if _, ok, err := r.TryGet(key(1)); ok || err != nil {
+		t.Fatalf("no probe: TryGet ok %v err %v; want ok false", ok, err)
+	}
+}

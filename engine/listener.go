@@ -122,6 +122,15 @@ type Replicator interface {
 	WaitReplicated(pos uint64) error
 }
 
+// ReplicatedProbe is implemented by Replicators that can tell without
+// waiting whether WaitReplicated(pos) would return nil at once: Replicated
+// must be true only then, and must never block (it is asked on a server's
+// polling goroutine, Region.TryGet). A Replicator that is no probe makes
+// every read of an L0 key wait (Get), as one whose Replicated is false.
+type ReplicatedProbe interface {
+	Replicated(pos uint64) bool
+}
+
 // WriteGate is implemented by Replicators that acknowledge a client write
 // on more than "replicated" (a minimum number of copies): AdmitWrite is
 // asked before the write's record is appended (an error refuses it with

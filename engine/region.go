@@ -256,6 +256,10 @@ type replicatorBox struct {
 // primary's disk (the primary is its only copy).
 func (r *Region) SyncTo(pos uint64) error { return r.log.syncTo(pos) }
 
+// Synced reports whether the region's log is durable up to pos: SyncTo(pos)
+// would return nil without waiting. It never blocks.
+func (r *Region) Synced(pos uint64) bool { return r.log.durable.Load() >= pos }
+
 func (r *regionCore) newEmptyState() {
 	r.mem = newMemtable()
 	r.memCond = sync.NewCond(&r.mu)
@@ -538,13 +542,31 @@ func (r *regionCore) signal() {
 // Backup it finds what the installed levels index (the adopted log past
 // the recovery point is indexed only by a promotion).
 func (r *regionCore) Get(key []byte) ([]byte, error) {
+	v, _, err := r.get(key, true)
+	return v, err
+}
+
+// TryGet is Get that never waits for a write to be acknowledged-grade: a
+// key whose L0 record is not yet replicated (or durable, in sync mode),
+// or whose region's Replicator cannot tell without waiting (it does not
+// implement ReplicatedProbe), returns ok false and nothing else; the
+// caller asks Get. It still reads the levels and the log (a read from the
+// page cache, or the device).
+func (r *regionCore) TryGet(key []byte) (value []byte, ok bool, err error) {
+	v, ok, err := r.get(key, false)
+	return v, ok, err
+}
+
+// get reads key; an L0 hit not yet committed is waited for (wait) or
+// reported as ok false.
+func (r *regionCore) get(key []byte, wait bool) ([]byte, bool, error) {
 	if err := r.checkKey(key); err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	r.mu.RLock()
 	if r.closed {
 		r.mu.RUnlock()
-		return nil, ErrClosed
+		return nil, true, ErrClosed
 	}
 	e, ok := r.mem.get(key)
 	if !ok && r.imm != nil {
@@ -557,25 +579,29 @@ func (r *regionCore) Get(key []byte) ([]byte, error) {
 	defer r.release(ver)
 	if inL0 {
 		if end, found := r.log.entryEnd(e, len(key)); found {
-			if err := r.waitCommitted(end); err != nil {
-				return nil, err
+			if !wait {
+				if !r.committed(end) {
+					return nil, false, nil
+				}
+			} else if err := r.waitCommitted(end); err != nil {
+				return nil, true, err
 			}
 		}
 	}
 	for i := 1; !ok && i < len(ver.levels); i++ {
 		var err error
 		if e, ok, err = r.v.levelGet(ver.levels[i], key, IOIndex); err != nil {
-			return nil, fmt.Errorf("engine: region %d level %d: %w", r.desc.ID, i, err)
+			return nil, true, fmt.Errorf("engine: region %d level %d: %w", r.desc.ID, i, err)
 		}
 	}
 	if !ok || e.tomb {
-		return nil, ErrNotFound
+		return nil, true, ErrNotFound
 	}
 	rec, err := r.log.read(e.ptr, key, e.vlen, IOIndex)
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
-	return append([]byte(nil), rec.Value...), nil
+	return append([]byte(nil), rec.Value...), true, nil
 }
 
 func (r *regionCore) isClosed() bool {

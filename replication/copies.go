@@ -47,6 +47,10 @@ type Alone struct {
 // copy.
 func (a *Alone) WaitReplicated(pos uint64) error { return a.Region.SyncTo(pos) }
 
+// Replicated reports whether the log is durable up to pos
+// (engine.ReplicatedProbe).
+func (a *Alone) Replicated(pos uint64) bool { return a.Region.Synced(pos) }
+
 // AdmitWrite refuses every write when MinCopies is above 1.
 func (a *Alone) AdmitWrite() error {
 	_, err := ackRule(0, a.MinCopies)

@@ -11,3 +11,6 @@ type Follow struct{}
 
 // WaitReplicated confirms every position at once.
 func (Follow) WaitReplicated(uint64) error { return nil }
+
+// Replicated confirms every position at once (engine.ReplicatedProbe).
+func (Follow) Replicated(uint64) bool { return true }
