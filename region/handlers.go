@@ -26,6 +26,14 @@ func (s *Server) handlers() map[uint16]ring.HandlerFunc {
 	}
 }
 
+// shortHandlers are the requests tried on the rings' spinners first
+// (ring.ServerConfig.Short): gets, whose reads do not wait.
+func (s *Server) shortHandlers() map[uint16]ring.ShortFunc {
+	return map[uint16]ring.ShortFunc{
+		wire.TypeGet: s.measuredShort(opGet, s.leasedShort(s.tryGet)),
+	}
+}
+
 func errorReply(status uint16, format string, a ...any) ring.Reply {
 	return ring.Reply{Status: status, Payload: fmt.Appendf(nil, format, a...)}
 }
@@ -38,6 +46,16 @@ func badRequest(err error) ring.Reply { return errorReply(wire.StatusBadRequest,
 // when the region is being handed over or attached, or the server's read
 // lease does not hold (lease.go).
 func (s *Server) route(h *ring.ServerRequest, version uint64) (*engine.Region, *regionmap.Assignment, *ring.Reply) {
+	er, mr, rej := s.routeUncounted(h, version)
+	if rej == nil {
+		s.ops.add(h.Region)
+	}
+	return er, mr, rej
+}
+
+// routeUncounted is route without counting the request in the region's
+// rate (status.go): a request that may yet be handed over counts once.
+func (s *Server) routeUncounted(h *ring.ServerRequest, version uint64) (*engine.Region, *regionmap.Assignment, *ring.Reply) {
 	st := s.state.Load()
 	wrong := &ring.Reply{Status: wire.StatusWrongRegion, Payload: wire.EncodeVersion(st.m.Version)}
 	if s.closed.Load() {
@@ -75,7 +93,6 @@ func (s *Server) route(h *ring.ServerRequest, version uint64) (*engine.Region, *
 		r := errorReply(wire.StatusUnavailable, "region %d: connecting to its backups", h.Region)
 		return nil, nil, &r
 	}
-	s.ops.add(h.Region)
 	return rt.er, mr, nil
 }
 
@@ -170,6 +187,33 @@ func (s *Server) handleGet(req *ring.ServerRequest) ring.Reply {
 		return s.engineErr(err)
 	}
 	return ring.Reply{Payload: v}
+}
+
+// tryGet is handleGet on the ring's spinner (ring.ShortFunc): it answers
+// unless the engine would wait (an L0 hit not yet acknowledged-grade,
+// engine.Region.TryGet), which it leaves to handleGet on a worker, having
+// changed nothing. Routing refusals and errors are answered here.
+func (s *Server) tryGet(req *ring.ServerRequest) (ring.Reply, bool) {
+	q, err := wire.DecodeKeyRequest(req.Payload)
+	if err != nil {
+		return badRequest(err), true
+	}
+	er, mr, rej := s.routeUncounted(req, q.MapVersion)
+	if rej == nil {
+		rej = s.checkKey(mr, q.Key)
+	}
+	if rej != nil {
+		return *rej, true
+	}
+	v, ok, err := er.TryGet(q.Key)
+	if !ok {
+		return ring.Reply{}, false
+	}
+	s.ops.add(req.Region)
+	if err != nil {
+		return s.engineErr(err), true
+	}
+	return ring.Reply{Payload: v}, true
 }
 
 func (s *Server) handleDelete(req *ring.ServerRequest) ring.Reply {

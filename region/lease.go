@@ -69,3 +69,15 @@ func (s *Server) leased(h ring.HandlerFunc) ring.HandlerFunc {
 		return rep
 	}
 }
+
+// leasedShort is leased for a ring.ShortFunc: an answer it gives is
+// checked as leased checks a handler's.
+func (s *Server) leasedShort(h ring.ShortFunc) ring.ShortFunc {
+	return func(req *ring.ServerRequest) (ring.Reply, bool) {
+		rep, ok := h(req)
+		if ok && (rep.Status == 0 || rep.Status == wire.StatusNotFound) && !s.leaseHolds() {
+			return s.noLease(), true
+		}
+		return rep, ok
+	}
+}

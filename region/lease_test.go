@@ -75,6 +75,12 @@ func call(s *Server, typ uint16, payload []byte) ring.Reply {
 	return s.handlers()[typ](&ring.ServerRequest{Header: ring.Header{Type: typ, Region: 1}, Payload: payload})
 }
 
+// callShort runs a request through its ring.ShortFunc (the spinner's
+// path); ok false: declined (a worker's handler would serve it).
+func callShort(s *Server, typ uint16, payload []byte) (ring.Reply, bool) {
+	return s.shortHandlers()[typ](&ring.ServerRequest{Header: ring.Header{Type: typ, Region: 1}, Payload: payload})
+}
+
 func getReq(key string) []byte {
 	return (&wire.KeyRequest{MapVersion: 1, Key: []byte(key)}).Encode(nil)
 }
@@ -104,10 +110,21 @@ func TestLeaseGatesRequests(t *testing.T) {
 			t.Fatalf("%s with the lease held: status %d %s", name, rep.Status, rep.Payload)
 		}
 	}
+	// The spinner's get (the put is durable: a lone primary's is) answers.
+	for _, key := range []string{"k", "absent"} {
+		if rep, ok := callShort(s, wire.TypeGet, getReq(key)); !ok || (rep.Status != 0 && rep.Status != wire.StatusNotFound) {
+			t.Fatalf("short get %q with the lease held: answered %v, status %d %s", key, ok, rep.Status, rep.Payload)
+		}
+	}
 	clk.arm(0, 600*time.Millisecond) // past the 500 ms lease
 	for name, q := range reqs {
 		if rep := call(s, q.typ, q.payload); rep.Status != wire.StatusUnavailable {
 			t.Errorf("%s after the lease lapsed: status %d %q, want UNAVAILABLE", name, rep.Status, rep.Payload)
+		}
+	}
+	for _, key := range []string{"k", "absent"} {
+		if rep, ok := callShort(s, wire.TypeGet, getReq(key)); !ok || rep.Status != wire.StatusUnavailable {
+			t.Errorf("short get %q after the lease lapsed: answered %v, status %d %q, want UNAVAILABLE", key, ok, rep.Status, rep.Payload)
 		}
 	}
 	if l.Holds() {
@@ -142,6 +159,17 @@ func TestLeaseCheckedAfterRead(t *testing.T) {
 			rep := call(s, q.typ, q.payload)
 			if rep.Status != wire.StatusUnavailable {
 				t.Fatalf("answered %d %q after a pause that outlasted the lease, want UNAVAILABLE", rep.Status, rep.Payload)
+			}
+			if q.typ != wire.TypeGet {
+				return
+			}
+			// The same on the spinner's path.
+			if !l.Confirm(l.Begin()) {
+				t.Fatal("renewal")
+			}
+			clk.arm(1, 600*time.Millisecond)
+			if rep, ok := callShort(s, q.typ, q.payload); !ok || rep.Status != wire.StatusUnavailable {
+				t.Fatalf("short get answered %v, %d %q after a pause that outlasted the lease, want UNAVAILABLE", ok, rep.Status, rep.Payload)
 			}
 		})
 	}

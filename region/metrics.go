@@ -173,6 +173,25 @@ func (m *requestMetrics) observe(k opKind, region uint64, hosted bool, status ui
 }
 
 // measured wraps a client request handler with the request metrics.
+// measuredShort is measured for a ring.ShortFunc: what it declines is
+// measured by the handler that then serves it.
+func (s *Server) measuredShort(k opKind, h ring.ShortFunc) ring.ShortFunc {
+	return func(req *ring.ServerRequest) (ring.Reply, bool) {
+		start := time.Now()
+		rep, ok := h(req)
+		if !ok {
+			return rep, false
+		}
+		d := time.Since(start)
+		hosted := false
+		if st := s.state.Load(); st != nil {
+			hosted = st.routes[req.Region].how != 0
+		}
+		s.reqMetrics.observe(k, req.Region, hosted, rep.Status, d)
+		return rep, true
+	}
+}
+
 func (s *Server) measured(k opKind, h ring.HandlerFunc) ring.HandlerFunc {
 	return func(req *ring.ServerRequest) ring.Reply {
 		start := time.Now()

@@ -266,7 +266,7 @@ func (s *Server) drainReplCQ(ctx context.Context) {
 func (s *Server) MapVersion() uint64 { return s.state.Load().m.Version }
 
 func (s *Server) listen() error {
-	handlers := s.handlers()
+	handlers, short := s.handlers(), s.shortHandlers()
 	defer func() {
 		named := map[string]*ring.Server{}
 		for i, rs := range s.rings {
@@ -288,7 +288,7 @@ func (s *Server) listen() error {
 			continue
 		}
 		rs, err := ring.Listen(ring.ServerConfig{
-			Transport: l.tr, Addr: l.addr, Handlers: handlers,
+			Transport: l.tr, Addr: l.addr, Handlers: handlers, Short: short,
 			Spinners: s.cfg.Spinners, Workers: s.cfg.Workers, SpinTime: time.Duration(s.cfg.SpinTime),
 			MaxInflight: s.cfg.MaxInflight, Log: s.log.Named(l.tr.Name()), Other: s.otherConn,
 		})

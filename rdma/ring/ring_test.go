@@ -405,7 +405,7 @@ func TestIdleNoCPU(t *testing.T) {
 	}
 }
 
-func cpuTime(t *testing.T) time.Duration {
+func cpuTime(t testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		t.Fatal(err)
@@ -490,6 +490,55 @@ func TestInflightLimit(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal("the limited connection did not resume")
 			}
+		}
+	})
+}
+
+// TestShortHandlers: a ShortFunc answers on the spinner what it can and
+// declines the rest, which the type's worker handler answers; replies
+// match their requests either way, on every transport.
+func TestShortHandlers(t *testing.T) {
+	forEnv(t, func(t *testing.T, e env) {
+		var onWorker atomic.Int64
+		cfg := ServerConfig{Workers: 2, Handlers: map[uint16]HandlerFunc{
+			typeEcho: func(r *ServerRequest) Reply {
+				onWorker.Add(1)
+				return Reply{Status: StatusFirstApp + 1, Payload: r.Payload}
+			},
+		}, Short: map[uint16]ShortFunc{
+			typeEcho: func(r *ServerRequest) (Reply, bool) {
+				if r.Payload[0]%2 == 1 {
+					return Reply{}, false // odd: the worker's
+				}
+				return Reply{Status: StatusFirstApp, Payload: r.Payload}, true
+			},
+		}}
+		s, _ := start(t, e, cfg)
+		c := dial(t, e, s, ClientConfig{})
+		const n = 200
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for i := range n / 8 {
+					p := []byte{byte(g*n/8 + i), 1, 2, 3}
+					rep, err := call(t, c, Request{Type: typeEcho, Payload: p})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					want := StatusFirstApp
+					if p[0]%2 == 1 {
+						want = StatusFirstApp + 1
+					}
+					if rep.Status != want || !bytes.Equal(rep.Payload, p) {
+						t.Errorf("request %v: reply status %d payload %v, want %d and the request's", p, rep.Status, rep.Payload, want)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if st := s.Stats(); st.Requests != n || st.Short != n/2 || onWorker.Load() != n/2 {
+			t.Fatalf("requests %d, short %d, on workers %d; want %d, %d, %d", st.Requests, st.Short, onWorker.Load(), n, n/2, n/2)
 		}
 	})
 }

@@ -21,6 +21,15 @@ import (
 // it once it returns.
 type HandlerFunc func(req *ServerRequest) Reply
 
+// ShortFunc serves a request on the spinner that took it off its ring,
+// without a hand-off to a worker: it answers (ok true) only if it can
+// without blocking (its connections' rings wait meanwhile, as every ring
+// of its spinner does), else it returns ok false, having changed nothing,
+// and the request goes to a worker and the type's HandlerFunc. As with a
+// HandlerFunc, req.Payload is valid only during the call and the reply's
+// payload is copied out before the reply is sent.
+type ShortFunc func(req *ServerRequest) (rep Reply, ok bool)
+
 // ServerRequest is a request as a handler sees it.
 type ServerRequest struct {
 	Header
@@ -37,6 +46,10 @@ type ServerConfig struct {
 	Addr      string
 	// Handlers by request type; other types get StatusUnknownType.
 	Handlers map[uint16]HandlerFunc
+	// Short, by request type, are tried first on the spinner (ShortFunc):
+	// a request they answer costs no hand-off. A type here must also
+	// have a Handlers entry, which serves what its ShortFunc declines.
+	Short    map[uint16]ShortFunc
 	Spinners int           // polling goroutines (default 1)
 	Workers  int           // handler goroutines (default 4; 0 with Inline)
 	Inline   bool          // run handlers on the spinner (no hand-off)
@@ -72,6 +85,7 @@ type Server struct {
 
 	conns     atomic.Int64
 	requests  atomic.Int64
+	short     atomic.Int64
 	noops     atomic.Int64
 	malformed atomic.Int64
 }
@@ -80,13 +94,14 @@ type Server struct {
 type Stats struct {
 	Conns     int   // open connections
 	Requests  int64 // requests handed to handlers
+	Short     int64 // of which answered on a spinner (ServerConfig.Short)
 	Noops     int64 // ring wraps (NOOP messages)
 	Malformed int64 // connections closed for breaking the protocol
 }
 
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
-	return Stats{Conns: int(s.conns.Load()), Requests: s.requests.Load(), Noops: s.noops.Load(), Malformed: s.malformed.Load()}
+	return Stats{Conns: int(s.conns.Load()), Requests: s.requests.Load(), Short: s.short.Load(), Noops: s.noops.Load(), Malformed: s.malformed.Load()}
 }
 
 type task struct {

@@ -101,7 +101,9 @@ func (sp *spinner) pollAll() bool {
 				sp.s.requests.Add(1)
 				c.tasks.Add(1)
 				c.inflight.Add(1)
-				sp.dispatch(t)
+				if !sp.short(t) {
+					sp.dispatch(t)
+				}
 			}
 		}
 	}
@@ -137,6 +139,26 @@ func (sp *spinner) events(cs []rdma.Completion) {
 			}
 		}
 	}
+}
+
+// short answers t on the spinner if its type has a ShortFunc that answers
+// it, and reports whether it did.
+func (sp *spinner) short(t task) bool {
+	f, ok := sp.s.cfg.Short[t.req.Type]
+	if !ok {
+		return false
+	}
+	rep, ok := f(&t.req)
+	if !ok {
+		return false
+	}
+	sp.s.short.Add(1)
+	if !t.c.closed.Load() {
+		t.c.reply(t.req.Header, rep)
+	}
+	putBuf(t.buf)
+	t.c.done()
+	return true
 }
 
 // dispatch hands a request to a worker: the current one while its queue
