@@ -74,7 +74,10 @@ type Client struct {
 	nextID  uint64
 	pending map[uint64]*Call // by id
 	bySlot  []*Call          // pending calls, for the poller
-	space   chan struct{}    // closed when ring room frees
+	space   chan struct{}    // closed when ring room frees, if spaceWait
+	// spaceWait: a sender waits on space (complete closes and replaces
+	// it only then: no allocation per reply otherwise).
+	spaceWait bool
 	err     error            // set once the connection is broken
 	hint    int
 
@@ -144,14 +147,31 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	return c, nil
 }
 
+// callPool recycles the calls of Call (with their Done channels): a call
+// goes back only once the poller delivered its reply (no error), after
+// which nothing of the client reads it; one failed by a broken connection
+// may still be in the middle of the poller's scan, and is not reused.
+var callPool = sync.Pool{New: func() any { return &Call{Done: make(chan *Call, 1)} }}
+
 // Call sends req and waits for its reply.
 func (c *Client) Call(ctx context.Context, req Request) (Reply, error) {
-	call := c.Go(ctx, req, make(chan *Call, 1))
+	call := callPool.Get().(*Call)
+	done := call.Done
+	*call = Call{Req: req, Done: done, ctxDone: ctx.Done()}
+	if err := c.send(ctx, call); err != nil {
+		return Reply{}, err // not registered: dropped
+	}
 	select {
-	case <-call.Done:
-		return call.Reply, call.Err
+	case <-done:
+		rep, err := call.Reply, call.Err
+		if err == nil {
+			*call = Call{Done: done}
+			callPool.Put(call)
+		}
+		return rep, err
 	case <-ctx.Done():
-		// The reply slot stays reserved until the reply arrives.
+		// The reply slot stays reserved until the reply arrives; the
+		// call is not reused.
 		return Reply{}, ctx.Err()
 	}
 }
@@ -205,6 +225,7 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 			break
 		}
 		space := c.space
+		c.spaceWait = true
 		c.mu.Unlock()
 		select {
 		case <-space:
@@ -306,7 +327,7 @@ func (c *Client) breakLocked(err error) []*Call {
 	clear(c.pending)
 	c.bySlot = nil
 	close(c.space)
-	c.space = make(chan struct{})
+	c.space, c.spaceWait = make(chan struct{}), false
 	return calls
 }
 

@@ -31,10 +31,8 @@ func (c *Client) poller() {
 			return
 		default:
 		}
-		c.mu.Lock()
-		calls = append(calls[:0], c.bySlot...)
-		c.mu.Unlock()
-		progressed := c.scan(calls)
+		calls = c.pendingCalls(calls)
+		progressed, arriving := c.scan(calls)
 		if n := c.cq.Poll(cqbuf[:]); n > 0 {
 			c.events(cqbuf[:n])
 		}
@@ -42,13 +40,16 @@ func (c *Client) poller() {
 			last = time.Now()
 			continue
 		}
-		if len(calls) > 0 && (time.Since(last) < c.cfg.SpinTime || incomplete(calls)) {
+		if len(calls) > 0 && (time.Since(last) < c.cfg.SpinTime || arriving) {
 			runtime.Gosched()
 			continue
 		}
 		if len(calls) > 0 {
 			c.qp.ReqNotify()
-			if c.scan(calls) {
+			// Calls may have completed since the snapshot (their slots
+			// reused by new calls): scan the pending ones.
+			calls = c.pendingCalls(calls)
+			if p, _ := c.scan(calls); p {
 				last = time.Now()
 				continue
 			}
@@ -63,14 +64,13 @@ func (c *Client) poller() {
 	}
 }
 
-// incomplete reports whether a reply is still arriving.
-func incomplete(calls []*Call) bool {
-	for _, call := range calls {
-		if !call.badSince.IsZero() {
-			return true
-		}
-	}
-	return false
+// pendingCalls copies the pending calls into buf. Only the poller
+// completes a call, so the snapshot stays pending until the poller's next
+// scan completes some of them.
+func (c *Client) pendingCalls(buf []*Call) []*Call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append(buf[:0], c.bySlot...)
 }
 
 // events handles completions: a broken connection or a failed WRITE
@@ -83,18 +83,20 @@ func (c *Client) events(cs []rdma.Completion) {
 	}
 }
 
-// scan checks every pending call's reply slot once.
-func (c *Client) scan(calls []*Call) bool {
-	progressed := false
+// scan checks every pending call's reply slot once. arriving: a reply is
+// still arriving (its header does not verify yet). A call it completed may
+// be reused at once (Call's pool): scan reads nothing of it afterwards.
+func (c *Client) scan(calls []*Call) (progressed, arriving bool) {
 	for _, call := range calls {
 		ok, err := c.check(call)
 		if err != nil {
 			c.fail(err)
-			return true
+			return true, false
 		}
 		progressed = progressed || ok
+		arriving = arriving || (!ok && !call.badSince.IsZero())
 	}
-	return progressed
+	return progressed, arriving
 }
 
 // check completes call if its whole reply has arrived.
@@ -153,8 +155,10 @@ func (c *Client) complete(call *Call, h Header, payload []byte) {
 	}
 	c.rep.release(call.slot)
 	c.req.releaseTo(call.reqEnd)
-	close(c.space)
-	c.space = make(chan struct{})
+	if c.spaceWait {
+		close(c.space)
+		c.space, c.spaceWait = make(chan struct{}), false
+	}
 	retry := h.Status == StatusTooSmall && !call.retried
 	if retry {
 		call.retried = true
@@ -164,12 +168,13 @@ func (c *Client) complete(call *Call, h Header, payload []byte) {
 	c.mu.Unlock()
 	if retry {
 		// Not on the poller: send may wait for room the poller frees.
+		callerDone := call.ctxDone // read before the call can be delivered (and reused)
 		go func() {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			go func() {
 				select {
-				case <-call.ctxDone:
+				case <-callerDone:
 					cancel()
 				case <-ctx.Done():
 				}

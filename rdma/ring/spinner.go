@@ -18,7 +18,8 @@ type spinner struct {
 	add   chan *sconn
 	wake  chan struct{} // a connection at its in-flight limit got room
 	conns []*sconn
-	cur   int // the worker it currently feeds
+	cur   int           // the worker it currently feeds
+	req   ServerRequest // the request its ShortFunc serves
 }
 
 // perConnBatch bounds the requests taken from one ring per round, so one
@@ -148,7 +149,11 @@ func (sp *spinner) short(t task) bool {
 	if !ok {
 		return false
 	}
-	rep, ok := f(&t.req)
+	// The request lives in the spinner (no allocation per request); it
+	// is valid only during the call.
+	sp.req = t.req
+	rep, ok := f(&sp.req)
+	sp.req = ServerRequest{}
 	if !ok {
 		return false
 	}
@@ -167,7 +172,7 @@ func (sp *spinner) short(t task) bool {
 func (sp *spinner) dispatch(t task) {
 	s := sp.s
 	if s.cfg.Inline {
-		s.handle(t)
+		s.handle(t, &sp.req)
 		return
 	}
 	for range len(s.workers) {

@@ -8,8 +8,9 @@ package ring
 func (s *Server) worker(i int) {
 	defer s.wg.Done()
 	q := s.workers[i]
+	req := new(ServerRequest) // the request its handler serves, reused
 	run := func(t task) {
-		s.handle(t)
+		s.handle(t, req)
 		s.pending[t.w].Add(-1)
 	}
 	for {
@@ -54,12 +55,16 @@ func (s *Server) stealOne() (task, bool) {
 	return task{}, false
 }
 
-// handle runs the request's handler and writes its reply.
-func (s *Server) handle(t task) {
+// handle runs the request's handler and writes its reply; req is where
+// the handler gets the request (the caller's, reused: no allocation per
+// request).
+func (s *Server) handle(t task, req *ServerRequest) {
 	defer t.c.done()
 	var rep Reply
 	if h, ok := s.cfg.Handlers[t.req.Type]; ok {
-		rep = h(&t.req)
+		*req = t.req
+		rep = h(req)
+		*req = ServerRequest{}
 	} else {
 		rep = Reply{Status: StatusUnknownType}
 	}
