@@ -78,8 +78,8 @@ type Client struct {
 	// spaceWait: a sender waits on space (complete closes and replaces
 	// it only then: no allocation per reply otherwise).
 	spaceWait bool
-	err     error            // set once the connection is broken
-	hint    int
+	err       error // set once the connection is broken
+	hint      int
 
 	kick      chan struct{}
 	stop      chan struct{}
