@@ -15,15 +15,15 @@ import (
 // malformed.
 const badHeaderWait = time.Second
 
-// poller watches the reply slots of pending calls: it spins for SpinTime
-// after the last reply, then arms the doorbell and parks until a new call,
-// a doorbell or a CQ event.
+// poller watches the reply slots of pending calls: it spins after a reply
+// while replies come faster than SpinTime (spinPolicy), then arms the
+// doorbell and parks until a new call, a doorbell or a CQ event.
 func (c *Client) poller() {
 	defer close(c.done)
 	var (
 		calls []*Call
 		cqbuf [16]rdma.Completion
-		last  = time.Now()
+		spin  = newSpinPolicy(c.cfg.SpinTime, time.Now())
 	)
 	for {
 		select {
@@ -37,10 +37,10 @@ func (c *Client) poller() {
 			c.events(cqbuf[:n])
 		}
 		if progressed {
-			last = time.Now()
+			spin.progress(time.Now())
 			continue
 		}
-		if len(calls) > 0 && (time.Since(last) < c.cfg.SpinTime || arriving) {
+		if len(calls) > 0 && (arriving || spin.spinning(time.Now())) {
 			runtime.Gosched()
 			continue
 		}
@@ -50,7 +50,7 @@ func (c *Client) poller() {
 			// reused by new calls): scan the pending ones.
 			calls = c.pendingCalls(calls)
 			if p, _ := c.scan(calls); p {
-				last = time.Now()
+				spin.progress(time.Now())
 				continue
 			}
 		}
@@ -60,7 +60,6 @@ func (c *Client) poller() {
 		case <-c.kick:
 		case <-c.cq.Notify():
 		}
-		last = time.Now()
 	}
 }
 

@@ -9,9 +9,9 @@ import (
 	"github.com/tebis-go/tebis/rdma"
 )
 
-// spinner polls the request rings of its connections. It spins for
-// SpinTime after the last request, then arms every connection's doorbell,
-// checks once more and parks on its CQ.
+// spinner polls the request rings of its connections. It spins after a
+// request while requests come faster than SpinTime (spinPolicy), then
+// arms every connection's doorbell, checks once more and parks on its CQ.
 type spinner struct {
 	s     *Server
 	cq    *rdma.CQ
@@ -34,7 +34,7 @@ func (sp *spinner) run() {
 		}
 	}()
 	var cqbuf [16]rdma.Completion
-	last := time.Now()
+	spin := newSpinPolicy(sp.s.cfg.SpinTime, time.Now())
 	for {
 		select {
 		case <-sp.s.stop:
@@ -48,10 +48,10 @@ func (sp *spinner) run() {
 			sp.events(cqbuf[:n])
 		}
 		if progressed {
-			last = time.Now()
+			spin.progress(time.Now())
 			continue
 		}
-		if time.Since(last) < sp.s.cfg.SpinTime || sp.incomplete() {
+		if sp.incomplete() || spin.spinning(time.Now()) {
 			runtime.Gosched()
 			continue
 		}
@@ -59,7 +59,7 @@ func (sp *spinner) run() {
 			c.qp.ReqNotify()
 		}
 		if sp.pollAll() {
-			last = time.Now()
+			spin.progress(time.Now())
 			continue
 		}
 		select {
@@ -70,7 +70,6 @@ func (sp *spinner) run() {
 		case <-sp.cq.Notify():
 		case <-sp.wake:
 		}
-		last = time.Now()
 	}
 }
 

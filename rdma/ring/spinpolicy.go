@@ -1,0 +1,38 @@
+package ring
+
+import "time"
+
+// spinPolicy decides how long a poller (a server's spinner, a client's
+// reply poller) spins after its last progress before it arms its
+// doorbell and parks. Spinning pays only while the next message comes
+// sooner than a doorbell would wake the poller; otherwise it takes a core
+// from the goroutines (and processes) that produce the messages. So a
+// poller spins for twice the recent gap between its progress events (an
+// average over the last few), at most max, and not at all while that
+// exceeds max (messages come slower than spinning can catch: park at
+// once, the doorbell wakes it). Used by one goroutine only.
+type spinPolicy struct {
+	max  time.Duration
+	gap  time.Duration // moving average of the gaps between progress
+	last time.Time     // the last progress
+}
+
+func newSpinPolicy(max time.Duration, now time.Time) spinPolicy {
+	return spinPolicy{max: max, last: now}
+}
+
+// progress records progress at now.
+func (p *spinPolicy) progress(now time.Time) {
+	gap := now.Sub(p.last)
+	p.last = now
+	p.gap += (gap - p.gap) / 4
+}
+
+// spinning reports whether the poller should still spin at now.
+func (p *spinPolicy) spinning(now time.Time) bool {
+	budget := 2 * p.gap
+	if budget > p.max {
+		return false
+	}
+	return now.Sub(p.last) < budget
+}
