@@ -10,11 +10,16 @@ import "time"
 // poller spins for twice the recent gap between its progress events (an
 // average over the last few), at most max, and not at all while that
 // exceeds max (messages come slower than spinning can catch: park at
-// once, the doorbell wakes it). Used by one goroutine only.
+// once, the doorbell wakes it). Messages often come in bursts (the
+// replies of one group commit, the requests that follow them): the gap
+// that counts is the lesser of the average and the latest, so the first
+// message of a burst, after a long gap, makes the poller spin for the
+// rest. Used by one goroutine only.
 type spinPolicy struct {
-	max  time.Duration
-	gap  time.Duration // moving average of the gaps between progress
-	last time.Time     // the last progress
+	max     time.Duration
+	gap     time.Duration // moving average of the gaps between progress
+	lastGap time.Duration // the latest gap
+	last    time.Time     // the last progress
 }
 
 func newSpinPolicy(max time.Duration, now time.Time) spinPolicy {
@@ -24,13 +29,13 @@ func newSpinPolicy(max time.Duration, now time.Time) spinPolicy {
 // progress records progress at now.
 func (p *spinPolicy) progress(now time.Time) {
 	gap := now.Sub(p.last)
-	p.last = now
+	p.last, p.lastGap = now, gap
 	p.gap += (gap - p.gap) / 4
 }
 
 // spinning reports whether the poller should still spin at now.
 func (p *spinPolicy) spinning(now time.Time) bool {
-	budget := 2 * p.gap
+	budget := 2 * min(p.gap, p.lastGap)
 	if budget > p.max {
 		return false
 	}

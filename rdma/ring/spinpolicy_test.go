@@ -6,8 +6,8 @@ import (
 )
 
 // TestSpinPolicy: a poller spins about twice the recent gap between
-// messages, never longer than its maximum, and not at all once messages
-// come slower than the maximum.
+// messages (the latest one, inside a burst), never longer than its
+// maximum, and not at all once messages come slower than the maximum.
 func TestSpinPolicy(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	p := newSpinPolicy(50*time.Microsecond, t0)
@@ -28,6 +28,12 @@ func TestSpinPolicy(t *testing.T) {
 	}
 	if p.spinning(now.Add(time.Microsecond)) {
 		t.Fatal("200 µs gaps: spinning, want to park at once")
+	}
+	// A burst: the second message 3 µs after the first.
+	now = now.Add(3 * time.Microsecond)
+	p.progress(now)
+	if !p.spinning(now.Add(5*time.Microsecond)) || p.spinning(now.Add(7*time.Microsecond)) {
+		t.Fatal("a 3 µs gap after slow ones: want to spin about 6 µs")
 	}
 	for range 20 { // fast again
 		now = now.Add(2 * time.Microsecond)
