@@ -14,13 +14,13 @@ import (
 // and a Region no backup API, so that calling the wrong one does not
 // compile. A method added to either type must be placed here, in its role.
 func TestRoleMethodSets(t *testing.T) {
-	shared := []string{"Desc", "Get", "Levels", "LogRecoveryPoint", "LogSegments", "Scan", "Stats"}
+	shared := []string{"Desc", "Get", "Levels", "LogRecoveryPoint", "LogSegments", "Scan", "Stats", "TryGet"}
 	primary := []string{
 		"ApplyDelete", "ApplyLogRecord", "ApplyPut", "CommitApplied", "Compact", "Delete", "DeleteOnce",
 		"GC", "InstallLevel", "LogTail", "MergeRequestTable", "Put", "PutOnce", "Quiesce", "ReadIndexSegment",
 		"ReadLog", "RecoveryPoint", "ReplaceReplicator", "RequestTableChunks", "RequestTableLen",
 		"ResetRequestTable", "Resume", "ScanUnreplicated", "SetListener", "SetReplicator", "Snapshot", "Sync",
-		"SyncTo", "WaitIdle",
+		"SyncTo", "Synced", "WaitIdle",
 	}
 	backup := []string{"AdoptLog", "AdoptedLog", "ApplyCompaction", "DropLog", "LogMap", "RebaseLog", "ResetBackup"}
 	methods := func(v any) []string {
