@@ -16,7 +16,7 @@ type ClientConfig struct {
 	Addr        string
 	RequestRing int           // bytes (default DefaultRing)
 	ReplyRing   int           // bytes (default DefaultRing)
-	SpinTime    time.Duration // poller spin before parking (default DefaultSpin)
+	SpinTime    time.Duration // longest poller spin before parking (default DefaultSpin; spinPolicy)
 	// ReplyHint is the payload size reserved for a reply when a request
 	// does not say (default 4 KiB); a larger reply costs one retry.
 	ReplyHint int

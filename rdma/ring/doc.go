@@ -12,6 +12,8 @@
 // outstanding; Call blocks until its reply, its context ends or the
 // connection breaks. A Server's Handler runs on worker goroutines,
 // concurrently; the request payload it gets is valid only during the call.
-// Spinners spin for SpinTime, then arm their doorbells and park: an idle
-// server or client uses no CPU.
+// Spinners spin while messages come faster than SpinTime (spinPolicy),
+// then arm their doorbells and park: an idle server or client uses no CPU.
+// Request types with a ShortFunc are answered on the spinner when they
+// can be without blocking.
 package ring

@@ -53,7 +53,7 @@ type ServerConfig struct {
 	Spinners int           // polling goroutines (default 1)
 	Workers  int           // handler goroutines (default 4; 0 with Inline)
 	Inline   bool          // run handlers on the spinner (no hand-off)
-	SpinTime time.Duration // spin before parking (default DefaultSpin)
+	SpinTime time.Duration // longest spin before parking (default DefaultSpin; spinPolicy)
 	// QueueDepth is a worker's queue length; a spinner keeps giving a
 	// worker requests until its queue holds this many (default 64); idle
 	// workers steal from busy workers' queues.
