@@ -23,8 +23,9 @@ type HandlerFunc func(req *ServerRequest) Reply
 
 // ShortFunc serves a request on the spinner that took it off its ring,
 // without a hand-off to a worker: it answers (ok true) only if it can
-// without blocking (its connections' rings wait meanwhile, as every ring
-// of its spinner does), else it returns ok false, having changed nothing,
+// without waiting for other goroutines (a group commit, a replication
+// acknowledgement; a file read is allowed: every ring of its spinner
+// waits meanwhile), else it returns ok false, having changed nothing,
 // and the request goes to a worker and the type's HandlerFunc. As with a
 // HandlerFunc, req.Payload is valid only during the call and the reply's
 // payload is copied out before the reply is sent.
