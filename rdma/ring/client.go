@@ -81,7 +81,11 @@ type Client struct {
 	err       error // set once the connection is broken
 	hint      int
 
+	// kick wakes the poller parked with no call pending (idle, under
+	// mu); parked with calls pending, it waits for their replies'
+	// doorbell, and a new call need not wake it.
 	kick      chan struct{}
+	idle      bool
 	stop      chan struct{}
 	closeOnce sync.Once
 	done      chan struct{}
@@ -259,10 +263,14 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 	c.sent.Add(uint64(msgSize))
 	c.pending[call.id] = call
 	c.bySlot = append(c.bySlot, call)
+	kick := c.idle
+	c.idle = false
 	c.mu.Unlock()
-	select {
-	case c.kick <- struct{}{}:
-	default:
+	if kick {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
 	}
 	return nil
 }

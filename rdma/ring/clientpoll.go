@@ -44,6 +44,9 @@ func (c *Client) poller() {
 			runtime.Gosched()
 			continue
 		}
+		if len(calls) == 0 && !c.parkIdle() {
+			continue // a call came since the snapshot
+		}
 		if len(calls) > 0 {
 			c.qp.ReqNotify()
 			// Calls may have completed since the snapshot (their slots
@@ -61,6 +64,15 @@ func (c *Client) poller() {
 		case <-c.cq.Notify():
 		}
 	}
+}
+
+// parkIdle marks the poller idle (the next call kicks it) if no call is
+// pending, and reports whether it did.
+func (c *Client) parkIdle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.idle = len(c.bySlot) == 0
+	return c.idle
 }
 
 // pendingCalls copies the pending calls into buf. Only the poller
