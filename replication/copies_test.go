@@ -204,3 +204,60 @@ func TestWaitAtEmptyTailHeld(t *testing.T) {
 		t.Fatalf("a scan over the new write: %v", err)
 	}
 }
+
+// TestAloneProbe: a lone primary's replicator confirms a position without
+// waiting exactly when its log is durable there (engine.ReplicatedProbe),
+// and a get of an L0 key not yet durable is deferred by TryGet (ok false),
+// answered once it is; a Build-Index backup's confirms every position.
+func TestAloneProbe(t *testing.T) {
+	v, err := engine.Open(engine.Options{FS: vfs.NewMem(), Dir: "p", SegmentSize: mirrorSeg, L0Pairs: 64, SyncMode: engine.SyncModeAsync, GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	r, err := v.CreateRegion(engine.RegionDesc{ID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Acknowledged by a replicator that only notes its position (async
+	// mode): in memory only.
+	var rec posRecorder
+	r.SetReplicator(&rec)
+	if err := r.Put([]byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	end := rec.pos
+	a := &Alone{Region: r, MinCopies: 1}
+	r.SetReplicator(a)
+	var probe engine.ReplicatedProbe = a
+	if end == 0 {
+		t.Fatal("no position recorded")
+	}
+	if probe.Replicated(end) {
+		t.Fatal("Replicated before the log was synced")
+	}
+	if _, ok, err := r.TryGet([]byte("k")); ok || err != nil {
+		t.Fatalf("TryGet of an unsynced L0 key: ok %v err %v, want deferred", ok, err)
+	}
+	if err := r.SyncTo(end); err != nil {
+		t.Fatal(err)
+	}
+	if !probe.Replicated(end) {
+		t.Fatal("not Replicated after SyncTo")
+	}
+	if got, ok, err := r.TryGet([]byte("k")); !ok || err != nil || string(got) != "v" {
+		t.Fatalf("TryGet after the sync: %q, %v, %v", got, ok, err)
+	}
+	if !(Follow{}).Replicated(end + 1<<20) {
+		t.Fatal("Follow does not confirm")
+	}
+}
+
+// posRecorder is a Replicator that confirms at once and notes the last
+// position it was asked for.
+type posRecorder struct{ pos uint64 }
+
+func (p *posRecorder) WaitReplicated(pos uint64) error {
+	p.pos = pos
+	return nil
+}
