@@ -45,39 +45,65 @@ func (s *Server) noLease() ring.Reply {
 
 // leased wraps a read handler: an answer (a value, or not found) is given
 // only if the lease still holds after the read and, managed, the region's
-// backups confirm this server is still its primary.
+// route is the one published before the read (same handle, same stream)
+// and its backups confirm this server is still the primary (confirmRead).
 func (s *Server) leased(h ring.HandlerFunc) ring.HandlerFunc {
 	return func(req *ring.ServerRequest) ring.Reply {
+		pre := s.state.Load().routes[req.Region]
 		rep := h(req)
 		if rep.Status != 0 && rep.Status != wire.StatusNotFound {
 			return rep
 		}
-		if !s.leaseHolds() {
-			return s.noLease()
-		}
-		if s.cluster == nil {
-			return rep
-		}
-		switch rt := s.state.Load().routes[req.Region]; {
-		case rt.how != routeServed:
-			return errorReply(wire.StatusUnavailable, "region %d: no longer served by %s (its map or stream changed during the read): retry", req.Region, s.cfg.Name)
-		case rt.confirm != nil:
-			if err := rt.confirm.Confirm(); err != nil {
-				return errorReply(wire.StatusUnavailable, "region %d: %s could not confirm the read with its backups (%v): retry, with a newer map", req.Region, s.cfg.Name, err)
-			}
+		if rej := s.confirmRead(req.Region, pre); rej != nil {
+			return *rej
 		}
 		return rep
 	}
 }
 
-// leasedShort is leased for a ring.ShortFunc: an answer it gives is
-// checked as leased checks a handler's.
+// leasedShort is leased for a ring.ShortFunc. A managed region whose reads
+// are confirmed with its backups is declined (to a worker: a confirmation
+// waits for the transport's completions, which a spinner must not).
 func (s *Server) leasedShort(h ring.ShortFunc) ring.ShortFunc {
 	return func(req *ring.ServerRequest) (ring.Reply, bool) {
-		rep, ok := h(req)
-		if ok && (rep.Status == 0 || rep.Status == wire.StatusNotFound) && !s.leaseHolds() {
-			return s.noLease(), true
+		pre := s.state.Load().routes[req.Region]
+		if s.cluster != nil && pre.confirm != nil {
+			return ring.Reply{}, false
 		}
-		return rep, ok
+		rep, ok := h(req)
+		if !ok || (rep.Status != 0 && rep.Status != wire.StatusNotFound) {
+			return rep, ok
+		}
+		if rej := s.confirmRead(req.Region, pre); rej != nil {
+			return *rej, true
+		}
+		return rep, true
 	}
+}
+
+// confirmRead is the check of a read of region id done through route pre
+// (published before the read): nil if it may be answered. The lease must
+// hold; managed, the route published now must be pre (a region handed
+// over, re-attached or promoted anew meanwhile gets a new handle or a new
+// stream: UNAVAILABLE, the client retries), and the stream confirms.
+func (s *Server) confirmRead(id uint64, pre route) *ring.Reply {
+	if !s.leaseHolds() {
+		r := s.noLease()
+		return &r
+	}
+	if s.cluster == nil {
+		return nil
+	}
+	cur := s.state.Load().routes[id]
+	if cur.how != routeServed || cur.er != pre.er || cur.confirm != pre.confirm {
+		r := errorReply(wire.StatusUnavailable, "region %d: its route on %s changed during the read: retry", id, s.cfg.Name)
+		return &r
+	}
+	if cur.confirm != nil {
+		if err := cur.confirm.Confirm(); err != nil {
+			r := errorReply(wire.StatusUnavailable, "region %d: %s could not confirm the read with its backups (%v): retry, with a newer map", id, s.cfg.Name, err)
+			return &r
+		}
+	}
+	return nil
 }

@@ -65,7 +65,7 @@ func (s *Server) dueLogReports(m *regionmap.Map, live map[string]coord.ServerInf
 	s.replMu.Lock()
 	reported := map[[2]uint64]bool{}
 	copies := map[uint64]logCopy{}
-	lost := map[uint64]regionmap.Server{}
+	lost := map[uint64]lostPrimary{}
 	for id, rs := range s.regions {
 		if r := m.Region(id); rs.reported != 0 && (r == nil || r.Epoch > rs.reported) {
 			rs.reported = 0
@@ -76,7 +76,7 @@ func (s *Server) dueLogReports(m *regionmap.Map, live map[string]coord.ServerInf
 		if b := rs.backup; b != nil {
 			copies[id] = bufferedCopy{rep: b.rep, buf: b.buf}
 			if b.lost.Name != "" {
-				lost[id] = b.lost
+				lost[id] = lostPrimary{b.lost, b.lostEpoch}
 			}
 		}
 	}
@@ -221,7 +221,7 @@ func (c bufferedCopy) report(epoch uint64) (pos uint64, complete, ok bool) {
 // yet. A backup role without a copy (its region failed to open) reports an
 // incomplete copy at position 0: the master must not wait for it. failed:
 // a copy could not be read (to be tried again).
-func logReports(m *regionmap.Map, name string, live map[string]coord.ServerInfo, reported map[[2]uint64]bool, copies map[uint64]logCopy, lost map[uint64]regionmap.Server) (out []logDue, failed bool) {
+func logReports(m *regionmap.Map, name string, live map[string]coord.ServerInfo, reported map[[2]uint64]bool, copies map[uint64]logCopy, lost map[uint64]lostPrimary) (out []logDue, failed bool) {
 	for _, r := range m.Regions {
 		if !slices.Contains(r.Backups, name) || reported[[2]uint64{r.ID, r.Epoch}] {
 			continue

@@ -35,12 +35,14 @@ func TestLogReports(t *testing.T) {
 			{ID: 8, Primary: "q", Backups: []string{"b", "x"}, MoveTo: "x", Epoch: 5},                 // moving, not released yet: not due
 			{ID: 9, Primary: "q", Backups: []string{"b"}, Epoch: 6},                                   // q live, lost with the map's run: due, lost
 			{ID: 10, Primary: "q", Backups: []string{"b"}, Epoch: 6},                                  // q live, an older run lost: not due
+			{ID: 11, Primary: "q", Backups: []string{"b"}, Epoch: 6},                                  // q live, lost at an older epoch: not due
 		}}
 	live := map[string]coord.ServerInfo{"q": {Server: regionmap.Server{Name: "q"}, Started: 1}, "b": {Server: regionmap.Server{Name: "b"}, Started: 1}}
 	copies := map[uint64]logCopy{1: fakeCopy{pos: 3<<32 | 100, complete: true, ok: true}, 2: fakeCopy{ok: true, complete: true}, 5: fakeCopy{ok: true},
 		7: fakeCopy{pos: 2 << 32, complete: true, ok: true}, 8: fakeCopy{ok: true, complete: true}}
-	copies[9], copies[10] = fakeCopy{pos: 4 << 32, complete: true, ok: true}, fakeCopy{ok: true, complete: true}
-	lost := map[uint64]regionmap.Server{9: {Name: "q", Started: 1}, 10: {Name: "q", Started: 7}}
+	copies[9], copies[10], copies[11] = fakeCopy{pos: 4 << 32, complete: true, ok: true}, fakeCopy{ok: true, complete: true}, fakeCopy{ok: true, complete: true}
+	lost := map[uint64]lostPrimary{9: {regionmap.Server{Name: "q", Started: 1}, 6}, 10: {regionmap.Server{Name: "q", Started: 7}, 6},
+		11: {regionmap.Server{Name: "q", Started: 1}, 5}}
 	reported := map[[2]uint64]bool{{5, 9}: true}
 	out, failed := logReports(m, "b", live, reported, copies, lost)
 	want := []logDue{
@@ -65,6 +67,7 @@ func TestLogReports(t *testing.T) {
 	reported[[2]uint64{1, 3}], reported[[2]uint64{3, 7}], reported[[2]uint64{7, 2}] = true, true, true
 	reported[[2]uint64{8, 5}] = true  // due too (q's new run), reported
 	reported[[2]uint64{10, 6}] = true // likewise
+	reported[[2]uint64{11, 6}] = true
 	out, failed = logReports(m, "b", live, reported, copies, lost)
 	if !failed || len(out) != 0 {
 		t.Fatalf("an unreadable copy: reports %+v, failed %v", out, failed)

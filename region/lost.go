@@ -65,20 +65,29 @@ func (s *Server) primaryLost(qp rdma.QP) {
 		}
 	}
 	b.fence()
-	b.lost = primary
+	b.lost, b.lostEpoch = primary, b.epoch
 	epoch := b.epoch
 	s.replMu.Unlock()
 	s.log.Warn("the region's primary was lost: fenced it off, reporting", zap.Uint64("region", id),
-		zap.String("primary", b.lost.Name), zap.Uint64("epoch", epoch))
+		zap.String("primary", primary.Name), zap.Uint64("epoch", epoch))
 	s.cluster.logs.poke()
 }
 
-// lostRun reports whether lost (a backup's record of a lost primary)
-// names the run map m gives region r's primary.
-func lostRun(m *regionmap.Map, r regionmap.Assignment, lost regionmap.Server) bool {
-	if lost.Name == "" || lost.Name != r.Primary {
+// lostPrimary is a backup's record of a primary it lost: its run, and
+// the epoch of the connections that ended.
+type lostPrimary struct {
+	srv   regionmap.Server
+	epoch uint64
+}
+
+// lostRun reports whether lost names the run map m gives region r's
+// primary, at r's epoch: a loss of older connections says nothing of the
+// group the map has now (this backup alone may have lost them, and the
+// primary dropped it since).
+func lostRun(m *regionmap.Map, r regionmap.Assignment, lost lostPrimary) bool {
+	if lost.srv.Name == "" || lost.srv.Name != r.Primary || lost.epoch != r.Epoch {
 		return false
 	}
 	mine, ok := m.Server(r.Primary)
-	return ok && samePrimary(mine, lost)
+	return ok && samePrimary(mine, lost.srv)
 }

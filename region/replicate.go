@@ -57,9 +57,10 @@ type backupRegion struct {
 	// primary (name and run) keeps the buffer. Under Server.replMu.
 	primary regionmap.Server
 	// lost is the primary whose connections all ended without a goodbye
-	// (primaryLost fenced it off; zero: none since the last hello). Under
-	// Server.replMu.
-	lost regionmap.Server
+	// (primaryLost fenced it off; zero: none since the last hello), at
+	// the epoch of those connections (lostEpoch). Under Server.replMu.
+	lost      regionmap.Server
+	lostEpoch uint64
 }
 
 // fence cuts the primary connections of the backup's current epoch: the
