@@ -193,11 +193,30 @@ func (t *TCP) Dial(ctx context.Context, addr string, cfg ConnConfig) (QP, error)
 		err = fmt.Errorf("%w: expected an accept", ErrProtocol)
 	}
 	if err != nil {
-		raw.Close()
+		go abandon(c, raw)
 		return nil, refusal(err)
 	}
 	_ = c.SetDeadline(time.Time{})
 	return startTCPQP(t, c, raw, cfg, h), nil
+}
+
+// abandon ends a connection whose set-up the dialer gave up on after its
+// request went out: the listener may still accept it, and its QP must
+// then break as at a close (a CLOSE frame first, ErrPeerGone), not as at
+// a death. The sending side is shut after the frame and the input read
+// until the listener's end closes (at most tcpCloseLinger), so no reset
+// discards the frame.
+func abandon(c, raw net.Conn) {
+	var b [frameHeader]byte
+	(&frame{typ: frameClose}).put(b[:])
+	_ = c.SetDeadline(time.Now().Add(tcpCloseLinger))
+	if _, err := c.Write(b[:]); err == nil {
+		if cw, ok := raw.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		_, _ = io.Copy(io.Discard, c)
+	}
+	raw.Close()
 }
 
 // clientTLS is t.TLS with ServerName the host of addr if it had none.
@@ -281,14 +300,15 @@ type tcpQP struct {
 	stop    chan struct{}
 	stopped sync.Once
 	// closing: Close queued the CLOSE frame (under omu); bye is closed
-	// once the writer wrote it.
-	closing bool
-	bye     chan struct{}
-	byeOnce sync.Once
+	// once the writer wrote it; readDone when the reader returned.
+	closing  bool
+	bye      chan struct{}
+	byeOnce  sync.Once
+	readDone chan struct{}
 }
 
 func startTCPQP(t *TCP, c, raw net.Conn, cfg ConnConfig, h hello) *tcpQP {
-	q := &tcpQP{t: t, c: c, raw: raw, exposed: newExposedSet(cfg.Expose), kick: make(chan struct{}, 1), stop: make(chan struct{}), bye: make(chan struct{})}
+	q := &tcpQP{t: t, c: c, raw: raw, exposed: newExposedSet(cfg.Expose), kick: make(chan struct{}, 1), stop: make(chan struct{}), bye: make(chan struct{}), readDone: make(chan struct{})}
 	q.self, q.cq, q.peerMRs, q.private = q, cfg.CQ, h.mrs, h.private
 	q.ocond = sync.NewCond(&q.omu)
 	go transportLabeled(q.writer)
@@ -386,6 +406,7 @@ func (q *tcpQP) writer() {
 
 // reader applies the peer's WRITEs and handles its acknowledgements.
 func (q *tcpQP) reader() {
+	defer close(q.readDone)
 	br := bufio.NewReaderSize(deadlineReader{c: q.c, d: q.t.deadAfter()}, 256<<10)
 	var hdr [frameHeader]byte
 	var word [8]byte
@@ -410,6 +431,15 @@ func (q *tcpQP) reader() {
 		}
 		switch f.typ {
 		case frameWrite:
+			if q.Err() != nil {
+				// Closed here (lingering for the peer's end): a WRITE
+				// lands no more, as after a teardown.
+				if _, err := br.Discard(int(f.n)); err != nil {
+					q.fail(ErrPeerLost)
+					return
+				}
+				continue
+			}
 			dst, m, aerr := q.exposed.dst(RemoteMR{Addr: f.addr, Key: f.key}, f.off, int(f.n))
 			if aerr != nil {
 				_, err = br.Discard(int(f.n))
@@ -421,7 +451,7 @@ func (q *tcpQP) reader() {
 				m.unpin()
 			}
 			if err != nil {
-				q.fail(ErrPeerGone)
+				q.fail(ErrPeerLost) // the stream ended inside a frame
 				return
 			}
 			applied++
@@ -525,8 +555,19 @@ func (q *tcpQP) nak(idx uint64) {
 	}
 }
 
-// fail breaks the QP: pending signaled WRITEs complete with err.
+// fail breaks the QP (pending signaled WRITEs complete with err) and tears
+// the connection down.
 func (q *tcpQP) fail(err error) {
+	q.breakPending(err)
+	q.stopped.Do(func() {
+		close(q.stop)
+		q.raw.Close()
+	})
+}
+
+// breakPending breaks the QP: pending signaled WRITEs complete with err.
+// The connection stays up (Close's linger).
+func (q *tcpQP) breakPending(err error) {
 	q.omu.Lock()
 	first := q.breakWith(err)
 	pending := q.pending[q.phead:]
@@ -540,37 +581,57 @@ func (q *tcpQP) fail(err error) {
 			}
 		}
 	}
-	q.stopped.Do(func() {
-		close(q.stop)
-		q.raw.Close()
-	})
 }
 
 func (q *tcpQP) ReqNotify() { q.armed.arm() }
 
-// Close sends a CLOSE frame after the frames queued before it (waiting
-// at most closeLinger for the socket to take them), then tears the
-// connection down.
+// Close breaks the QP at once (later posts fail, pending signaled WRITEs
+// complete with ErrClosed) and ends the connection in the background: a
+// CLOSE frame goes after the frames queued before it, then the sending
+// side is shut (FIN) and the connection lingers, its input still read,
+// until the peer closes its end (it does on reading CLOSE) or
+// tcpCloseLinger passes. So the peer reads every frame and the CLOSE
+// (ErrPeerGone, not ErrPeerLost), and no reset discards them.
 func (q *tcpQP) Close() error {
 	q.omu.Lock()
-	queued := q.Err() == nil && !q.closing
-	if queued {
+	first := q.Err() == nil && !q.closing
+	if first {
 		q.closing = true
 		q.appendFrame(&frame{typ: frameClose})
 	}
 	q.omu.Unlock()
-	if queued {
-		q.wake()
-		t := time.NewTimer(closeLinger)
+	if !first {
+		q.fail(ErrClosed)
+		return nil
+	}
+	q.breakPending(ErrClosed)
+	q.wake()
+	go q.linger()
+	return nil
+}
+
+// tcpCloseLinger bounds how long a closed connection waits for its CLOSE
+// frame to leave and for the peer to close its end.
+const tcpCloseLinger = 2 * time.Second
+
+// linger is Close's background part.
+func (q *tcpQP) linger() {
+	t := time.NewTimer(tcpCloseLinger)
+	defer t.Stop()
+	select {
+	case <-q.bye:
+		if cw, ok := q.raw.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
 		select {
-		case <-q.bye:
+		case <-q.readDone:
 		case <-q.stop:
 		case <-t.C:
 		}
-		t.Stop()
+	case <-q.stop:
+	case <-t.C:
 	}
 	q.fail(ErrClosed)
-	return nil
 }
 
 // sever ends the connection as the process's death would: no CLOSE frame.

@@ -90,7 +90,11 @@ type QP interface {
 	CQ() *CQ
 	// Err is non-nil once the QP is broken or closed.
 	Err() error
-	// Close tears the connection down; the peer sees ErrPeerGone.
+	// Close breaks the QP at once (later posts fail; pending signaled
+	// WRITEs complete with ErrClosed) and tears the connection down, the
+	// WRITEs posted before it delivered first (tcp finishes in the
+	// background): the peer's QP breaks with ErrPeerGone, never
+	// ErrPeerLost (a death's: Sever).
 	Close() error
 }
 

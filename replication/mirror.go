@@ -300,8 +300,8 @@ const probeID = 1 << 63
 // any of them was promoted. Confirm fails with ErrBackupDropped once any
 // backup was dropped (the region's group is changing), with
 // ErrStreamClosed once the mirror closed; a backup that does not complete
-// the probe within timeout is dropped. Concurrent calls share rounds: a
-// round posted after a call began serves it.
+// the probe within timeout is dropped. A call waits for a round it posts
+// itself (over shm and loopback a probe completes as it is posted).
 func (m *Mirror) Confirm(timeout time.Duration) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
