@@ -10,11 +10,6 @@ import (
 	"github.com/tebis-go/tebis/rdma"
 )
 
-// badHeaderWait bounds how long a header whose magic is visible may fail
-// its checksum (its other bytes still arriving) before it counts as
-// malformed.
-const badHeaderWait = time.Second
-
 // poller watches the reply slots of pending calls: it spins after a reply
 // while replies come faster than SpinTime (spinPolicy), then arms the
 // doorbell and parks until a new call, a doorbell or a CQ event.
@@ -121,13 +116,14 @@ func (c *Client) check(call *Call) (bool, error) {
 	h, err := decodeHeader(buf[off:off+HeaderSize], call.slotSize)
 	if err != nil {
 		// A wrong magic or checksum may mean the rest of the header is
-		// still arriving (tcp fills memory as bytes come): poll on,
-		// without parking, for a while.
+		// still arriving (tcp fills memory as bytes come; on shm the
+		// header's first bytes land last, after the whole payload): poll
+		// on, without parking, for DefaultArriveWait.
 		if (w != magic || errors.Is(err, errChecksum)) && call.badSince.IsZero() {
 			call.badSince = time.Now()
 			return false, nil
 		}
-		if (w != magic || errors.Is(err, errChecksum)) && time.Since(call.badSince) < badHeaderWait {
+		if (w != magic || errors.Is(err, errChecksum)) && time.Since(call.badSince) < DefaultArriveWait {
 			return false, nil
 		}
 		return false, fmt.Errorf("reply to request %d: %w", call.id, err)

@@ -337,7 +337,8 @@ func (r *rawConn) waitClosed(t *testing.T, name string) {
 
 func TestMalformed(t *testing.T) {
 	forEnv(t, func(t *testing.T, e env) {
-		s, _ := start(t, e, ServerConfig{})
+		// A short arrival bound: the bad magic case waits it out.
+		s, _ := start(t, e, ServerConfig{ArriveWait: 200 * time.Millisecond})
 		good := dial(t, e, s, ClientConfig{})
 		params := connParams{reqRing: DefaultRing, repRing: DefaultRing}.encode()
 		hdr := func(h Header) []byte {

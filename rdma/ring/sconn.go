@@ -10,9 +10,18 @@ import (
 	"github.com/tebis-go/tebis/rdma"
 )
 
-// tailWait bounds how long a request whose header arrived may wait for
-// its tail before it counts as malformed.
-const tailWait = 5 * time.Second
+// DefaultArriveWait is the default ServerConfig.ArriveWait, and how long
+// a client waits for a reply header that does not verify.
+//
+// A WRITE orders only its last word: its other bytes may land in any
+// order, for as long as the writer's copy takes. Go's memmove, which the
+// shm transport copies with, stores a copy's first 32 bytes last (amd64,
+// more than 256 bytes): a header's magic and checksum are visible, and the
+// checksum fails, for the whole copy of the message, and under heavy load
+// a copy of a few MiB into fresh pages takes hundreds of milliseconds. A
+// header that does not verify yet is therefore no more final than a
+// missing tail, and gets the same bound.
+const DefaultArriveWait = 5 * time.Second
 
 // sconn is the server's end of one connection. Its request ring is polled
 // by one spinner only; replies are written by workers.
@@ -44,7 +53,7 @@ func (c *sconn) poll() (task, bool, error) {
 	if w != magic {
 		// Possibly a header still arriving (tcp fills memory as bytes
 		// come); malformed if it stays so.
-		if c.waited(badHeaderWait) {
+		if c.waited(c.s.cfg.ArriveWait) {
 			return task{}, false, fmt.Errorf("%w: bad magic %#x at ring offset %d", ErrMalformed, w, pos)
 		}
 		return task{}, false, nil
@@ -52,8 +61,9 @@ func (c *sconn) poll() (task, bool, error) {
 	h, err := decodeHeader(buf[pos:pos+HeaderSize], c.reqSize-pos)
 	if err != nil {
 		// After a checksum mismatch the header's other bytes may still be
-		// arriving; anything else is final.
-		if !errors.Is(err, errChecksum) || c.waited(badHeaderWait) {
+		// arriving (on shm, for as long as the whole message's copy:
+		// DefaultArriveWait); anything else is final.
+		if !errors.Is(err, errChecksum) || c.waited(c.s.cfg.ArriveWait) {
 			return task{}, false, fmt.Errorf("at ring offset %d: %w", pos, err)
 		}
 		return task{}, false, nil
@@ -68,7 +78,7 @@ func (c *sconn) poll() (task, bool, error) {
 	}
 	n := MsgSize(int(h.Len))
 	if h.Len > 0 && rdma.LoadWord(buf, pos+n-8) != tailMagic^h.ReqID {
-		if c.waited(tailWait) {
+		if c.waited(c.s.cfg.ArriveWait) {
 			return task{}, false, fmt.Errorf("%w: request %d at %d has no tail", ErrMalformed, h.ReqID, pos)
 		}
 		return task{}, false, nil

@@ -63,7 +63,12 @@ type ServerConfig struct {
 	// not yet answered (default 256): beyond it the spinner leaves that
 	// ring alone, so one client cannot fill every worker queue.
 	MaxInflight int
-	Log         *zap.Logger
+	// ArriveWait bounds how long a message whose rendezvous word is
+	// visible may take to arrive whole (its header verified, its tail
+	// present) before its connection is closed as malformed (default
+	// DefaultArriveWait). Meanwhile the spinner does not park.
+	ArriveWait time.Duration
+	Log        *zap.Logger
 	// Other, if set, takes the connection requests that are not ring
 	// connections (their private data does not start with the ring
 	// magic): it accepts or rejects them and owns what it accepts.
@@ -151,6 +156,9 @@ func newServer(cfg ServerConfig, ln rdma.Listener) *Server {
 	}
 	if cfg.MaxInflight <= 0 {
 		cfg.MaxInflight = 256
+	}
+	if cfg.ArriveWait <= 0 {
+		cfg.ArriveWait = DefaultArriveWait
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
