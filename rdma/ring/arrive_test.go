@@ -2,6 +2,7 @@ package ring
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -116,5 +117,45 @@ func TestTornReplyWaits(t *testing.T) {
 	call.badSince = time.Now().Add(-DefaultArriveWait - time.Second)
 	if _, err := c.check(call); !errors.Is(err, errChecksum) {
 		t.Fatalf("torn reply past the bound: %v, want %v", err, errChecksum)
+	}
+}
+
+// TestStalledWriterShm: over shm, a client that lands a request the way
+// memmove does (all but the header's first 32 bytes, then the rest) and is
+// stalled for 1.5 s in between gets its request served, not its connection
+// closed as malformed (it was, with a one-second bound for a header that
+// does not verify).
+func TestStalledWriterShm(t *testing.T) {
+	e := envs[1]
+	if e.name != "shm" {
+		t.Fatalf("envs[1] is %s", e.name)
+	}
+	s, _ := start(t, e, ServerConfig{})
+	r, err := rawDial(t, e, s, connParams{reqRing: DefaultRing, repRing: DefaultRing}.encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := bytes.Repeat([]byte{0x42}, 2<<10)
+	n := MsgSize(len(payload))
+	msg := make([]byte, n)
+	encode(msg, Header{Type: typeEcho, ReqID: 1, ReplySize: uint32(n)}, payload)
+	r.write(t, 32, msg[32:n-8])
+	time.Sleep(1500 * time.Millisecond)
+	r.write(t, 0, msg[:32])
+	r.write(t, n-8, msg[n-8:])
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rep := r.rep.Bytes()
+	for rdma.LoadWord(rep, n-8) != tailMagic^1 {
+		if ctx.Err() != nil {
+			t.Fatalf("no reply; stats %+v", s.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if h, err := decodeHeader(rep[:HeaderSize], n); err != nil || h.ReqID != 1 || !bytes.Equal(rep[HeaderSize:HeaderSize+int(h.Len)], payload) {
+		t.Fatalf("reply %+v: %v", h, err)
+	}
+	if st := s.Stats(); st.Malformed != 0 || st.Conns != 1 {
+		t.Fatalf("stats %+v", st)
 	}
 }
