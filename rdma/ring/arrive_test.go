@@ -83,7 +83,7 @@ func TestTornHeaderWaits(t *testing.T) {
 // whose header's first bytes land last.
 func TestTornReplyWaits(t *testing.T) {
 	mr := register(t, MinRing)
-	c := &Client{repMR: mr, rep: spans{size: MinRing}, pending: map[uint64]*Call{}, space: make(chan struct{})}
+	c := &Client{cfg: ClientConfig{ArriveWait: DefaultArriveWait}, repMR: mr, rep: spans{size: MinRing}, pending: map[uint64]*Call{}, space: make(chan struct{})}
 	payload := bytes.Repeat([]byte{0x5A}, 1000)
 	slotSize := MsgSize(len(payload))
 	at, _, _ := c.rep.reserve(uint64(slotSize))

@@ -20,6 +20,10 @@ type ClientConfig struct {
 	// ReplyHint is the payload size reserved for a reply when a request
 	// does not say (default 4 KiB); a larger reply costs one retry.
 	ReplyHint int
+	// ArriveWait bounds how long a reply header whose rendezvous word is
+	// visible may fail to verify (its bytes still arriving) before the
+	// connection breaks as malformed (default DefaultArriveWait).
+	ArriveWait time.Duration
 	// PrivatePrefix goes before the ring parameters in the connection
 	// request: a server's Other hook recognizes it and hands the request
 	// to the server it is meant for (Server.Adopt).
@@ -114,6 +118,9 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	}
 	if cfg.SpinTime == 0 {
 		cfg.SpinTime = DefaultSpin
+	}
+	if cfg.ArriveWait <= 0 {
+		cfg.ArriveWait = DefaultArriveWait
 	}
 	if cfg.ReplyHint == 0 {
 		cfg.ReplyHint = 4 << 10

@@ -12,7 +12,8 @@ import (
 
 // poller watches the reply slots of pending calls: it spins after a reply
 // while replies come faster than SpinTime (spinPolicy), then arms the
-// doorbell and parks until a new call, a doorbell or a CQ event.
+// doorbell and parks until a new call, a doorbell or a CQ event; not while
+// a reply is seen incomplete.
 func (c *Client) poller() {
 	defer close(c.done)
 	var (
@@ -47,8 +48,15 @@ func (c *Client) poller() {
 			// Calls may have completed since the snapshot (their slots
 			// reused by new calls): scan the pending ones.
 			calls = c.pendingCalls(calls)
-			if p, _ := c.scan(calls); p {
+			p, arriving := c.scan(calls)
+			if p {
 				spin.progress(time.Now())
+				continue
+			}
+			if arriving {
+				// First seen incomplete just now: its writer may have
+				// found the doorbell unarmed, and a malformed reply is
+				// never completed. Poll on.
 				continue
 			}
 		}
@@ -118,12 +126,12 @@ func (c *Client) check(call *Call) (bool, error) {
 		// A wrong magic or checksum may mean the rest of the header is
 		// still arriving (tcp fills memory as bytes come; on shm the
 		// header's first bytes land last, after the whole payload): poll
-		// on, without parking, for DefaultArriveWait.
+		// on, without parking, for ArriveWait.
 		if (w != magic || errors.Is(err, errChecksum)) && call.badSince.IsZero() {
 			call.badSince = time.Now()
 			return false, nil
 		}
-		if (w != magic || errors.Is(err, errChecksum)) && time.Since(call.badSince) < DefaultArriveWait {
+		if (w != magic || errors.Is(err, errChecksum)) && time.Since(call.badSince) < c.cfg.ArriveWait {
 			return false, nil
 		}
 		return false, fmt.Errorf("reply to request %d: %w", call.id, err)

@@ -10,8 +10,8 @@ import (
 	"github.com/tebis-go/tebis/rdma"
 )
 
-// DefaultArriveWait is the default ServerConfig.ArriveWait, and how long
-// a client waits for a reply header that does not verify.
+// DefaultArriveWait is the default ServerConfig.ArriveWait and
+// ClientConfig.ArriveWait.
 //
 // A WRITE orders only its last word: its other bytes may land in any
 // order, for as long as the writer's copy takes. Go's memmove, which the

@@ -11,7 +11,8 @@ import (
 
 // spinner polls the request rings of its connections. It spins after a
 // request while requests come faster than SpinTime (spinPolicy), then
-// arms every connection's doorbell, checks once more and parks on its CQ.
+// arms every connection's doorbell, checks once more and parks on its CQ;
+// not while a ring holds a message seen incomplete.
 type spinner struct {
 	s     *Server
 	cq    *rdma.CQ
@@ -60,6 +61,13 @@ func (sp *spinner) run() {
 		}
 		if sp.pollAll() {
 			spin.progress(time.Now())
+			continue
+		}
+		if sp.incomplete() {
+			// First seen incomplete just now: its writer may have found
+			// the doorbell unarmed, and a malformed message is never
+			// completed, so nothing may wake a parked spinner. Poll on
+			// until it arrives or times out.
 			continue
 		}
 		select {
