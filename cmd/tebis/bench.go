@@ -26,7 +26,7 @@ func benchCommand() *cli.Command {
 				&cli.StringFlag{Name: "server-transport", Value: "shm", Usage: "server engine: client transport, shm or tcp"},
 				&cli.StringSliceFlag{Name: "server-arg", Usage: "server engine: extra flag for the server it starts, repeatable (e.g. --server-arg=--cpuprofile=FILE)"},
 				&cli.StringSliceFlag{Name: "phases", Value: cli.NewStringSlice(bench.DefaultPhases...), Usage: "YCSB phases in order; the first must be load-a"},
-				&cli.StringFlag{Name: "kv-sizes", Value: "SD", Usage: "S, M, L, SD, MD, LD, or a fixed pair size in bytes"},
+				&cli.StringFlag{Name: "kv-sizes", Value: "SD", Usage: "S, M, L, SD, MD, LD, a fixed pair size in bytes (key included), or vN: N-byte values"},
 				&cli.Int64Flag{Name: "recordcount", Value: bench.DefaultRecordCount, Usage: "records loaded by Load A"},
 				&cli.Int64Flag{Name: "operationcount", Value: bench.DefaultOperationCount, Usage: "operations per run phase"},
 				&cli.IntFlag{Name: "threads", Value: bench.DefaultThreads, Usage: "client goroutines"},

@@ -31,7 +31,7 @@ func benchReplicationCommand() *cli.Command {
 func replFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringSliceFlag{Name: "phases", Value: cli.NewStringSlice("load-a", "a"), Usage: "YCSB phases in order; the first must be load-a"},
-		&cli.StringFlag{Name: "kv-sizes", Value: "SD", Usage: "S, M, L, SD, MD, LD, or a fixed pair size in bytes"},
+		&cli.StringFlag{Name: "kv-sizes", Value: "SD", Usage: "S, M, L, SD, MD, LD, a fixed pair size in bytes (key included), or vN: N-byte values"},
 		&cli.Int64Flag{Name: "operationcount", Value: 500_000, Usage: "operations per run phase"},
 		&cli.StringFlag{Name: "sync-mode", Value: "async", Usage: "servers' log: async (replicas in memory make the write safe, as in the paper) or sync"},
 		&cli.IntFlag{Name: "l0-pairs", Value: 96 << 10, Usage: "L0 capacity in pairs (the same on every replica; build-index-rl-N: this over N)"},

@@ -29,7 +29,7 @@ func benchYCSBCommand() *cli.Command {
 			&cli.StringFlag{Name: "map", Usage: "cluster target: the region map file of running servers"},
 			&cli.StringFlag{Name: "transport", Value: "shm", Usage: "server and cluster targets: shm or tcp"},
 			&cli.IntSliceFlag{Name: "pids", Usage: "server process IDs whose CPU and device I/O are charged to each phase"},
-			&cli.StringFlag{Name: "kv-sizes", Usage: "S, M, L, SD, MD, LD or a fixed pair size (overrides the property files' kvsizes)"},
+			&cli.StringFlag{Name: "kv-sizes", Usage: "S, M, L, SD, MD, LD, a fixed pair size, or vN: N-byte values (overrides the property files' kvsizes)"},
 			&cli.IntFlag{Name: "threads", Value: 16, Usage: "client goroutines"},
 			&cli.Float64Flag{Name: "target-rate", Usage: "operations per second to pace to (0: as fast as possible)"},
 			&cli.StringFlag{Name: "sync-mode", Value: "sync", Usage: "in-process targets: sync or async"},

@@ -34,7 +34,7 @@ func demoCommand() *cli.Command {
 			&cli.Int64Flag{Name: "records", DefaultText: fmt.Sprintf("%d; --cluster: %d", demo.DefaultRecords, demo.DefaultClusterRecords), Usage: "records to load (and, without --cluster, reads to do)"},
 			&cli.IntFlag{Name: "threads", Value: demo.DefaultThreads, Usage: "client goroutines"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "workload seed"},
-			&cli.StringFlag{Name: "kv-sizes", Value: "SD", Usage: "S, M, L, SD, MD, LD, or a fixed pair size in bytes"},
+			&cli.StringFlag{Name: "kv-sizes", Value: "SD", Usage: "S, M, L, SD, MD, LD, a fixed pair size in bytes (key included), or vN: N-byte values"},
 			&cli.StringFlag{Name: "sync-mode", Value: "sync", DefaultText: "sync; --cluster: async", Usage: "sync or async (--cluster: the servers' log; replicas hold every acknowledged write)"},
 			&cli.IntFlag{Name: "l0-pairs", DefaultText: fmt.Sprintf("engine default; --cluster: %d", demo.DefaultClusterL0Pairs), Usage: "L0 capacity in pairs"},
 			&cli.IntFlag{Name: "growth-factor", Usage: "level growth factor (0: engine default; not with --cluster)"},

@@ -134,8 +134,8 @@ func (c Config) validate() ([]ycsb.Workload, error) {
 
 // meanPairSize is the mean key+value size of a mix.
 func meanPairSize(m ycsb.SizeMix) int {
-	if m.Fixed > 0 {
-		return m.Fixed
+	if m.Fixed > 0 || m.Value > 0 {
+		return m.PairSize(0)
 	}
 	return (m.Small*ycsb.SmallPair + m.Medium*ycsb.MediumPair + m.Large*ycsb.LargePair) / 100
 }

@@ -118,10 +118,9 @@ func (g *Generator) AppendKey(dst []byte, keynum int64) []byte {
 	return AppendKey(dst, keynum, g.hashed, g.w.ZeroPadding)
 }
 
-// ValueLen is the value length of record keynum: its pair size minus its
-// key length, at least one byte.
+// ValueLen is the value length of record keynum (SizeMix.ValueLen).
 func (g *Generator) ValueLen(keynum int64, keyLen int) int {
-	return max(g.w.Sizes.PairSize(keynum)-keyLen, minValueLen)
+	return g.w.Sizes.ValueLen(keynum, keyLen)
 }
 
 // InsertValue returns the value an insert of record keynum writes: a pure

@@ -34,10 +34,17 @@ func TestSizeMixes(t *testing.T) {
 	if err != nil || fixed.PairSize(7) != 200 {
 		t.Errorf("ParseSizeMix(200) = %+v, %v", fixed, err)
 	}
+	val, err := ParseSizeMix("v4096")
+	if err != nil || val.String() != "v4096" || val.ValueLen(7, 23) != 4096 || val.ValueLen(8, 5) != 4096 {
+		t.Errorf("ParseSizeMix(v4096) = %+v, %v", val, err)
+	}
+	if fixed.ValueLen(7, 23) != 177 {
+		t.Errorf("fixed 200: ValueLen with a 23-byte key = %d, want 177", fixed.ValueLen(7, 23))
+	}
 	if m, err := ParseSizeMix("sd"); err != nil || m != MixSD {
 		t.Errorf("ParseSizeMix(sd) = %+v, %v", m, err)
 	}
-	for _, bad := range []string{"XL", "0", "-3", ""} {
+	for _, bad := range []string{"XL", "0", "-3", "", "v", "v0", "vx", "v2000000"} {
 		if _, err := ParseSizeMix(bad); !errors.Is(err, ErrBadSizeMix) {
 			t.Errorf("ParseSizeMix(%q) error %v, want ErrBadSizeMix", bad, err)
 		}
@@ -88,6 +95,29 @@ func TestPairSizeStableAcrossSeedsAndOps(t *testing.T) {
 		if op.Kind == OpUpdate {
 			if got := len(op.Key) + len(op.Value); got != size[op.KeyNum] {
 				t.Fatalf("update of record %d has pair size %d, loaded with %d", op.KeyNum, got, size[op.KeyNum])
+			}
+		}
+	}
+}
+
+func TestFixedValueSize(t *testing.T) {
+	sizes, err := ParseSizeMix("v4096")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"load-a", "a"} {
+		g, err := NewGenerator(runWorkload(t, name, 500, 500, sizes), testSeed(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := g.Worker(1)
+		for range g.Ops() {
+			op := w.Next()
+			if (op.Kind == OpInsert || op.Kind == OpUpdate) && len(op.Value) != 4096 {
+				t.Fatalf("%s: %v of record %d (key %d bytes) has a %d-byte value, want 4096", name, op.Kind, op.KeyNum, len(op.Key), len(op.Value))
+			}
+			if err := w.Ack(op); err != nil {
+				t.Fatal(err)
 			}
 		}
 	}
