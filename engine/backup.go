@@ -391,11 +391,13 @@ type LogSegment struct {
 	Index uint64
 }
 
-// LogSegments lists the region's log, oldest first.
+// LogSegments lists the region's log, oldest first. A segment the log left
+// is listed once it is sealed (durable, its End set): the call waits for a
+// seal in progress.
 func (r *regionCore) LogSegments() []LogSegment {
 	l := r.log
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.lockSettled()
+	defer l.unlockSettled()
 	out := make([]LogSegment, 0, len(l.segs))
 	for _, s := range l.segs {
 		out = append(out, LogSegment{Segment: s.seg, Seq: s.recordSeq(), Primary: s.primary, End: s.end, Index: s.idx})
@@ -459,7 +461,7 @@ func (r *regionCore) logRecoveryPoint() (seg LogSegment, off int64, ok bool) {
 	if ls == nil {
 		return LogSegment{}, off, false
 	}
-	r.log.mu.Lock()
-	defer r.log.mu.Unlock()
+	r.log.lockSettled()
+	defer r.log.unlockSettled()
 	return LogSegment{Segment: ls.seg, Seq: ls.recordSeq(), Primary: ls.primary, End: ls.end}, off, true
 }

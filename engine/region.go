@@ -200,8 +200,13 @@ func (v *Volume) cores() []*regionCore {
 func (r *regionCore) Desc() RegionDesc { return r.desc }
 
 // SetListener installs the listener for the region's events (nil removes
-// it). Events in progress may still reach the previous listener.
-func (r *Region) SetListener(l Listener) { r.listener.set(l) }
+// it). Events in progress may still reach the previous listener. It
+// returns once a segment switch made before it, without a listener, is
+// sealed (durable): a listener sees every later switch (LogSealed).
+func (r *Region) SetListener(l Listener) {
+	r.listener.set(l)
+	r.log.waitSealed()
+}
 
 // SetReplicator makes acknowledged writes wait for rep (nil: no waiting:
 // a write is acknowledged once appended, or durable in sync mode). Writes
@@ -650,5 +655,6 @@ func (r *regionCore) stop() bool {
 	r.wg.Wait() // compaction and GC may still sync through the flusher
 	close(r.flusherStop)
 	r.flusherDone.Wait()
+	r.log.sealers.Wait()
 	return true
 }

@@ -50,7 +50,7 @@ func (r *Region) Snapshot() (*Snapshot, error) {
 	// the list, sealed).
 	idx, off := rp>>r.v.g.shift, int64(rp&(uint64(r.v.g.segSize)-1))
 	l := r.log
-	l.mu.Lock()
+	l.lockSettled() // a segment the log left is listed sealed
 	for _, ls := range l.segs {
 		s.Logs = append(s.Logs, LogSegment{Segment: ls.seg, Seq: ls.recordSeq(), Primary: ls.primary, End: ls.end, Index: ls.idx})
 		if ls.idx == idx {
@@ -61,7 +61,7 @@ func (r *Region) Snapshot() (*Snapshot, error) {
 	if s.RP.Segment == l.tail.seg {
 		s.TailImage = append([]byte(nil), l.buf[:off]...)
 	}
-	l.mu.Unlock()
+	l.unlockSettled()
 	if s.RP.Segment == 0 {
 		r.release(ver)
 		return nil, fmt.Errorf("%w: region %d: recovery point in log index %d, which the log no longer has", ErrCorrupt, r.desc.ID, idx)

@@ -43,6 +43,10 @@ type vlog struct {
 
 	next     *logSeg       // prepared next segment: header synced, in metadata
 	prepKick chan struct{} // wakes the preparer
+
+	sealing *pendingSeal   // the left tail a sealer is writing, if any (it holds syncMu)
+	spare   []byte         // a sealed tail's image, for the next tail to reuse
+	sealers sync.WaitGroup // running sealer goroutines
 }
 
 func (l *vlog) pos() uint64 {
@@ -84,10 +88,13 @@ func (l *vlog) append(kind uint8, key, value []byte, id RequestID) (ptr, uint64,
 		err := l.prepare()
 		l.syncMu.Lock()
 		l.mu.Lock()
+		handed := false
 		if err == nil && l.failed == nil && l.off+n >= l.g.segSize && l.next != nil {
-			err = l.switchLocked()
+			handed, err = l.switchLocked()
 		}
-		l.syncMu.Unlock()
+		if !handed {
+			l.syncMu.Unlock()
+		}
 		if err != nil {
 			l.mu.Unlock()
 			return 0, 0, err
@@ -304,6 +311,10 @@ func (l *vlog) read(p ptr, key []byte, vlen uint32, cat IOCategory) (record, err
 	if l.tail != nil && seg == l.tail.seg && off+int64(n) <= l.off {
 		copy(buf, l.buf[off:])
 		seq = l.tail.seq
+		l.mu.Unlock()
+	} else if s := l.sealing; s != nil && seg == s.ls.seg && off+int64(n) <= s.to {
+		copy(buf, s.buf[off:])
+		seq = s.ls.seq
 		l.mu.Unlock()
 	} else {
 		ls := l.bySeg[seg]

@@ -118,20 +118,116 @@ func (l *vlog) saveEnds() error {
 
 // switchLocked seals the tail and continues in the prepared segment. Called
 // with syncMu and mu held and l.next ready.
-func (l *vlog) switchLocked() error {
-	if err := l.flushLocked(); err != nil {
-		return err
+//
+// With a listener, it writes and fdatasyncs the old tail's rest before it
+// returns (LogSealed fires after that, under the locks). Without one, the
+// write and the fdatasync run on a sealer goroutine while appends continue
+// in the new tail: switchLocked then returns handed = true and the caller
+// must not unlock syncMu, which the sealer unlocks once the old tail is
+// durable. Every other write of the log to the device (a flush, the next
+// switch) takes syncMu first, so no later record reaches the device before
+// the old tail is durable: the recovered log stays a prefix of the written
+// log, and a segment the log has left is still fully synced before anything
+// after it is written. The old segment's end is set in memory (and so may be
+// persisted) only once it is durable.
+func (l *vlog) switchLocked() (handed bool, err error) {
+	listened := l.r.listener.get() != nil
+	if listened {
+		if err := l.flushLocked(); err != nil {
+			return false, err
+		}
 	}
 	old := l.tail
-	old.end = l.off
 	ls := l.next
 	l.next = nil
+	if listened {
+		old.end = l.off
+		l.tail, l.off, l.flushed = ls, segHeaderSize, segHeaderSize
+		l.buf = l.tailBuf()
+		l.durable.Store(l.posLocked())
+		l.wakeLocked()
+		l.kickPrepare()
+		l.v.ctr.logSeals.Add(1)
+		l.r.listener.LogSealed(LogSeal{Region: l.r.desc.ID, Segment: old.seg, Seq: old.seq, Index: old.idx, End: old.end, Next: ls.seg, NextSeq: ls.seq})
+		return false, nil
+	}
+	job := &pendingSeal{ls: old, buf: l.buf, from: l.flushed, to: l.off}
+	l.sealing = job
 	l.tail, l.off, l.flushed = ls, segHeaderSize, segHeaderSize
-	l.buf = make([]byte, l.g.segSize)
-	l.durable.Store(l.posLocked())
-	l.wakeLocked()
+	l.buf = l.tailBuf()
+	start := l.posLocked()
 	l.kickPrepare()
 	l.v.ctr.logSeals.Add(1)
-	l.r.listener.LogSealed(LogSeal{Region: l.r.desc.ID, Segment: old.seg, Seq: old.seq, Index: old.idx, End: old.end, Next: ls.seg, NextSeq: ls.seq})
-	return nil
+	l.sealers.Add(1)
+	go labeled("log-write", func() { l.seal(job, start) })
+	return true, nil
+}
+
+// pendingSeal is a left tail being written and synced by a sealer: buf is
+// its image (not written to after the switch), [from, to) the part not yet
+// on the device.
+type pendingSeal struct {
+	ls       *logSeg
+	buf      []byte
+	from, to int64
+}
+
+// seal writes and fdatasyncs a left tail, then marks it sealed, moves
+// durable to start (the new tail's first position) and unlocks syncMu,
+// which the switch handed to it. A failure poisons the log.
+func (l *vlog) seal(j *pendingSeal, start uint64) {
+	defer l.sealers.Done()
+	defer l.syncMu.Unlock()
+	var err error
+	if j.from < j.to {
+		err = l.v.writeAt(j.buf[j.from:j.to], l.g.fileOff(j.ls.seg)+j.from, IOLog)
+	}
+	if err == nil {
+		err = l.v.syncData()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		_ = l.fail(err) // sealing stays: reads of its records keep the image
+		return
+	}
+	l.sealing = nil
+	j.ls.end = j.to
+	if l.durable.Load() < start {
+		l.durable.Store(start)
+	}
+	l.spare = j.buf
+	l.wakeLocked()
+}
+
+// tailBuf returns a segment-sized image for a new tail: the spare left by
+// the last seal (its header area cleared, so the image reads as a fresh
+// one's; bytes past the offset are never written or read) or a new one.
+// Called with mu held.
+func (l *vlog) tailBuf() []byte {
+	if b := l.spare; b != nil {
+		l.spare = nil
+		clear(b[:segHeaderSize])
+		return b
+	}
+	return make([]byte, l.g.segSize)
+}
+
+// lockSettled locks syncMu and mu: no seal is in progress while both are
+// held (a sealer holds syncMu until its segment is sealed), so every
+// segment but the tail has its end set. Not to be called with mu held.
+func (l *vlog) lockSettled() {
+	l.syncMu.Lock()
+	l.mu.Lock()
+}
+
+func (l *vlog) unlockSettled() {
+	l.mu.Unlock()
+	l.syncMu.Unlock()
+}
+
+// waitSealed returns once no seal started before the call is in progress.
+func (l *vlog) waitSealed() {
+	l.syncMu.Lock()
+	l.syncMu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
 }
