@@ -25,6 +25,7 @@ type Result struct {
 	SyncMode       string    `json:"sync_mode"`
 	L0Pairs        int       `json:"l0_pairs"`
 	GrowthFactor   int       `json:"growth_factor"`
+	SegmentSize    int64     `json:"segment_size,omitempty"`
 	Engines        []string  `json:"engines"`
 	NumCPU         int       `json:"num_cpu"`
 	GoVersion      string    `json:"go_version"`
@@ -66,7 +67,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		Started: time.Now(), Seed: cfg.Seed, Sizes: cfg.Sizes.String(),
 		RecordCount: cfg.RecordCount, OperationCount: cfg.OperationCount,
 		Threads: cfg.Threads, SyncMode: mode, L0Pairs: cfg.L0Pairs, GrowthFactor: cfg.GrowthFactor,
-		Engines: cfg.Engines, NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(),
+		SegmentSize: cfg.SegmentSize, Engines: cfg.Engines, NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(),
 	}
 	parent := cfg.Dir
 	if parent == "" {
@@ -121,7 +122,7 @@ func runEngine(ctx context.Context, cfg Config, name, dir string, phases []ycsb.
 	}
 	fs := NewCountingFS(vfs.Default)
 	t, err := open(TargetOptions{
-		FS: fs, Dir: dir, Sync: cfg.Sync, L0Pairs: cfg.L0Pairs, GrowthFactor: cfg.GrowthFactor,
+		FS: fs, Dir: dir, Sync: cfg.Sync, L0Pairs: cfg.L0Pairs, GrowthFactor: cfg.GrowthFactor, SegmentSize: cfg.SegmentSize,
 		MeanPairSize: meanPairSize(cfg.Sizes), Logger: cfg.Logger,
 		ServerArgv: cfg.ServerArgv, ServerMap: cfg.ServerMap, ServerTransport: cfg.ServerTransport,
 		ServerTLS: cfg.ServerTLS,

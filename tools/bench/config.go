@@ -50,6 +50,9 @@ type Config struct {
 	// L0Pairs and GrowthFactor configure the tebis engine (0: defaults).
 	L0Pairs      int
 	GrowthFactor int
+	// SegmentSize is the tebis engine's segment size in bytes (0: the
+	// engine's default, 2 MiB); the in-process engine only.
+	SegmentSize int64
 	// Seed drives the workload; the same seed gives every engine the same
 	// operations.
 	Seed uint64
@@ -107,6 +110,9 @@ func (c Config) validate() ([]ycsb.Workload, error) {
 	for _, e := range c.Engines {
 		if _, err := opener(e); err != nil {
 			return nil, err
+		}
+		if e == "server" && c.SegmentSize != 0 {
+			return nil, fmt.Errorf("%w: a segment size applies to the in-process engine only", ErrBadConfig)
 		}
 	}
 	if len(c.Workloads) > 0 {

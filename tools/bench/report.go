@@ -37,6 +37,9 @@ const labelFmt = "%-7s  %-20s"
 func (r *Result) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "seed %d  kv sizes %s  records %d  operations %d  threads %d  sync %s  L0 pairs %d  growth %d  cpus %d\n",
 		r.Seed, r.Sizes, r.RecordCount, r.OperationCount, r.Threads, r.SyncMode, r.L0Pairs, r.GrowthFactor, r.NumCPU)
+	if r.SegmentSize > 0 {
+		fmt.Fprintf(w, "tebis segment size %d\n", r.SegmentSize)
+	}
 	if r.DiskWriteBps > 0 {
 		fmt.Fprintf(w, "disk sequential write: %.1f MB/s", r.DiskWriteBps/1e6)
 		for _, e := range r.Engines {

@@ -56,6 +56,9 @@ type TargetOptions struct {
 	// derive comparable settings from them (see each Opener).
 	L0Pairs      int
 	GrowthFactor int
+	// SegmentSize is the tebis volume's segment size (0: the engine's
+	// default); the local tebis engine only.
+	SegmentSize int64
 	// MeanPairSize is the workload's mean key+value size in bytes.
 	MeanPairSize int
 	Logger       *zap.Logger

@@ -27,6 +27,7 @@ func openTebis(o TargetOptions) (Target, error) {
 		Dir:          o.Dir,
 		L0Pairs:      o.L0Pairs,
 		GrowthFactor: o.GrowthFactor,
+		SegmentSize:  o.SegmentSize,
 		SyncMode:     mode,
 		Logger:       o.Logger.Named("tebis"),
 	})
