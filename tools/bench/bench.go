@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/tools/ycsb"
 	"go.uber.org/zap"
 )
@@ -31,19 +32,32 @@ type Result struct {
 	GoVersion      string    `json:"go_version"`
 	// DiskWriteBps is the sequential write bandwidth of the data
 	// directory's device in bytes/s (0 when not measured).
-	DiskWriteBps float64       `json:"disk_seq_write_bytes_per_sec"`
-	Phases       []PhaseResult `json:"phases"`
+	DiskWriteBps float64 `json:"disk_seq_write_bytes_per_sec"`
+	// DiskSyncedWriteBps is the same write with an fdatasync after every
+	// DiskSyncChunk bytes (the tebis segment size): the log's pattern.
+	DiskSyncedWriteBps float64       `json:"disk_seq_write_synced_bytes_per_sec,omitempty"`
+	DiskSyncChunk      int64         `json:"disk_sync_chunk,omitempty"`
+	Phases             []PhaseResult `json:"phases"`
 }
 
 // LoadFraction returns engine's Load A user bytes/s over the disk's
 // sequential write bandwidth, or 0 when either is unknown.
 func (r *Result) LoadFraction(engine string) float64 {
-	if r.DiskWriteBps == 0 {
+	return r.loadOver(engine, r.DiskWriteBps)
+}
+
+// SyncedLoadFraction is LoadFraction against DiskSyncedWriteBps.
+func (r *Result) SyncedLoadFraction(engine string) float64 {
+	return r.loadOver(engine, r.DiskSyncedWriteBps)
+}
+
+func (r *Result) loadOver(engine string, bps float64) float64 {
+	if bps == 0 {
 		return 0
 	}
 	for _, p := range r.Phases {
 		if p.Engine == engine && p.Phase == "Load A" {
-			return p.UserBytesPerSec() / r.DiskWriteBps
+			return p.UserBytesPerSec() / bps
 		}
 	}
 	return 0
@@ -96,6 +110,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		res.DiskWriteBps = bw
 		log.Info("disk sequential write", zap.Float64("MB/s", bw/1e6))
+		chunk := cfg.SegmentSize
+		if chunk == 0 {
+			chunk = engine.DefaultSegmentSize
+		}
+		bw, err = SyncedSeqWriteBandwidth(vfs.Default, work, cfg.DiskBWBytes, chunk)
+		if err != nil {
+			return res, err
+		}
+		res.DiskSyncedWriteBps, res.DiskSyncChunk = bw, chunk
+		log.Info("disk sequential write, synced per segment", zap.Float64("MB/s", bw/1e6), zap.Int64("chunk", chunk))
 	}
 	for _, name := range cfg.Engines {
 		dir := filepath.Join(work, name)

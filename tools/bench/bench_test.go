@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/tebis-go/tebis/internal/testseed"
 	"github.com/tebis-go/tebis/tools/ycsb"
 )
@@ -71,14 +73,14 @@ func TestRunPebble(t *testing.T) {
 	if last := res.Phases[len(res.Phases)-1]; last.Records < 3000+100 {
 		t.Errorf("after D and E: %d records, want > 3100", last.Records)
 	}
-	if res.LoadFraction("pebble") <= 0 {
-		t.Error("no Load A bandwidth fraction")
+	if res.LoadFraction("pebble") <= 0 || res.SyncedLoadFraction("pebble") <= 0 || res.DiskSyncChunk != 2<<20 {
+		t.Errorf("no Load A bandwidth fractions (synced chunk %d)", res.DiskSyncChunk)
 	}
 	var buf bytes.Buffer
 	if err := res.WriteTable(&buf); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Load A", "Run F", "ops/s", "p99 µs", "pebble counters"} {
+	for _, want := range []string{"Load A", "Run F", "ops/s", "p99 µs", "pebble counters", "fdatasync every 2097152 bytes"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, buf.String())
 		}
@@ -105,6 +107,33 @@ func TestConfigErrors(t *testing.T) {
 		_, err := Run(context.Background(), cfg)
 		if !errors.Is(err, ErrBadConfig) && !errors.Is(err, ErrUnknownEngine) {
 			t.Errorf("%+v: %v", cfg, err)
+		}
+	}
+}
+
+// TestSyncedSeqWrite: the synced sequential write fdatasyncs after every
+// chunk (the last one's sync is the final one), the plain one once.
+func TestSyncedSeqWrite(t *testing.T) {
+	for _, c := range []struct {
+		synced bool
+		want   int64
+	}{{false, 1}, {true, 4}} {
+		var syncs atomic.Int64
+		fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if op.Kind == errorfs.OpFileSyncData {
+				syncs.Add(1)
+			}
+			return nil
+		}))
+		f := SeqWriteBandwidth
+		if c.synced {
+			f = SyncedSeqWriteBandwidth
+		}
+		if bw, err := f(fs, "", 4<<20, 1<<20); err != nil || bw <= 0 {
+			t.Fatalf("synced %v: %v, %v", c.synced, bw, err)
+		}
+		if got := syncs.Load(); got != c.want {
+			t.Errorf("synced %v: %d fdatasyncs, want %d", c.synced, got, c.want)
 		}
 	}
 }

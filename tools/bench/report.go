@@ -49,6 +49,15 @@ func (r *Result) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintln(w)
 	}
+	if r.DiskSyncedWriteBps > 0 {
+		fmt.Fprintf(w, "disk sequential write, fdatasync every %d bytes: %.1f MB/s", r.DiskSyncChunk, r.DiskSyncedWriteBps/1e6)
+		for _, e := range r.Engines {
+			if f := r.SyncedLoadFraction(e); f > 0 {
+				fmt.Fprintf(w, "  %s Load A user bytes: %.1f%% of it", e, 100*f)
+			}
+		}
+		fmt.Fprintln(w)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	ratio := len(r.Engines) == 2
 	fmt.Fprintf(tw, labelFmt+"\t", "phase", "metric")

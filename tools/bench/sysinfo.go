@@ -38,6 +38,18 @@ func dirSize(fs vfs.FS, dir string) (int64, error) {
 // in dir, fdatasyncs it, removes it, and returns the rate in bytes/s
 // including the final sync.
 func SeqWriteBandwidth(fs vfs.FS, dir string, total, chunk int64) (float64, error) {
+	return seqWrite(fs, dir, total, chunk, false)
+}
+
+// SyncedSeqWriteBandwidth is SeqWriteBandwidth with an fdatasync after
+// every chunk: the pattern of a log that makes each chunk durable before
+// the next one is written (the tebis log in async mode, a segment at a
+// time).
+func SyncedSeqWriteBandwidth(fs vfs.FS, dir string, total, chunk int64) (float64, error) {
+	return seqWrite(fs, dir, total, chunk, true)
+}
+
+func seqWrite(fs vfs.FS, dir string, total, chunk int64, syncEach bool) (float64, error) {
 	if total <= 0 || chunk <= 0 {
 		return 0, fmt.Errorf("%w: sequential write of %d bytes in %d-byte chunks", ErrBadConfig, total, chunk)
 	}
@@ -57,6 +69,12 @@ func SeqWriteBandwidth(fs vfs.FS, dir string, total, chunk int64) (float64, erro
 		if err != nil {
 			_ = f.Close()
 			return 0, fmt.Errorf("sequential write test: %w", err)
+		}
+		if syncEach && written < total {
+			if err := f.SyncData(); err != nil {
+				_ = f.Close()
+				return 0, fmt.Errorf("sequential write test: fdatasync: %w", err)
+			}
 		}
 	}
 	if err := f.SyncData(); err != nil {
