@@ -35,9 +35,13 @@ type Result struct {
 	DiskWriteBps float64 `json:"disk_seq_write_bytes_per_sec"`
 	// DiskSyncedWriteBps is the same write with an fdatasync after every
 	// DiskSyncChunk bytes (the tebis segment size): the log's pattern.
-	DiskSyncedWriteBps float64       `json:"disk_seq_write_synced_bytes_per_sec,omitempty"`
-	DiskSyncChunk      int64         `json:"disk_sync_chunk,omitempty"`
-	Phases             []PhaseResult `json:"phases"`
+	DiskSyncedWriteBps float64 `json:"disk_seq_write_synced_bytes_per_sec,omitempty"`
+	DiskSyncChunk      int64   `json:"disk_sync_chunk,omitempty"`
+	// DiskWriteBpsAfter and DiskSyncedWriteBpsAfter are both measured
+	// again after the engines ran (the fractions use the first ones).
+	DiskWriteBpsAfter       float64       `json:"disk_seq_write_after_bytes_per_sec,omitempty"`
+	DiskSyncedWriteBpsAfter float64       `json:"disk_seq_write_synced_after_bytes_per_sec,omitempty"`
+	Phases                  []PhaseResult `json:"phases"`
 }
 
 // LoadFraction returns engine's Load A user bytes/s over the disk's
@@ -131,6 +135,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if err != nil {
 			return res, err
 		}
+	}
+	if cfg.DiskBWBytes > 0 {
+		// Again at the end: a shared or virtual disk's bandwidth drifts
+		// during a run; the spread says how far to trust the fractions.
+		bw, err := SeqWriteBandwidth(vfs.Default, work, cfg.DiskBWBytes, diskBWChunk)
+		if err != nil {
+			return res, err
+		}
+		res.DiskWriteBpsAfter = bw
+		if bw, err = SyncedSeqWriteBandwidth(vfs.Default, work, cfg.DiskBWBytes, res.DiskSyncChunk); err != nil {
+			return res, err
+		}
+		res.DiskSyncedWriteBpsAfter = bw
 	}
 	return res, nil
 }

@@ -61,7 +61,7 @@ func TestRunPebble(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Phases) != 6 || res.DiskWriteBps <= 0 {
+	if len(res.Phases) != 6 || res.DiskWriteBps <= 0 || res.DiskWriteBpsAfter <= 0 || res.DiskSyncedWriteBpsAfter <= 0 {
 		t.Fatalf("%d phases, disk bw %v", len(res.Phases), res.DiskWriteBps)
 	}
 	for _, p := range res.Phases {

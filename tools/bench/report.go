@@ -47,6 +47,9 @@ func (r *Result) WriteTable(w io.Writer) error {
 				fmt.Fprintf(w, "  %s Load A user bytes: %.1f%% of it", e, 100*f)
 			}
 		}
+		if r.DiskWriteBpsAfter > 0 {
+			fmt.Fprintf(w, "  (after the engines: %.1f MB/s)", r.DiskWriteBpsAfter/1e6)
+		}
 		fmt.Fprintln(w)
 	}
 	if r.DiskSyncedWriteBps > 0 {
@@ -55,6 +58,9 @@ func (r *Result) WriteTable(w io.Writer) error {
 			if f := r.SyncedLoadFraction(e); f > 0 {
 				fmt.Fprintf(w, "  %s Load A user bytes: %.1f%% of it", e, 100*f)
 			}
+		}
+		if r.DiskSyncedWriteBpsAfter > 0 {
+			fmt.Fprintf(w, "  (after the engines: %.1f MB/s)", r.DiskSyncedWriteBpsAfter/1e6)
 		}
 		fmt.Fprintln(w)
 	}
