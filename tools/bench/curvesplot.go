@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"math"
-	"os"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -134,13 +133,5 @@ func (r *CurvesResult) PlotCurve(c Curve, path string) error {
 	for i := range rows {
 		rows[i][0].Draw(canvases[i][0])
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writePNG(path, img)
 }

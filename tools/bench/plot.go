@@ -89,7 +89,12 @@ func Plot(paths []string, out string, width, height vg.Length) error {
 	canvases := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, dc)
 	top.Draw(canvases[0][0])
 	bottom.Draw(canvases[1][0])
-	f, err := os.Create(out)
+	return writePNG(out, img)
+}
+
+// writePNG writes img to path as a PNG.
+func writePNG(path string, img *vgimg.Canvas) error {
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
