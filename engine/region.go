@@ -205,7 +205,9 @@ func (r *regionCore) Desc() RegionDesc { return r.desc }
 // sealed (durable): a listener sees every later switch (LogSealed).
 func (r *Region) SetListener(l Listener) {
 	r.listener.set(l)
-	r.log.waitSealed()
+	if l != nil {
+		r.log.waitSealed() // a seal begun without it is over before it is told of later ones
+	}
 }
 
 // SetReplicator makes acknowledged writes wait for rep (nil: no waiting:

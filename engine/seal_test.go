@@ -252,3 +252,62 @@ func TestSealFailurePoisonsLog(t *testing.T) {
 	}
 	_ = v.Close()
 }
+
+// blockedSealListener blocks in LogSealed until released, as a Shipper
+// waits there for a buffer half (or for its Close).
+type blockedSealListener struct {
+	NopListener
+	in      chan struct{} // receives when LogSealed starts waiting
+	release chan struct{}
+}
+
+func (b *blockedSealListener) LogSealed(LogSeal) {
+	b.in <- struct{}{}
+	<-b.release
+}
+
+// TestSetListenerNilDoesNotWaitForListenedSwitch: removing a listener
+// does not wait for a switch blocked in that listener's LogSealed (the
+// switch holds the log's sync lock; a Shipper's Close removes itself, then
+// releases LogSealed: waiting there would stall the detach until the
+// stream's timeouts).
+func TestSetListenerNilDoesNotWaitForListenedSwitch(t *testing.T) {
+	o := smallOpts(vfs.NewMem())
+	o.L0Pairs = 100000
+	v := mustOpen(t, o)
+	defer v.Close()
+	r := mustRegion(t, v, 1)
+	r.Resume()
+	b := &blockedSealListener{in: make(chan struct{}, 1), release: make(chan struct{})}
+	var once sync.Once
+	release := func() { once.Do(func() { close(b.release) }) }
+	defer release() // before v.Close, should the test fail
+	r.SetListener(b)
+	done := make(chan error, 1)
+	go func() {
+		for n := 0; ; n++ {
+			if err := r.Put(key(n), sealValue(n)); err != nil || v.Stats().LogSeals > 0 {
+				done <- err
+				return
+			}
+		}
+	}()
+	select {
+	case <-b.in:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no switch reached the listener")
+	}
+	removed := make(chan struct{})
+	go func() { r.SetListener(nil); close(removed) }()
+	select {
+	case <-removed:
+	case <-time.After(2 * time.Second):
+		release()
+		<-removed
+		t.Fatal("SetListener(nil) waited for a switch blocked in the listener's LogSealed")
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -151,7 +151,7 @@ func (l *vlog) switchLocked() (handed bool, err error) {
 		l.r.listener.LogSealed(LogSeal{Region: l.r.desc.ID, Segment: old.seg, Seq: old.seq, Index: old.idx, End: old.end, Next: ls.seg, NextSeq: ls.seq})
 		return false, nil
 	}
-	job := &pendingSeal{ls: old, buf: l.buf, from: l.flushed, to: l.off}
+	job := &pendingSeal{ls: old, buf: l.buf, from: l.flushed, to: l.off, done: make(chan struct{})}
 	l.sealing = job
 	l.tail, l.off, l.flushed = ls, segHeaderSize, segHeaderSize
 	l.buf = l.tailBuf()
@@ -170,12 +170,14 @@ type pendingSeal struct {
 	ls       *logSeg
 	buf      []byte
 	from, to int64
+	done     chan struct{} // closed once the seal is over (sealed or failed)
 }
 
 // seal writes and fdatasyncs a left tail, then marks it sealed, moves
 // durable to start (the new tail's first position) and unlocks syncMu,
 // which the switch handed to it. A failure poisons the log.
 func (l *vlog) seal(j *pendingSeal, start uint64) {
+	defer close(j.done)
 	defer l.sealers.Done()
 	defer l.syncMu.Unlock()
 	var err error
@@ -226,8 +228,14 @@ func (l *vlog) unlockSettled() {
 	l.syncMu.Unlock()
 }
 
-// waitSealed returns once no seal started before the call is in progress.
+// waitSealed returns once the background seal in progress at the call,
+// if any, is over (sealed or failed). It does not wait for syncMu's other
+// holders (a group commit, a switch calling its listener).
 func (l *vlog) waitSealed() {
-	l.syncMu.Lock()
-	l.syncMu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
+	l.mu.Lock()
+	j := l.sealing
+	l.mu.Unlock()
+	if j != nil {
+		<-j.done
+	}
 }
