@@ -200,6 +200,14 @@ func (t *TCP) Dial(ctx context.Context, addr string, cfg ConnConfig) (QP, error)
 	return startTCPQP(t, c, raw, cfg, h), nil
 }
 
+// closeWrite shuts the sending side of c (a FIN after what was written),
+// if it can.
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+}
+
 // abandon ends a connection whose set-up the dialer gave up on after its
 // request went out: the listener may still accept it, and its QP must
 // then break as at a close (a CLOSE frame first, ErrPeerGone), not as at
@@ -211,9 +219,7 @@ func abandon(c, raw net.Conn) {
 	(&frame{typ: frameClose}).put(b[:])
 	_ = c.SetDeadline(time.Now().Add(tcpCloseLinger))
 	if _, err := c.Write(b[:]); err == nil {
-		if cw, ok := raw.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		}
+		closeWrite(raw)
 		_, _ = io.Copy(io.Discard, c)
 	}
 	raw.Close()
@@ -620,9 +626,7 @@ func (q *tcpQP) linger() {
 	defer t.Stop()
 	select {
 	case <-q.bye:
-		if cw, ok := q.raw.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		}
+		closeWrite(q.raw)
 		select {
 		case <-q.readDone:
 		case <-q.stop:

@@ -275,14 +275,8 @@ func (m *Mirror) wait(pos Pos, stopped func() error) error {
 			// retries at the region's next primary.
 			return fmt.Errorf("replication: the mirror closed while a write waited: %w", ErrStreamClosed)
 		}
-		m.waiters++
 		m.parks++
-		select { // completions watches the CQ while a waiter is parked
-		case m.kick <- struct{}{}:
-		default:
-		}
-		m.cond.Wait()
-		m.waiters--
+		m.parkLocked()
 	}
 }
 
@@ -344,14 +338,20 @@ func (m *Mirror) Confirm(timeout time.Duration) error {
 			}
 			continue
 		}
-		m.waiters++
-		select { // completions watches the CQ while a waiter is parked
-		case m.kick <- struct{}{}:
-		default:
-		}
-		m.cond.Wait()
-		m.waiters--
+		m.parkLocked()
 	}
+}
+
+// parkLocked waits on the mirror's cond (mu held) with the completions
+// goroutine watching the CQ meanwhile: the park of wait and Confirm.
+func (m *Mirror) parkLocked() {
+	m.waiters++
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+	m.cond.Wait()
+	m.waiters--
 }
 
 // ticker wakes waiters now and then, so that WaitTimeout sees its
