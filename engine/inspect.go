@@ -440,13 +440,11 @@ func (in *Inspector) segmentRecords(region uint64, ls *logSeg, start int64, fn f
 	if _, err := in.file.ReadAt(data, in.g.fileOff(ls.seg)); err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("engine: segment %d: read log: %w", ls.seg, err)
 	}
-	h, err := decodeSegHeader(data, ls.seg)
-	if err != nil {
+	if err := checkLogHeader(data, ls, region); err != nil {
+		if headerLost(data, ls) {
+			return nil // prepared, its header not yet durable: no records
+		}
 		return err
-	}
-	if h.Kind != segKindLog || h.Seq != ls.seq || h.Region != region {
-		return fmt.Errorf("%w: segment %d: header (kind %d, seq %d, region %d) does not match the log entry (seq %d, region %d)",
-			ErrCorrupt, ls.seg, h.Kind, h.Seq, h.Region, ls.seq, region)
 	}
 	end := in.g.segSize
 	if ls.end != 0 {

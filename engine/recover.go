@@ -112,13 +112,17 @@ func (r *regionCore) replaySegment(ls *logSeg, start int64, index bool) error {
 	if err != nil && !(errors.Is(err, io.EOF) && (unsealed || n == int(size))) {
 		return fmt.Errorf("engine: segment %d: read log: %w", ls.seg, ioErr(err))
 	}
-	h, err := decodeSegHeader(data, ls.seg)
-	if err != nil {
-		return err
-	}
-	if h.Kind != segKindLog || h.Seq != ls.seq || h.Region != r.desc.ID {
-		return fmt.Errorf("%w: segment %d: header (kind %d, seq %d, region %d) does not match the region's log (seq %d, region %d)",
-			ErrCorrupt, ls.seg, h.Kind, h.Seq, h.Region, ls.seq, r.desc.ID)
+	if err := checkLogHeader(data[:size], ls, r.desc.ID); err != nil {
+		if !headerLost(data[:size], ls) {
+			return err
+		}
+		// A prepared segment whose header did not reach the device: it
+		// holds no record. Write the header again, durably, so that the
+		// records it will hold verify under a header.
+		if err := v.writeLogHeaderSynced(r.desc.ID, ls); err != nil {
+			return err
+		}
+		copy(data, logHeader(r.desc.ID, ls))
 	}
 	off := start
 	for off < size {
@@ -162,6 +166,20 @@ func (r *regionCore) replaySegment(ls *logSeg, start int64, index bool) error {
 		l.buf, l.off, l.flushed = data, off, off
 	} else if unsealed {
 		ls.end = off
+	}
+	return nil
+}
+
+// checkLogHeader verifies that data begins with the header of log segment ls
+// of region.
+func checkLogHeader(data []byte, ls *logSeg, region uint64) error {
+	h, err := decodeSegHeader(data, ls.seg)
+	if err != nil {
+		return err
+	}
+	if h.Kind != segKindLog || h.Seq != ls.seq || h.Region != region {
+		return fmt.Errorf("%w: segment %d: header (kind %d, seq %d, region %d) does not match the region's log (seq %d, region %d)",
+			ErrCorrupt, ls.seg, h.Kind, h.Seq, h.Region, ls.seq, region)
 	}
 	return nil
 }

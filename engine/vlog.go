@@ -337,15 +337,21 @@ func (l *vlog) read(p ptr, key []byte, vlen uint32, cat IOCategory) (record, err
 	return rec, nil
 }
 
-// writeLogHeader writes and syncs a new log segment's header. In sync mode
-// it first zeroes the segment's body: that turns the file system's
-// unwritten (fallocated) extents into written ones once, off the commit
-// path, so each group commit's fdatasync overwrites allocated blocks and
-// need not journal extent conversions (about 15 % cheaper per fdatasync on
-// ext4 here). In async mode the log is synced a segment at a time, so the
-// zeroing would only double the log's writes. (Stale bytes of a reused
+// writeLogHeader writes a new log segment's header without syncing it. In
+// sync mode it first zeroes the segment's body: that turns the file
+// system's unwritten (fallocated) extents into written ones once, off the
+// commit path, so each group commit's fdatasync overwrites allocated blocks
+// and need not journal extent conversions (about 15 % cheaper per fdatasync
+// on ext4 here). In async mode the log is synced a segment at a time, so
+// the zeroing would only double the log's writes. (Stale bytes of a reused
 // segment never verify as records: their checksums are seeded with another
 // sequence.)
+//
+// The header becomes durable with the next fdatasync of the segments file.
+// A segment's records reach the device only through fdatasyncs issued
+// after its header's write (the previous tail's seal, a group commit), so a
+// header that did not survive a crash belongs to a segment holding no
+// record: recovery rewrites it (headerLost).
 func (v *Volume) writeLogHeader(region uint64, ls *logSeg) error {
 	if v.opts.SyncMode == SyncModeSync {
 		v.zeroOnce.Do(func() { v.zeros = make([]byte, v.g.segSize-segHeaderSize) })
@@ -353,12 +359,35 @@ func (v *Volume) writeLogHeader(region uint64, ls *logSeg) error {
 			return err
 		}
 	}
-	h := make([]byte, segHeaderSize)
-	segHeader{Kind: segKindLog, Region: region, PrimarySeg: ls.seg, Seq: ls.seq, SegNo: ls.seg}.encode(h)
-	if err := v.writeAt(h, v.g.fileOff(ls.seg), IOLog); err != nil {
+	return v.writeAt(logHeader(region, ls), v.g.fileOff(ls.seg), IOLog)
+}
+
+// writeLogHeaderSynced writes a new log segment's header and fdatasyncs.
+func (v *Volume) writeLogHeaderSynced(region uint64, ls *logSeg) error {
+	if err := v.writeLogHeader(region, ls); err != nil {
 		return err
 	}
 	return v.syncData()
+}
+
+// logHeader returns the segHeaderSize bytes of a log segment's header.
+func logHeader(region uint64, ls *logSeg) []byte {
+	h := make([]byte, segHeaderSize)
+	segHeader{Kind: segKindLog, Region: region, PrimarySeg: ls.seg, Seq: ls.seq, SegNo: ls.seg}.encode(h)
+	return h
+}
+
+// headerLost reports whether an unsealed log segment whose header (in data,
+// the segment's bytes) does not match its log entry is one whose header's
+// write never reached the device: it holds no record, so its first does not
+// verify (see writeLogHeader). A sealed segment's header was synced by its
+// seal.
+func headerLost(data []byte, ls *logSeg) bool {
+	if ls.end != 0 || len(data) < segHeaderSize {
+		return false
+	}
+	_, ok := decodeRecord(data[segHeaderSize:], ls.recordSeq())
+	return !ok
 }
 
 // setLogEntries persists the listed log segments' descriptors.

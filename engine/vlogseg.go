@@ -6,8 +6,9 @@ import (
 )
 
 // Segment switches. The next log segment is prepared ahead of need (once
-// the tail is half full): allocated, its header written and synced, and
-// recorded in the metadata as the log's next index. A switch then costs one
+// the tail is half full): allocated, its header written (made durable by
+// the next fdatasync: see writeLogHeader), and recorded in the metadata as
+// the log's next index. A switch then costs one
 // fdatasync of the old tail's rest; the switch wakes the preparer, whose
 // batch records the following segment and the old segment's end offset.
 // Until that commit lands, recovery reads an unsealed non-last segment like
