@@ -242,7 +242,7 @@ func (s *Server) finishJob(st *routing, j *attachJob) error {
 		rs.job = nil
 	}
 	cur := s.state.Load()
-	if !j.aborted && (s.closed.Load() || cur.hosted(j.id) != j.er || supersedes(j.r, cur.m.Region(j.id), s.cfg.Name, true)) {
+	if !j.aborted && (s.closed.Load() || cur.hosted(j.id) != j.er || supersedes(j.r, cur.region(j.id), s.cfg.Name, true)) {
 		j.abort()
 	}
 	if j.aborted {
@@ -258,7 +258,7 @@ func (s *Server) finishJob(st *routing, j *attachJob) error {
 // for, or nil when the region has no backups left (it then serves alone).
 // Called with mapMu held.
 func (s *Server) prepareAttach(st *routing, id uint64) (*attachJob, error) {
-	r := st.m.Region(id)
+	r := st.region(id)
 	er := st.hosted(id)
 	rs := s.region(id)
 	var release func()

@@ -191,7 +191,7 @@ func (s *Server) fenceLocked() {
 	ids := old.hostedIDs()
 	refuse(old, ids)  // before anything that may wait
 	s.abortAttaches() // none may go on attaching for the map it dialed for
-	s.state.Store(&routing{m: &regionmap.Map{}})
+	s.state.Store(newRouting(&regionmap.Map{}, nil))
 	s.deposed(ids)
 	s.detach(slices.Collect(maps.Keys(s.streams())))
 }

@@ -25,7 +25,7 @@ func restartedManaged(t *testing.T, vol *engine.Volume) *Server {
 	s := &Server{cfg: cfg, log: zaptest.NewLogger(t), vol: vol,
 		peers: map[string]*ring.Client{}, replCQ: rdma.NewCQ(), cluster: &clusterLink{logs: newLogReporter()}}
 	s.cluster.started.Store(7)
-	s.state.Store(&routing{m: &regionmap.Map{}})
+	s.state.Store(newRouting(&regionmap.Map{}, nil))
 	s.startController()
 	t.Cleanup(s.stopController)
 	return s

@@ -201,7 +201,7 @@ func (s *Server) reportDrops() {
 	st := s.state.Load()
 	var drops []drop
 	for id, p := range s.streams() {
-		r := st.m.Region(id)
+		r := st.region(id)
 		if r == nil || r.Epoch != p.epoch || p.mirror == nil {
 			continue
 		}

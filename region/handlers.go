@@ -57,15 +57,17 @@ func (s *Server) route(h *ring.ServerRequest, version uint64) (*engine.Region, *
 // rate (status.go): a request that may yet be handed over counts once.
 func (s *Server) routeUncounted(h *ring.ServerRequest, version uint64) (*engine.Region, *regionmap.Assignment, *ring.Reply) {
 	st := s.state.Load()
-	wrong := &ring.Reply{Status: wire.StatusWrongRegion, Payload: wire.EncodeVersion(st.m.Version)}
+	wrong := func() *ring.Reply {
+		return &ring.Reply{Status: wire.StatusWrongRegion, Payload: wire.EncodeVersion(st.m.Version)}
+	}
 	if s.closed.Load() {
 		r := errorReply(wire.StatusUnavailable, "server %s is shutting down", s.cfg.Name)
 		return nil, nil, &r
 	}
 	if version != st.m.Version {
-		return nil, nil, wrong
+		return nil, nil, wrong()
 	}
-	mr := st.m.Region(h.Region)
+	mr := st.region(h.Region)
 	rt := st.routes[h.Region]
 	if mr != nil && mr.Primary == s.cfg.Name && mr.MoveTo != "" {
 		// Released for a move: the map's own route, unavailable until the
@@ -83,7 +85,7 @@ func (s *Server) routeUncounted(h *ring.ServerRequest, version uint64) (*engine.
 		return nil, nil, &r
 	}
 	if mr == nil || rt.er == nil {
-		return nil, nil, wrong
+		return nil, nil, wrong()
 	}
 	if !s.leaseHolds() {
 		r := s.noLease()

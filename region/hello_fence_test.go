@@ -82,9 +82,9 @@ func newHelloBackup(t *testing.T) *helloBackup {
 // setMap installs a map with region 1 at epoch, primary (run started)
 // and this backup.
 func (h *helloBackup) setMap(epoch uint64, primary string, started int64) {
-	h.s.state.Store(&routing{m: &regionmap.Map{Version: epoch, Replication: "send-index",
+	h.s.state.Store(newRouting(&regionmap.Map{Version: epoch, Replication: "send-index",
 		Servers: []regionmap.Server{{Name: "b", Started: 7}, {Name: primary, Started: started}},
-		Regions: []regionmap.Assignment{{ID: 1, Primary: primary, Backups: []string{"b"}, Epoch: epoch}}}})
+		Regions: []regionmap.Assignment{{ID: 1, Primary: primary, Backups: []string{"b"}, Epoch: epoch}}}, nil))
 }
 
 // hello offers a primary's replication hello at epoch; it returns the

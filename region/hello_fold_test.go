@@ -118,7 +118,7 @@ func TestBuildIndexFoldStallsNoOtherRegion(t *testing.T) {
 		Regions: []regionmap.Assignment{
 			{ID: 1, Primary: "p", Backups: []string{"b"}, Epoch: 1, End: "m"},
 			{ID: 2, Primary: "p", Backups: []string{"b"}, Epoch: 1, Start: "m"}}}
-	s.state.Store(&routing{m: m})
+	s.state.Store(newRouting(m, nil))
 	regions := map[uint64]*engine.Region{}
 	for _, r := range m.Regions {
 		desc := engine.RegionDesc{ID: r.ID, Epoch: 1}

@@ -42,7 +42,7 @@ func (s *Server) installLocked(m *regionmap.Map) error {
 		known = false
 	}
 	acts := plan(m, s.cfg.Name, known, s.cluster != nil, s.holdings(m))
-	next := &routing{m: m, routes: map[uint64]route{}}
+	next := newRouting(m, map[uint64]route{})
 	var errs []error
 	var deposing []uint64
 	ers := map[uint64]*engine.Region{} // the role steps' handles, for the serving steps

@@ -82,7 +82,7 @@ func (s *Server) preSeed(r regionmap.Assignment, name string, er *engine.Region)
 	start := s.clock().Now()
 	pre, err := s.copyTo(r, name, er)
 	if err != nil {
-		cur := s.state.Load().m.Region(r.ID)
+		cur := s.state.Load().region(r.ID)
 		if s.closed.Load() || cur == nil || !cur.Serving(s.cfg.Name) || !slices.Contains(cur.Joining, name) {
 			return // no longer ours to seed, or no longer joining
 		}
@@ -150,7 +150,7 @@ func (s *Server) attachPreseeded(id uint64, name string) {
 // waiting (attaching), retried by the re-attach tick, like any.
 func (s *Server) attachPreseededLocked(id uint64, name string) {
 	st := s.state.Load()
-	r := st.m.Region(id)
+	r := st.region(id)
 	p := s.streamOf(id)
 	if r == nil || p == nil || p.epoch != r.Epoch || !slices.Contains(r.Joining, name) || !slices.Contains(p.pending, name) ||
 		st.hosted(id) == nil || st.attaching(id) || s.region(id).job != nil || s.closed.Load() {
@@ -172,7 +172,7 @@ func (s *Server) reportPreFailed() {
 			if j.failedAt == 0 {
 				continue
 			}
-			r := st.m.Region(rs.id)
+			r := st.region(rs.id)
 			if r == nil || r.Epoch != j.failedAt || !slices.Contains(r.Joining, name) {
 				j.failedAt = 0
 				continue

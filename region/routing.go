@@ -16,7 +16,20 @@ import (
 type routing struct {
 	m      *regionmap.Map
 	routes map[uint64]route
+	byID   map[uint64]*regionmap.Assignment // m's regions by ID
 }
+
+// newRouting returns a routing for map m with routes (nil: none).
+func newRouting(m *regionmap.Map, routes map[uint64]route) *routing {
+	st := &routing{m: m, routes: routes, byID: make(map[uint64]*regionmap.Assignment, len(m.Regions))}
+	for i := range m.Regions {
+		st.byID[m.Regions[i].ID] = &m.Regions[i]
+	}
+	return st
+}
+
+// region returns m's assignment of region id, or nil.
+func (st *routing) region(id uint64) *regionmap.Assignment { return st.byID[id] }
 
 // route is how the request path answers one region's requests.
 type route struct {
@@ -80,7 +93,7 @@ func (st *routing) ids(how ...routeState) []uint64 {
 // with returns a copy of st whose regions have the routes rs (a zero
 // route: removed).
 func (st *routing) with(rs map[uint64]route) *routing {
-	next := &routing{m: st.m, routes: maps.Clone(st.routes)}
+	next := &routing{m: st.m, routes: maps.Clone(st.routes), byID: st.byID}
 	if next.routes == nil {
 		next.routes = map[uint64]route{}
 	}

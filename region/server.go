@@ -160,7 +160,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
 	case cfg.Zookeeper != "":
 		// Managed: nothing is served until the master's map arrives.
 		m = &regionmap.Map{}
-		s.state.Store(&routing{m: m})
+		s.state.Store(newRouting(m, nil))
 		err = s.listen()
 		if err == nil {
 			err = s.joinCluster()

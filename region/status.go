@@ -82,7 +82,7 @@ type hostedRegion interface {
 func (s *Server) Status() Status {
 	st := s.state.Load()
 	if st == nil { // a standalone server loading its map
-		st = &routing{m: &regionmap.Map{}}
+		st = newRouting(&regionmap.Map{}, nil)
 	}
 	es := s.vol.Stats()
 	out := Status{Name: s.cfg.Name, MapVersion: st.m.Version, Health: "ok", Unready: s.unready(), L0Capacity: s.cfg.L0Pairs,
