@@ -60,10 +60,10 @@ func (in *Inspector) Check() *CheckReport {
 		}
 		for _, ls := range st.logs {
 			what := fmt.Sprintf("region %d log index %d", id, ls.idx)
-			// An unsealed segment prepared just before a crash may lie past
-			// the file's end where preallocation does not set the size
-			// (its header's write was lost with the size: headerLost).
-			claim(ls.seg, what, ls.end == 0)
+			// A segment prepared just before a crash may lie past the
+			// file's end where preallocation does not set the size (its
+			// header's write was lost with the size: headerLost).
+			claim(ls.seg, what, ls.end == 0 && ls.idx+1 >= in.lastLogIdx(id))
 			rep.Segments++
 			err := in.segmentRecords(id, ls, segHeaderSize, func(LogRecord) error { rep.Records++; return nil })
 			if err != nil {

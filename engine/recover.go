@@ -113,13 +113,22 @@ func (r *regionCore) replaySegment(ls *logSeg, start int64, index bool) error {
 		return fmt.Errorf("engine: segment %d: read log: %w", ls.seg, ioErr(err))
 	}
 	if err := checkLogHeader(data[:size], ls, r.desc.ID); err != nil {
-		if !headerLost(data[:size], ls) {
+		if !headerLost(data[:size], ls, l.tail.idx) {
 			return err
+		}
+		if !tail {
+			// The tail after it could take records only after this
+			// segment's seal, which synced its header.
+			if has, rerr := r.holdsRecords(l.tail); rerr != nil {
+				return rerr
+			} else if has {
+				return err
+			}
 		}
 		// A prepared segment whose header did not reach the device: it
 		// holds no record. Write the header again, durably, so that the
 		// records it will hold verify under a header.
-		if err := v.writeLogHeaderSynced(r.desc.ID, ls); err != nil {
+		if err := v.rewriteLogHeader(r.desc.ID, ls); err != nil {
 			return err
 		}
 		copy(data, logHeader(r.desc.ID, ls))
@@ -168,6 +177,18 @@ func (r *regionCore) replaySegment(ls *logSeg, start int64, index bool) error {
 		ls.end = off
 	}
 	return nil
+}
+
+// holdsRecords reports whether a record of log segment ls verifies at any
+// offset.
+func (r *regionCore) holdsRecords(ls *logSeg) (bool, error) {
+	data := make([]byte, r.v.g.segSize)
+	n, err := r.v.file.ReadAt(data, r.v.g.fileOff(ls.seg))
+	r.v.ctr.read[IOLog].Add(uint64(n))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("engine: segment %d: read log: %w", ls.seg, ioErr(err))
+	}
+	return anyRecord(data[segHeaderSize:], ls.recordSeq()), nil
 }
 
 // checkLogHeader verifies that data begins with the header of log segment ls
