@@ -435,42 +435,18 @@ func (in *Inspector) Log(region uint64, from LogPosition, fn func(LogRecord) err
 	return nil
 }
 
-// laterRecords reports whether a log segment of region after ls holds a
-// record (one verifies at any offset) or cannot be read.
-func (in *Inspector) laterRecords(region uint64, ls *logSeg) bool {
-	for _, o := range in.states[region].logs {
-		if o.idx <= ls.idx {
-			continue
-		}
-		data := make([]byte, in.g.segSize)
-		if _, err := in.file.ReadAt(data, in.g.fileOff(o.seg)); err != nil && !errors.Is(err, io.EOF) {
-			return true
-		}
-		if anyRecord(data[segHeaderSize:], o.recordSeq()) {
-			return true
-		}
-	}
-	return false
-}
-
-// lastLogIdx returns the index of region's last log entry (0: none).
-func (in *Inspector) lastLogIdx(region uint64) uint64 {
-	if st := in.states[region]; st != nil && len(st.logs) > 0 {
-		return st.logs[len(st.logs)-1].idx
-	}
-	return 0
-}
-
 func (in *Inspector) segmentRecords(region uint64, ls *logSeg, start int64, fn func(LogRecord) error) error {
 	data := make([]byte, in.g.segSize)
 	if _, err := in.file.ReadAt(data, in.g.fileOff(ls.seg)); err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("engine: segment %d: read log: %w", ls.seg, err)
 	}
-	if err := checkLogHeader(data, ls, region); err != nil {
-		if headerLost(data, ls, in.lastLogIdx(region)) && !in.laterRecords(region, ls) {
-			return nil // prepared, its header not yet durable: no records
-		}
+	h, err := decodeSegHeader(data, ls.seg)
+	if err != nil {
 		return err
+	}
+	if h.Kind != segKindLog || h.Seq != ls.seq || h.Region != region {
+		return fmt.Errorf("%w: segment %d: header (kind %d, seq %d, region %d) does not match the log entry (seq %d, region %d)",
+			ErrCorrupt, ls.seg, h.Kind, h.Seq, h.Region, ls.seq, region)
 	}
 	end := in.g.segSize
 	if ls.end != 0 {

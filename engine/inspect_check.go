@@ -49,21 +49,18 @@ func (in *Inspector) Check() *CheckReport {
 	owner := map[uint64]string{}
 	for _, id := range in.regionIDs() {
 		st := in.states[id]
-		claim := func(seg uint64, what string, mayLieBeyond bool) {
+		claim := func(seg uint64, what string) {
 			if prev, dup := owner[seg]; dup {
 				rep.add(Problem{Region: id, What: fmt.Sprintf("segment %d is referenced twice: by %s and by %s", seg, prev, what)})
 			}
 			owner[seg] = what
-			if seg == 0 || (in.g.fileOff(seg) >= in.size && !mayLieBeyond) {
+			if seg == 0 || in.g.fileOff(seg) >= in.size {
 				rep.add(Problem{Region: id, What: fmt.Sprintf("%s: segment %d lies outside the volume file (%d segments)", what, seg, in.fileSegments())})
 			}
 		}
 		for _, ls := range st.logs {
 			what := fmt.Sprintf("region %d log index %d", id, ls.idx)
-			// A segment prepared just before a crash may lie past the
-			// file's end where preallocation does not set the size (its
-			// header's write was lost with the size: headerLost).
-			claim(ls.seg, what, ls.end == 0 && ls.idx+1 >= in.lastLogIdx(id))
+			claim(ls.seg, what)
 			rep.Segments++
 			err := in.segmentRecords(id, ls, segHeaderSize, func(LogRecord) error { rep.Records++; return nil })
 			if err != nil {
@@ -73,7 +70,7 @@ func (in *Inspector) Check() *CheckReport {
 		for _, n := range levelNumbers(st) {
 			l := st.levels[n]
 			for _, s := range l.segs {
-				claim(s.seg, fmt.Sprintf("region %d level %d", id, n), false)
+				claim(s.seg, fmt.Sprintf("region %d level %d", id, n))
 				rep.Segments++
 				h, err := in.segHeader(s.seg)
 				switch {

@@ -186,7 +186,7 @@ func (r *Backup) freshTailLocked() (*logSeg, error) {
 		return nil, err
 	}
 	ls := &logSeg{idx: idx, seg: s.seg, seq: s.seq}
-	if err := r.v.writeLogHeader(r.desc.ID, ls, true); err != nil {
+	if err := r.v.writeLogHeader(r.desc.ID, ls); err != nil {
 		r.v.alloc.release(s.seg) // never committed: nothing names it
 		return nil, err
 	}

@@ -123,17 +123,6 @@ func decodeRecord(b []byte, segSeq uint64) (r record, ok bool) {
 	return r, true
 }
 
-// anyRecord reports whether a record of a segment of sequence segSeq
-// verifies at any offset of b (a scan for what a damaged start would hide).
-func anyRecord(b []byte, segSeq uint64) bool {
-	for off := range b {
-		if _, ok := decodeRecord(b[off:], segSeq); ok {
-			return true
-		}
-	}
-	return false
-}
-
 // errBadRecord builds the corruption error for a record that must exist.
 func errBadRecord(seg uint64, off int64, why string) error {
 	return fmt.Errorf("%w: segment %d offset %d: log record %s", ErrCorrupt, seg, off, why)

@@ -112,26 +112,13 @@ func (r *regionCore) replaySegment(ls *logSeg, start int64, index bool) error {
 	if err != nil && !(errors.Is(err, io.EOF) && (unsealed || n == int(size))) {
 		return fmt.Errorf("engine: segment %d: read log: %w", ls.seg, ioErr(err))
 	}
-	if err := checkLogHeader(data[:size], ls, r.desc.ID); err != nil {
-		if !headerLost(data[:size], ls, l.tail.idx) {
-			return err
-		}
-		if !tail {
-			// The tail after it could take records only after this
-			// segment's seal, which synced its header.
-			if has, rerr := r.holdsRecords(l.tail); rerr != nil {
-				return rerr
-			} else if has {
-				return err
-			}
-		}
-		// A prepared segment whose header did not reach the device: it
-		// holds no record. Write the header again, durably, so that the
-		// records it will hold verify under a header.
-		if err := v.rewriteLogHeader(r.desc.ID, ls); err != nil {
-			return err
-		}
-		copy(data, logHeader(r.desc.ID, ls))
+	h, err := decodeSegHeader(data, ls.seg)
+	if err != nil {
+		return err
+	}
+	if h.Kind != segKindLog || h.Seq != ls.seq || h.Region != r.desc.ID {
+		return fmt.Errorf("%w: segment %d: header (kind %d, seq %d, region %d) does not match the region's log (seq %d, region %d)",
+			ErrCorrupt, ls.seg, h.Kind, h.Seq, h.Region, ls.seq, r.desc.ID)
 	}
 	off := start
 	for off < size {
@@ -175,32 +162,6 @@ func (r *regionCore) replaySegment(ls *logSeg, start int64, index bool) error {
 		l.buf, l.off, l.flushed = data, off, off
 	} else if unsealed {
 		ls.end = off
-	}
-	return nil
-}
-
-// holdsRecords reports whether a record of log segment ls verifies at any
-// offset.
-func (r *regionCore) holdsRecords(ls *logSeg) (bool, error) {
-	data := make([]byte, r.v.g.segSize)
-	n, err := r.v.file.ReadAt(data, r.v.g.fileOff(ls.seg))
-	r.v.ctr.read[IOLog].Add(uint64(n))
-	if err != nil && !errors.Is(err, io.EOF) {
-		return false, fmt.Errorf("engine: segment %d: read log: %w", ls.seg, ioErr(err))
-	}
-	return anyRecord(data[segHeaderSize:], ls.recordSeq()), nil
-}
-
-// checkLogHeader verifies that data begins with the header of log segment ls
-// of region.
-func checkLogHeader(data []byte, ls *logSeg, region uint64) error {
-	h, err := decodeSegHeader(data, ls.seg)
-	if err != nil {
-		return err
-	}
-	if h.Kind != segKindLog || h.Seq != ls.seq || h.Region != region {
-		return fmt.Errorf("%w: segment %d: header (kind %d, seq %d, region %d) does not match the region's log (seq %d, region %d)",
-			ErrCorrupt, ls.seg, h.Kind, h.Seq, h.Region, ls.seq, region)
 	}
 	return nil
 }

@@ -90,7 +90,7 @@ func (v *Volume) CreateRegion(desc RegionDesc) (*Region, error) {
 		return nil, err
 	}
 	ls := &logSeg{idx: 0, seg: s.seg, seq: s.seq}
-	if err := v.writeLogHeader(desc.ID, ls, true); err != nil {
+	if err := v.writeLogHeader(desc.ID, ls); err != nil {
 		v.alloc.release(s.seg)
 		return nil, err
 	}

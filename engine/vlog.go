@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,7 +41,7 @@ type vlog struct {
 	syncKick  chan struct{} // wakes the flusher
 	flusherUp bool          // a flusher goroutine serves syncTo
 
-	next     *logSeg       // prepared next segment: header written, in metadata
+	next     *logSeg       // prepared next segment: header synced, in metadata
 	prepKick chan struct{} // wakes the preparer
 
 	sealing *pendingSeal   // the left tail a sealer is writing, if any (it holds syncMu)
@@ -338,73 +337,28 @@ func (l *vlog) read(p ptr, key []byte, vlen uint32, cat IOCategory) (record, err
 	return rec, nil
 }
 
-// writeLogHeader writes a new log segment's header. In sync mode it first
-// zeroes the segment's body: that turns the file system's unwritten
-// (fallocated) extents into written ones once, off the commit path, so each
-// group commit's fdatasync overwrites allocated blocks and need not journal
-// extent conversions (about 15 % cheaper per fdatasync on ext4 here); it
-// then fdatasyncs. In async mode the log is synced a segment at a time, so
-// the zeroing would only double the log's writes, and the header is synced
-// only if durable: otherwise the next fdatasync of the segments file makes
-// it durable. A segment's records reach the device only through fdatasyncs
-// issued after its header's write (the previous tail's seal, a group
-// commit), so a header a crash lost belongs to a segment holding no record:
-// recovery writes it again (headerLost). (Stale bytes of a reused segment
-// never verify as records: their checksums are seeded with another
+// writeLogHeader writes and syncs a new log segment's header. In sync mode
+// it first zeroes the segment's body: that turns the file system's
+// unwritten (fallocated) extents into written ones once, off the commit
+// path, so each group commit's fdatasync overwrites allocated blocks and
+// need not journal extent conversions (about 15 % cheaper per fdatasync on
+// ext4 here). In async mode the log is synced a segment at a time, so the
+// zeroing would only double the log's writes. (Stale bytes of a reused
+// segment never verify as records: their checksums are seeded with another
 // sequence.)
-func (v *Volume) writeLogHeader(region uint64, ls *logSeg, durable bool) error {
+func (v *Volume) writeLogHeader(region uint64, ls *logSeg) error {
 	if v.opts.SyncMode == SyncModeSync {
 		v.zeroOnce.Do(func() { v.zeros = make([]byte, v.g.segSize-segHeaderSize) })
 		if err := v.writeAt(v.zeros, v.g.fileOff(ls.seg)+segHeaderSize, IOLog); err != nil {
 			return err
 		}
-		durable = true
 	}
-	if err := v.writeAt(logHeader(region, ls), v.g.fileOff(ls.seg), IOLog); err != nil {
-		return err
-	}
-	if !durable {
-		return nil
-	}
-	return v.syncData()
-}
-
-// rewriteLogHeader writes a log segment's header (only) and fdatasyncs.
-func (v *Volume) rewriteLogHeader(region uint64, ls *logSeg) error {
-	if err := v.writeAt(logHeader(region, ls), v.g.fileOff(ls.seg), IOLog); err != nil {
-		return err
-	}
-	return v.syncData()
-}
-
-// logHeader returns the segHeaderSize bytes of a log segment's header.
-func logHeader(region uint64, ls *logSeg) []byte {
 	h := make([]byte, segHeaderSize)
 	segHeader{Kind: segKindLog, Region: region, PrimarySeg: ls.seg, Seq: ls.seq, SegNo: ls.seg}.encode(h)
-	return h
-}
-
-// headerLost reports whether log segment ls, whose header in data (the
-// segment's bytes, read from the device) does not match its log entry, is
-// a prepared segment whose header's write a crash lost (see
-// writeLogHeader), rather than a damaged one. It must be one of the log's
-// last two entries (lastIdx is the last one's index: the next segment, and
-// the one after it if that was prepared while the previous tail's seal
-// ran), unsealed, its header area as an earlier use of the segment or a
-// fresh file left it (all zeros, or a valid header of an older sequence:
-// garbage is damage), and it must hold no record (none verifies at any
-// offset: a damaged start would hide the records after it).
-func headerLost(data []byte, ls *logSeg, lastIdx uint64) bool {
-	if ls.end != 0 || ls.idx+1 < lastIdx || len(data) < segHeaderSize {
-		return false
+	if err := v.writeAt(h, v.g.fileOff(ls.seg), IOLog); err != nil {
+		return err
 	}
-	if slices.ContainsFunc(data[:segHeaderSize], func(b byte) bool { return b != 0 }) {
-		h, err := decodeSegHeader(data, ls.seg)
-		if err != nil || h.Seq >= ls.seq {
-			return false
-		}
-	}
-	return !anyRecord(data[segHeaderSize:], ls.recordSeq())
+	return v.syncData()
 }
 
 // setLogEntries persists the listed log segments' descriptors.

@@ -6,9 +6,8 @@ import (
 )
 
 // Segment switches. The next log segment is prepared ahead of need (once
-// the tail is half full): allocated, its header written (in async mode
-// without a sync: the next fdatasync makes it durable, see writeLogHeader),
-// and recorded in the metadata as the log's next index. A switch then costs one
+// the tail is half full): allocated, its header written and synced, and
+// recorded in the metadata as the log's next index. A switch then costs one
 // fdatasync of the old tail's rest; the switch wakes the preparer, whose
 // batch records the following segment and the old segment's end offset.
 // Until that commit lands, recovery reads an unsealed non-last segment like
@@ -57,7 +56,7 @@ func (l *vlog) prepare() error {
 		return err
 	}
 	ls := &logSeg{idx: idx, seg: s.seg, seq: s.seq}
-	if err := l.v.writeLogHeader(l.r.desc.ID, ls, false); err != nil {
+	if err := l.v.writeLogHeader(l.r.desc.ID, ls); err != nil {
 		l.v.alloc.release(s.seg)
 		return err
 	}
