@@ -429,7 +429,9 @@ type ringLink struct {
 }
 
 func (l *ringLink) Send(ctx context.Context, c *replication.Command) ([]byte, error) {
-	rep, err := l.c.Call(ctx, ring.Request{Type: wire.TypeReplicate, Region: l.region, Epoch: l.epoch, Payload: c.Encode(nil), ReplySize: 4 << 10})
+	// The command's Data (a shipped index segment: 2 MiB) goes as the
+	// request's tail, copied once into the ring, not into an encoding first.
+	rep, err := l.c.Call(ctx, ring.Request{Type: wire.TypeReplicate, Region: l.region, Epoch: l.epoch, Payload: c.EncodeHead(nil), Tail: c.Data, ReplySize: 4 << 10})
 	if err != nil {
 		return nil, err
 	}

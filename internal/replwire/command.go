@@ -147,7 +147,12 @@ type Command struct {
 func (c *Command) Size() int { return cmdFixed + 8*len(c.Segments) + len(c.Data) }
 
 // Encode appends the command's encoding to b.
-func (c *Command) Encode(b []byte) []byte {
+func (c *Command) Encode(b []byte) []byte { return append(c.EncodeHead(b), c.Data...) }
+
+// EncodeHead appends c's encoding without its Data, which follows it on
+// the wire (Encode is EncodeHead then Data): a sender that can send two
+// slices as one message need not copy a large Data into the encoding.
+func (c *Command) EncodeHead(b []byte) []byte {
 	start := len(b)
 	b = append(b, make([]byte, cmdFixed)...)
 	h := b[start:]
@@ -177,7 +182,7 @@ func (c *Command) Encode(b []byte) []byte {
 	for _, s := range c.Segments {
 		b = le.AppendUint64(b, s)
 	}
-	return append(b, c.Data...)
+	return b
 }
 
 // DecodeCommand parses a command. Data aliases b.

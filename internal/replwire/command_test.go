@@ -1,6 +1,7 @@
 package replwire
 
 import (
+	"bytes"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -68,6 +69,17 @@ func TestCommandGolden(t *testing.T) {
 	}
 	if b.String() != string(want) {
 		t.Fatalf("encoding changed (run with -update-golden if intended):\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestEncodeHeadThenData: EncodeHead followed by Data is Encode, for
+// every golden command (what a sender sending them as two slices puts on
+// the wire).
+func TestEncodeHeadThenData(t *testing.T) {
+	for _, c := range goldenCommands() {
+		if got, want := append(c.EncodeHead([]byte("x")), c.Data...), c.Encode([]byte("x")); !bytes.Equal(got, want) {
+			t.Fatalf("%s: EncodeHead+Data\n%x\nEncode\n%x", c.Kind, got, want)
+		}
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // header's magic and checksum are visible and the checksum fails.
 func tornMessage(b []byte, h Header, payload []byte) []byte {
 	msg := make([]byte, MsgSize(len(payload)))
-	encode(msg, h, payload)
+	encode(msg, h, payload, nil)
 	copy(b[32:len(msg)-8], msg[32:len(msg)-8])
 	return msg
 }
@@ -138,7 +138,7 @@ func TestStalledWriterShm(t *testing.T) {
 	payload := bytes.Repeat([]byte{0x42}, 2<<10)
 	n := MsgSize(len(payload))
 	msg := make([]byte, n)
-	encode(msg, Header{Type: typeEcho, ReqID: 1, ReplySize: uint32(n)}, payload)
+	encode(msg, Header{Type: typeEcho, ReqID: 1, ReplySize: uint32(n)}, payload, nil)
 	r.write(t, 32, msg[32:n-8])
 	time.Sleep(1500 * time.Millisecond)
 	r.write(t, 0, msg[:32])

@@ -36,6 +36,10 @@ type Request struct {
 	Region  uint64
 	Epoch   uint64
 	Payload []byte // copied when the request is sent
+	// Tail, if any, follows Payload in the request's payload: a caller
+	// sends a header and a large body without joining them first. Copied
+	// when the request is sent, like Payload.
+	Tail []byte
 	// ReplySize is the reply payload to reserve room for (0: the hint).
 	ReplySize int
 }
@@ -209,9 +213,9 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 	if req := call.Req; req.Type < TypeFirstApp && req.Type != 0 {
 		return fmt.Errorf("ring: request type %d is reserved", req.Type)
 	}
-	msgSize := MsgSize(len(call.Req.Payload))
+	msgSize := MsgSize(len(call.Req.Payload) + len(call.Req.Tail))
 	if msgSize > c.cfg.RequestRing/2 {
-		return fmt.Errorf("%w: request of %d bytes, limit %d", ErrTooLarge, len(call.Req.Payload), c.cfg.RequestRing/2-HeaderSize-8)
+		return fmt.Errorf("%w: request of %d bytes, limit %d", ErrTooLarge, len(call.Req.Payload)+len(call.Req.Tail), c.cfg.RequestRing/2-HeaderSize-8)
 	}
 	c.mu.Lock()
 	replySize := call.Req.ReplySize
@@ -263,7 +267,7 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 	off := int(at % c.req.size)
 	h := Header{Type: call.Req.Type, ReqID: call.id, ReplyOff: uint32(slot % c.rep.size), ReplySize: uint32(call.slotSize),
 		Region: call.Req.Region, Epoch: call.Req.Epoch}
-	encode(buf[off:], h, call.Req.Payload)
+	encode(buf[off:], h, call.Req.Payload, call.Req.Tail)
 	if err := c.post(off, msgSize, true); err != nil {
 		return c.breakUnlock(err)
 	}

@@ -13,7 +13,7 @@ import (
 func FuzzClientCheck(f *testing.F) {
 	reply := func(h Header, payload []byte) []byte {
 		b := make([]byte, MsgSize(len(payload)))
-		encode(b, h, payload)
+		encode(b, h, payload, nil)
 		return b
 	}
 	f.Add(reply(Header{Type: TypeFirstApp, Flags: FlagReply, ReqID: 1}, []byte("value")), uint8(0), uint8(4))

@@ -19,7 +19,7 @@ var updateCorpus = flag.Bool("update-corpus", false, "rewrite testdata (seed cor
 func seedMessages() [][]byte {
 	msg := func(h Header, payload []byte) []byte {
 		b := make([]byte, MsgSize(len(payload)))
-		encode(b, h, payload)
+		encode(b, h, payload, nil)
 		return b
 	}
 	req := msg(Header{Type: TypeFirstApp, ReqID: 7, ReplyOff: 128, ReplySize: 256, Region: 3, Epoch: 2}, []byte("payload"))
@@ -118,7 +118,7 @@ func TestGoldenMessages(t *testing.T) {
 			b = b[:HeaderSize]
 			h.put(b)
 		} else {
-			encode(b, h, payload)
+			encode(b, h, payload, nil)
 		}
 		fmt.Fprintf(&sb, "# %s\n", name)
 		for i := 0; i < len(b); i += 16 {

@@ -106,15 +106,18 @@ func (h *Header) put(b []byte) {
 	binary.LittleEndian.PutUint64(b[56:], magic)
 }
 
-// encode writes a whole message (header, payload, padding, tail) into b,
-// which must hold MsgSize(len(payload)) bytes. h.Len is set.
-func encode(b []byte, h Header, payload []byte) int {
-	h.Len = uint32(len(payload))
-	n := MsgSize(len(payload))
+// encode writes a whole message (header, payload then tail, padding,
+// tail marker) into b, which must hold MsgSize(len(payload)+len(tail))
+// bytes. h.Len is set.
+func encode(b []byte, h Header, payload, tail []byte) int {
+	size := len(payload) + len(tail)
+	h.Len = uint32(size)
+	n := MsgSize(size)
 	h.put(b)
-	if len(payload) > 0 {
-		copy(b[HeaderSize:], payload)
-		clear(b[HeaderSize+len(payload) : n-8])
+	if size > 0 {
+		at := HeaderSize + copy(b[HeaderSize:], payload)
+		at += copy(b[at:], tail)
+		clear(b[at : n-8])
 		binary.LittleEndian.PutUint64(b[n-8:], tailMagic^h.ReqID)
 	}
 	return n

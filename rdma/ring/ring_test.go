@@ -145,6 +145,28 @@ func TestSizes(t *testing.T) {
 	})
 }
 
+// TestRequestTail: a request's Tail arrives after its Payload as one
+// payload, at sizes across the ring's padding and its limit; the limit
+// counts both.
+func TestRequestTail(t *testing.T) {
+	forEnv(t, func(t *testing.T, e env) {
+		const ring = 16 << 10
+		s, _ := start(t, e, ServerConfig{})
+		c := dial(t, e, s, ClientConfig{RequestRing: ring, ReplyRing: ring})
+		max := ring/2 - HeaderSize - 8
+		for _, n := range [][2]int{{0, 0}, {0, 5}, {5, 0}, {3, 4}, {55, 1}, {1, 63}, {100, 4000}, {1, max - 1}, {max - 7, 7}} {
+			head, tail := bytes.Repeat([]byte{'h'}, n[0]), bytes.Repeat([]byte{'t'}, n[1])
+			rep, err := call(t, c, Request{Type: typeEcho, Payload: head, Tail: tail})
+			if want := append(append([]byte(nil), head...), tail...); err != nil || !bytes.Equal(rep.Payload, want) {
+				t.Fatalf("%d+%d bytes: %v (got %d bytes)", n[0], n[1], err, len(rep.Payload))
+			}
+		}
+		if _, err := call(t, c, Request{Type: typeEcho, Payload: make([]byte, 8), Tail: make([]byte, max-7)}); !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("payload and tail over half the ring: %v, want ErrTooLarge", err)
+		}
+	})
+}
+
 // TestTooSmallRetry: a reply larger than its slot is retried once with the
 // size the server asked for.
 func TestTooSmallRetry(t *testing.T) {

@@ -113,7 +113,7 @@ func (c *sconn) reply(h Header, r Reply) {
 		out.Status, out.Aux, payload = StatusTooSmall, uint32(need), nil
 	}
 	off := int(h.ReplyOff)
-	n := encode(c.repMR.Bytes()[off:], out, payload)
+	n := encode(c.repMR.Bytes()[off:], out, payload, nil)
 	// An error here breaks the QP; the spinner sees it on the CQ.
 	_ = c.qp.PostWrite(rdma.WriteWR{Local: c.repMR, LocalOff: off, Len: n, Remote: c.remote, RemoteOff: uint64(off), Solicited: true})
 }
