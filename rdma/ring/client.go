@@ -35,10 +35,14 @@ type Request struct {
 	Type    uint16
 	Region  uint64
 	Epoch   uint64
-	Payload []byte // copied when the request is sent
+	// Payload is copied into the ring when the request is sent, and again
+	// if the server asks for a larger reply slot, possibly after Call
+	// returned on a cancelled context: the caller must not change it
+	// until the call completes.
+	Payload []byte
 	// Tail, if any, follows Payload in the request's payload: a caller
-	// sends a header and a large body without joining them first. Copied
-	// when the request is sent, like Payload.
+	// sends a header and a large body without joining them first. The
+	// same rule as Payload's holds.
 	Tail []byte
 	// ReplySize is the reply payload to reserve room for (0: the hint).
 	ReplySize int
