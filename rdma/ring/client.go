@@ -32,9 +32,9 @@ type ClientConfig struct {
 
 // Request is one request message.
 type Request struct {
-	Type    uint16
-	Region  uint64
-	Epoch   uint64
+	Type   uint16
+	Region uint64
+	Epoch  uint64
 	// Payload is copied into the ring when the request is sent, and again
 	// if the server asks for a larger reply slot, possibly after Call
 	// returned on a cancelled context: the caller must not change it
