@@ -9,19 +9,41 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// flipBit flips one bit of the segment file at off.
-func flipBit(t *testing.T, fs vfs.FS, off int64) {
+// openSegments opens the segment file of the volume in fs for writing.
+func openSegments(t *testing.T, fs vfs.FS) vfs.File {
 	t.Helper()
 	f, err := fs.OpenReadWrite("vol/"+dataFileName, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// flipBit flips one bit of the segment file at off.
+func flipBit(t *testing.T, fs vfs.FS, off int64) {
+	t.Helper()
+	f := openSegments(t, fs)
 	defer f.Close()
 	b := make([]byte, 1)
 	if _, err := f.ReadAt(b, off); err != nil {
 		t.Fatal(err)
 	}
 	b[0] ^= 0x10
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setBytes overwrites [off, off+n) of the segment file with fill(i) for
+// the i-th byte.
+func setBytes(t *testing.T, fs vfs.FS, off, n int64, fill func(i int64) byte) {
+	t.Helper()
+	f := openSegments(t, fs)
+	defer f.Close()
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = fill(int64(i))
+	}
 	if _, err := f.WriteAt(b, off); err != nil {
 		t.Fatal(err)
 	}

@@ -8,31 +8,14 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// setBytes overwrites [off, off+n) of the volume's segments file in fs
-// with f(i) for the i-th byte.
-func setBytes(t *testing.T, fs vfs.FS, off, n int64, f func(i int64) byte) {
-	t.Helper()
-	file, err := fs.OpenReadWrite("vol/"+dataFileName, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer file.Close()
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = f(int64(i))
-	}
-	if _, err := file.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestDamagedLogHeaderIsCorruption: what a lost header of a prepared
-// segment looks like is told from damage. A tail holding synced records
-// whose header area and first record are overwritten (with garbage, or
-// zeros: records after them still verify), and an unsealed segment before
-// the tail (its end not saved), wiped whole while the tail holds records,
-// are reported corrupt
-// by recovery and by the offline check, in both sync modes.
+// TestDamagedLogHeaderIsCorruption: a log segment holding synced records
+// whose header is damaged is corruption, reported by recovery and by the
+// offline check, in both sync modes: a tail whose header area and first
+// record are overwritten (with garbage, or zeros: records after them still
+// verify), a tail wiped whole, and an unsealed segment before the tail
+// (its end not saved) wiped whole. (A log that took a segment with an
+// unreadable header for one prepared just before a crash would lose them
+// silently.)
 func TestDamagedLogHeaderIsCorruption(t *testing.T) {
 	garbage := func(i int64) byte { return byte(i*7 + 3) }
 	zeros := func(int64) byte { return 0 }
