@@ -98,6 +98,13 @@ type Config struct {
 	// the control file FaultFile in DataDir (faultfs.go): a testing
 	// feature (the hidden flag --fault-fs), not a configuration key.
 	FaultFS bool `yaml:"-"`
+	// UnsafeLoneAck makes a primary with no backup acknowledge as the sync
+	// mode says, without the fdatasync a lone primary otherwise makes
+	// before every acknowledgement (replication.Alone.Unsafe): in async
+	// mode its crash loses acknowledged writes. A benchmarking feature
+	// (the hidden flag --unsafe-lone-ack: the paper's No-Replication), not
+	// a configuration key.
+	UnsafeLoneAck bool `yaml:"-"`
 }
 
 // DefaultConfig is what an empty configuration file means.

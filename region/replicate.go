@@ -583,10 +583,10 @@ func (s *Server) attachDialed(ctx context.Context, m *regionmap.Map, r regionmap
 
 // serveAlone makes a primary with no backup in a stream its only copy:
 // every write is durable before its acknowledgement, whatever the sync
-// mode; with the map's min_copies above 1 writes are refused (reads go
+// mode (unless Config.UnsafeLoneAck); with the map's min_copies above 1 writes are refused (reads go
 // on).
 func (s *Server) serveAlone(m *regionmap.Map, r regionmap.Assignment, er *engine.Region) {
-	er.SetReplicator(&replication.Alone{Region: er, MinCopies: m.Copies()})
+	er.SetReplicator(&replication.Alone{Region: er, MinCopies: m.Copies(), Unsafe: s.cfg.UnsafeLoneAck})
 	if m.Copies() > 1 {
 		s.log.Warn("region refuses writes: fewer copies than min_copies", zap.Uint64("region", r.ID), zap.Int("copies", 1), zap.Int("min_copies", m.Copies()))
 	}

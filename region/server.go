@@ -123,6 +123,9 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
 	if cfg.SyncMode == "async" {
 		mode = engine.SyncModeAsync
 	}
+	if cfg.UnsafeLoneAck {
+		log.Warn("UNSAFE: a primary without backups acknowledges writes as the sync mode says, without its own fdatasync (--unsafe-lone-ack): in async mode its crash loses acknowledged writes")
+	}
 	if cfg.FaultFS {
 		fault = newFaultInjector(cfg.DataDir, log.Named("fault-fs"))
 		fs = errorfs.Wrap(fs, fault)

@@ -41,15 +41,26 @@ func ackRule(backups, minCopies int) (sync bool, err error) {
 type Alone struct {
 	Region    *engine.Region
 	MinCopies int
+	// Unsafe acknowledges as the region's sync mode says, without the
+	// lone primary's own fdatasync: in async mode a write is acknowledged
+	// from memory and the primary's crash loses it. It exists to measure
+	// the paper's No-Replication (a benchmark's baseline), never to serve
+	// data anyone needs.
+	Unsafe bool
 }
 
 // WaitReplicated makes the log durable up to pos: the primary is the only
-// copy.
-func (a *Alone) WaitReplicated(pos uint64) error { return a.Region.SyncTo(pos) }
+// copy (Unsafe: returns at once).
+func (a *Alone) WaitReplicated(pos uint64) error {
+	if a.Unsafe {
+		return nil
+	}
+	return a.Region.SyncTo(pos)
+}
 
-// Replicated reports whether the log is durable up to pos
-// (engine.ReplicatedProbe).
-func (a *Alone) Replicated(pos uint64) bool { return a.Region.Synced(pos) }
+// Replicated reports whether the log is durable up to pos (Unsafe:
+// always true) (engine.ReplicatedProbe).
+func (a *Alone) Replicated(pos uint64) bool { return a.Unsafe || a.Region.Synced(pos) }
 
 // AdmitWrite refuses every write when MinCopies is above 1.
 func (a *Alone) AdmitWrite() error {

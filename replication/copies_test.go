@@ -97,6 +97,50 @@ func TestLonePrimarySyncsBeforeAck(t *testing.T) {
 	}
 }
 
+// TestUnsafeAloneAcksFromMemory: a lone primary marked Unsafe (the
+// benchmarks' No-Replication) acknowledges an async write without its
+// fdatasync, so a crash right after loses it, and still refuses writes
+// under min_copies 2.
+func TestUnsafeAloneAcksFromMemory(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	opts := func(fs vfs.FS) engine.Options {
+		return engine.Options{FS: fs, Dir: "p", SegmentSize: mirrorSeg, L0Pairs: 64, SyncMode: engine.SyncModeAsync, GCInterval: -1}
+	}
+	v, err := engine.Open(opts(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	r, err := v.CreateRegion(engine.RegionDesc{ID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Alone{Region: r, MinCopies: 1, Unsafe: true}
+	r.SetReplicator(a)
+	if err := r.Put([]byte("k"), []byte("from memory")); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := r.TryGet([]byte("k")); !ok || err != nil || string(got) != "from memory" {
+		t.Fatalf("TryGet of the unsynced write: %q, %v, %v (deferred: the probe waits for a sync)", got, ok, err)
+	}
+	clone := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	cv, err := engine.Open(opts(clone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr, ok := cv.Region(7); ok {
+		if got, err := cr.Get([]byte("k")); err == nil {
+			t.Fatalf("the write survived a crash (%q): it was synced before its acknowledgement", got)
+		}
+	}
+	cv.Close()
+
+	r.SetReplicator(&Alone{Region: r, MinCopies: 2, Unsafe: true})
+	if err := r.Put([]byte("refused"), []byte("v")); !errors.Is(err, ErrTooFewCopies) {
+		t.Fatalf("a write to an unsafe lone primary under min_copies 2: %v, want ErrTooFewCopies", err)
+	}
+}
+
 // TestShipperMinCopies: a stream acknowledges a write only with MinCopies
 // copies, the primary counted and joining backups not: at the threshold it
 // accepts; one backup dropped (below it) refuses before appending, reads

@@ -53,6 +53,8 @@ func serverFlags() []cli.Flag {
 		&cli.StringFlag{Name: "tls-ca", Usage: "PEM CA certificate that signs the clients and servers allowed on tcp"},
 		&cli.StringFlag{Name: "shm-allow-uids", Usage: "comma-separated uids allowed to connect over shm besides this server's own and root"},
 		// Testing only (docs/operations.md, "Fault injection").
+		// Benchmarking only (docs/benchmarks.md, item 2).
+		&cli.BoolFlag{Name: "unsafe-lone-ack", Hidden: true, Usage: "UNSAFE: a primary without backups acknowledges async writes from memory (a crash loses them); for measuring No-Replication"},
 		&cli.BoolFlag{Name: "fault-fs", Hidden: true, Usage: "fail the volume's I/O as the file FAULT in the data dir says (eio, eio-segments, eio-all, off)"},
 	}
 }
@@ -109,6 +111,7 @@ func serverConfig(c *cli.Context) (region.Config, error) {
 		cfg.ShmAllowUIDs = uids
 	}
 	cfg.FaultFS = c.Bool("fault-fs")
+	cfg.UnsafeLoneAck = c.Bool("unsafe-lone-ack")
 	return cfg, cfg.Validate()
 }
 

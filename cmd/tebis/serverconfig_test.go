@@ -40,3 +40,15 @@ func TestServerSecurityFlags(t *testing.T) {
 		t.Fatal("--shm-allow-uids with a name accepted")
 	}
 }
+
+// TestServerUnsafeLoneAckFlag: the benchmarks' hidden flag sets
+// Config.UnsafeLoneAck, off by default.
+func TestServerUnsafeLoneAckFlag(t *testing.T) {
+	cfg, err := parseServerFlags(t)
+	if err != nil || cfg.UnsafeLoneAck {
+		t.Fatalf("default: UnsafeLoneAck %v, %v", cfg.UnsafeLoneAck, err)
+	}
+	if cfg, err = parseServerFlags(t, "--unsafe-lone-ack"); err != nil || !cfg.UnsafeLoneAck {
+		t.Fatalf("--unsafe-lone-ack: UnsafeLoneAck %v, %v", cfg.UnsafeLoneAck, err)
+	}
+}

@@ -212,6 +212,11 @@ func runReplSetup(ctx context.Context, cfg ReplConfig, b Config, setup ReplSetup
 			"--shm", e.Shm, "--tcp", e.TCP, "--map-file", mapFile, "--sync-mode", mode, "--segment-size", cfg.SegmentSize,
 			"--l0-pairs", strconv.Itoa(setup.l0Pairs(b.L0Pairs)), "--growth-factor", strconv.Itoa(b.GrowthFactor),
 			"--replication-transport", cfg.Transport, "--cpuprofile", s.profile}
+		if setup.Factor == 1 {
+			// The paper's No-Replication acknowledges from memory (async):
+			// without the flag a lone primary syncs every write.
+			args = append(args, "--unsafe-lone-ack")
+		}
 		args = append(args, cfg.ServerArgs...)
 		if s.proc, err = child.Start(child.Spec{Argv: append([]string{cfg.Binary}, args...), Stderr: os.Stderr}); err != nil {
 			return nil, fmt.Errorf("start server: %w", err)
