@@ -57,20 +57,25 @@ type Mirror struct {
 	half     int    // the tail's half of the buffers
 	seg      uint64 // the tail's primary segment number
 	appended int64  // bytes of the tail image written by Append
-	posted   int64  // bytes posted to the backups
-	backups  []*mirrorBackup
-	gen      uint64 // bumped at every Switch
-	written  uint64 // bytes posted, summed over backups
-	waiters  int    // goroutines in wait's or Confirm's cond.Wait
-	probes   uint64 // the last Confirm probe round posted
-	parks    uint64 // times a waiter parked (tests)
-	pollBuf  [16]rdma.Completion
-	kick     chan struct{} // capacity 1: a waiter parked
-	onDrop   func(name string, err error)
-	closed   bool
-	tick     time.Duration      // idle completion drain and waiter wake-ups
-	cancel   context.CancelFunc // stops the completion loop
-	done     chan struct{}
+	// used is, per half, how far Append wrote into it: a half is cleared
+	// that far when the tail moves back into it (a half never written is
+	// still the mapping's zeros, and clearing it would only fault its
+	// pages in).
+	used    [2]int64
+	posted  int64 // bytes posted to the backups
+	backups []*mirrorBackup
+	gen     uint64 // bumped at every Switch
+	written uint64 // bytes posted, summed over backups
+	waiters int    // goroutines in wait's or Confirm's cond.Wait
+	probes  uint64 // the last Confirm probe round posted
+	parks   uint64 // times a waiter parked (tests)
+	pollBuf [16]rdma.Completion
+	kick    chan struct{} // capacity 1: a waiter parked
+	onDrop  func(name string, err error)
+	closed  bool
+	tick    time.Duration      // idle completion drain and waiter wake-ups
+	cancel  context.CancelFunc // stops the completion loop
+	done    chan struct{}
 }
 
 type mirrorBackup struct {
@@ -161,10 +166,13 @@ func (m *Mirror) Switch(ctx context.Context, seg uint64) error {
 			m.dropLocked(b, fmt.Errorf("replication: backup %s: tail switched before its WRITEs completed: %w", b.Name, err))
 		}
 	}
+	m.used[m.half] = m.appended
 	m.half ^= 1
 	m.seg, m.appended, m.posted = seg, 0, 0
 	m.gen++
-	clear(m.staging.Bytes()[int64(m.half)*m.segSize : int64(m.half+1)*m.segSize])
+	base := int64(m.half) * m.segSize
+	clear(m.staging.Bytes()[base : base+m.used[m.half]])
+	m.used[m.half] = 0
 	return err
 }
 
