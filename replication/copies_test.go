@@ -128,10 +128,12 @@ func TestUnsafeAloneAcksFromMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cr, ok := cv.Region(7); ok {
-		if got, err := cr.Get([]byte("k")); err == nil {
-			t.Fatalf("the write survived a crash (%q): it was synced before its acknowledgement", got)
-		}
+	cr, ok := cv.Region(7)
+	if !ok {
+		t.Fatal("region lost in the crash")
+	}
+	if got, err := cr.Get([]byte("k")); err == nil {
+		t.Fatalf("the write survived a crash (%q): it was synced before its acknowledgement", got)
 	}
 	cv.Close()
 

@@ -52,9 +52,9 @@ func serverFlags() []cli.Flag {
 		&cli.StringFlag{Name: "tls-key", Usage: "PEM private key of --tls-cert"},
 		&cli.StringFlag{Name: "tls-ca", Usage: "PEM CA certificate that signs the clients and servers allowed on tcp"},
 		&cli.StringFlag{Name: "shm-allow-uids", Usage: "comma-separated uids allowed to connect over shm besides this server's own and root"},
-		// Testing only (docs/operations.md, "Fault injection").
-		// Benchmarking only (docs/benchmarks.md, item 2).
+		// Benchmarking only (docs/operations.md, "Benchmarking: --unsafe-lone-ack").
 		&cli.BoolFlag{Name: "unsafe-lone-ack", Hidden: true, Usage: "UNSAFE: a primary without backups acknowledges async writes from memory (a crash loses them); for measuring No-Replication"},
+		// Testing only (docs/operations.md, "Fault injection").
 		&cli.BoolFlag{Name: "fault-fs", Hidden: true, Usage: "fail the volume's I/O as the file FAULT in the data dir says (eio, eio-segments, eio-all, off)"},
 	}
 }
