@@ -76,18 +76,7 @@ func (t *serverTarget) spawn(o TargetOptions) (regionmap.Server, error) {
 		return regionmap.Server{}, err
 	}
 	srv := regionmap.Server{Name: "rs1", Shm: filepath.Join(dir, "server.sock"), TCP: tcp}
-	mode := "async"
-	if o.Sync {
-		mode = "sync"
-	}
-	args := append(append([]string(nil), o.ServerArgv[1:]...), "--data-dir", filepath.Join(dir, "data"),
-		"--shm", srv.Shm, "--tcp", srv.TCP, "--sync-mode", mode)
-	if o.L0Pairs > 0 {
-		args = append(args, "--l0-pairs", strconv.Itoa(o.L0Pairs))
-	}
-	if o.GrowthFactor > 0 {
-		args = append(args, "--growth-factor", strconv.Itoa(o.GrowthFactor))
-	}
+	args := serverArgs(o, dir, srv)
 	// The server dies with this process, however it ends.
 	p, err := child.Start(child.Spec{Argv: append([]string{o.ServerArgv[0]}, args...), Stderr: os.Stderr})
 	if err != nil {
@@ -104,6 +93,31 @@ func (t *serverTarget) spawn(o TargetOptions) (regionmap.Server, error) {
 		return srv, errors.Join(fmt.Errorf("server not listening on %s after 30s: %w", tcp, err), t.stop())
 	}
 	return srv, nil
+}
+
+// serverArgs are the flags of the server spawn starts in dir (after
+// ServerArgv[0]). In async mode the server runs with --unsafe-lone-ack:
+// its region is its only copy, and a lone primary would otherwise make
+// every write durable before its reply, where the in-process engine it is
+// compared with acknowledges async writes from memory; with the flag both
+// do the same work and the comparison measures the serving path.
+func serverArgs(o TargetOptions, dir string, srv regionmap.Server) []string {
+	mode := "async"
+	if o.Sync {
+		mode = "sync"
+	}
+	args := append(append([]string(nil), o.ServerArgv[1:]...), "--data-dir", filepath.Join(dir, "data"),
+		"--shm", srv.Shm, "--tcp", srv.TCP, "--sync-mode", mode)
+	if !o.Sync {
+		args = append(args, "--unsafe-lone-ack")
+	}
+	if o.L0Pairs > 0 {
+		args = append(args, "--l0-pairs", strconv.Itoa(o.L0Pairs))
+	}
+	if o.GrowthFactor > 0 {
+		args = append(args, "--growth-factor", strconv.Itoa(o.GrowthFactor))
+	}
+	return args
 }
 
 func (t *serverTarget) Put(key, value []byte) error { return t.cl.Put(t.ctx, key, value) }
