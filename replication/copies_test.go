@@ -42,12 +42,11 @@ func TestAckRule(t *testing.T) {
 	}
 }
 
-// TestLonePrimarySyncsBeforeAck: an async primary with no backup (Alone)
-// acknowledges a write only once it is on disk: a crash right after the
-// acknowledgement (a crash clone of the filesystem, unsynced data lost)
-// keeps it. With min_copies 2 it refuses writes, appending nothing, and
-// reads go on.
-func TestLonePrimarySyncsBeforeAck(t *testing.T) {
+// crashableRegion opens an async volume on a crashable in-memory file
+// system and creates region 7 in it; crash opens a crash clone of the
+// file system (unsynced data lost) and returns region 7 there.
+func crashableRegion(t *testing.T) (r *engine.Region, crash func() (*engine.Volume, *engine.Region)) {
+	t.Helper()
 	mem := vfs.NewCrashableMem()
 	opts := func(fs vfs.FS) engine.Options {
 		return engine.Options{FS: fs, Dir: "p", SegmentSize: mirrorSeg, L0Pairs: 64, SyncMode: engine.SyncModeAsync, GCInterval: -1}
@@ -56,26 +55,39 @@ func TestLonePrimarySyncsBeforeAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer v.Close()
-	r, err := v.CreateRegion(engine.RegionDesc{ID: 7})
-	if err != nil {
+	t.Cleanup(func() { v.Close() })
+	if r, err = v.CreateRegion(engine.RegionDesc{ID: 7}); err != nil {
 		t.Fatal(err)
 	}
+	return r, func() (*engine.Volume, *engine.Region) {
+		t.Helper()
+		cv, err := engine.Open(opts(mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr, ok := cv.Region(7)
+		if !ok {
+			cv.Close()
+			t.Fatal("region lost in the crash")
+		}
+		return cv, cr
+	}
+}
+
+// TestLonePrimarySyncsBeforeAck: an async primary with no backup (Alone)
+// acknowledges a write only once it is on disk: a crash right after the
+// acknowledgement (a crash clone of the filesystem, unsynced data lost)
+// keeps it. With min_copies 2 it refuses writes, appending nothing, and
+// reads go on.
+func TestLonePrimarySyncsBeforeAck(t *testing.T) {
+	r, crash := crashableRegion(t)
 	r.SetReplicator(&Alone{Region: r, MinCopies: 1})
 	for i := range 10 {
 		if err := r.Put(fmt.Appendf(nil, "k%d", i), []byte("acknowledged")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	clone := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	cv, err := engine.Open(opts(clone))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr, ok := cv.Region(7)
-	if !ok {
-		t.Fatal("region lost in the crash")
-	}
+	cv, cr := crash()
 	for i := range 10 {
 		if got, err := cr.Get(fmt.Appendf(nil, "k%d", i)); err != nil || string(got) != "acknowledged" {
 			t.Fatalf("k%d after a crash of the lone primary: %q, %v (acknowledged from memory only)", i, got, err)
@@ -85,7 +97,7 @@ func TestLonePrimarySyncsBeforeAck(t *testing.T) {
 
 	r.SetReplicator(&Alone{Region: r, MinCopies: 2})
 	before, _ := r.LogTail()
-	err = r.Put([]byte("refused"), []byte("v"))
+	err := r.Put([]byte("refused"), []byte("v"))
 	if !errors.Is(err, ErrTooFewCopies) || !strings.Contains(err.Error(), "1 of the 2") {
 		t.Fatalf("a write to a lone primary under min_copies 2: %v, want ErrTooFewCopies (1 of 2)", err)
 	}
@@ -102,19 +114,7 @@ func TestLonePrimarySyncsBeforeAck(t *testing.T) {
 // fdatasync, so a crash right after loses it, and still refuses writes
 // under min_copies 2.
 func TestUnsafeAloneAcksFromMemory(t *testing.T) {
-	mem := vfs.NewCrashableMem()
-	opts := func(fs vfs.FS) engine.Options {
-		return engine.Options{FS: fs, Dir: "p", SegmentSize: mirrorSeg, L0Pairs: 64, SyncMode: engine.SyncModeAsync, GCInterval: -1}
-	}
-	v, err := engine.Open(opts(mem))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	r, err := v.CreateRegion(engine.RegionDesc{ID: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, crash := crashableRegion(t)
 	a := &Alone{Region: r, MinCopies: 1, Unsafe: true}
 	r.SetReplicator(a)
 	if err := r.Put([]byte("k"), []byte("from memory")); err != nil {
@@ -123,15 +123,7 @@ func TestUnsafeAloneAcksFromMemory(t *testing.T) {
 	if got, ok, err := r.TryGet([]byte("k")); !ok || err != nil || string(got) != "from memory" {
 		t.Fatalf("TryGet of the unsynced write: %q, %v, %v (deferred: the probe waits for a sync)", got, ok, err)
 	}
-	clone := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	cv, err := engine.Open(opts(clone))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr, ok := cv.Region(7)
-	if !ok {
-		t.Fatal("region lost in the crash")
-	}
+	cv, cr := crash()
 	if got, err := cr.Get([]byte("k")); err == nil {
 		t.Fatalf("the write survived a crash (%q): it was synced before its acknowledgement", got)
 	}
