@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -87,9 +88,9 @@ func TestReqTableCheckpointRoundTrip(t *testing.T) {
 			if b == nil || b.ack != c.ack || len(b.done) != len(c.done) {
 				t.Fatalf("max %d: client %d: %+v, want %+v", max, id, b, c)
 			}
-			for s := range c.done {
-				if _, ok := b.done[s]; !ok {
-					t.Fatalf("max %d: client %d seq %d lost", max, id, s)
+			for _, d := range c.done {
+				if _, ok := b.lookup(d.seq); !ok {
+					t.Fatalf("max %d: client %d seq %d lost", max, id, d.seq)
 				}
 			}
 		}
@@ -98,6 +99,103 @@ func TestReqTableCheckpointRoundTrip(t *testing.T) {
 	for _, bad := range [][]byte{nil, {2, 0, 0, 0, 0}, good[:len(good)-1], append(bytes.Clone(good), 0)} {
 		if err := newReqTable().merge(bad, 1, time.Time{}); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("merge of %d malformed bytes: %v", len(bad), err)
+		}
+	}
+}
+
+// TestReqTableMatchesModel drives the completion table and a plain model
+// of its rules (a map per client: an ack forgets the seqs below it, an
+// applied seq at or above the ack is remembered with its end) with the
+// same random adds, checks and merges: every verdict and every row agree.
+func TestReqTableMatchesModel(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewSource(seed))
+	type row struct {
+		ack  uint64
+		done map[uint64]uint64
+	}
+	model := map[uint64]*row{}
+	mrow := func(c uint64) *row {
+		if model[c] == nil {
+			model[c] = &row{done: map[uint64]uint64{}}
+		}
+		return model[c]
+	}
+	raise := func(r *row, ack uint64) {
+		if ack > r.ack {
+			r.ack = ack
+			for s := range r.done {
+				if s < ack {
+					delete(r.done, s)
+				}
+			}
+		}
+	}
+	tb := newReqTable()
+	acks := map[uint64]uint64{}
+	for i := range 20000 {
+		c := uint64(rng.Intn(3) + 1)
+		ack := acks[c] + uint64(rng.Intn(3)) // acks only rise, sometimes by more than one
+		acks[c] = ack
+		id := RequestID{Client: c, Seq: ack + uint64(rng.Intn(40)), Ack: ack}
+		v, end := tb.check(id)
+		r := model[c]
+		var mv reqVerdict
+		var mend uint64
+		switch {
+		case r == nil:
+			mv = reqNew
+		case r.done[id.Seq] != 0:
+			mv, mend = reqDuplicate, r.done[id.Seq]
+		case id.Seq < r.ack:
+			mv = reqStale
+		}
+		if v != mv || end != mend {
+			t.Fatalf("op %d: check %+v: %v %d, model %v %d", i, id, v, end, mv, mend)
+		}
+		switch rng.Intn(4) {
+		case 0: // a checkpoint of this client's row merged in (rebuild)
+			seqs := []uint64{id.Seq, id.Seq + 1}
+			chunk := binary.LittleEndian.AppendUint32([]byte{reqChunkVersion}, 1)
+			chunk = binary.LittleEndian.AppendUint64(chunk, c)
+			chunk = binary.LittleEndian.AppendUint64(chunk, ack)
+			chunk = binary.LittleEndian.AppendUint32(chunk, uint32(len(seqs)))
+			for _, s := range seqs {
+				chunk = binary.LittleEndian.AppendUint64(chunk, s)
+			}
+			e := uint64(i + 1)
+			if err := tb.merge(chunk, e, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			r := mrow(c)
+			raise(r, ack)
+			for _, s := range seqs {
+				if _, ok := r.done[s]; !ok && s >= r.ack {
+					r.done[s] = e
+				}
+			}
+		default:
+			if v != reqNew {
+				continue
+			}
+			e := uint64(i + 1)
+			tb.add(id, e, time.Time{})
+			r := mrow(c)
+			raise(r, id.Ack)
+			if id.Seq >= r.ack {
+				r.done[id.Seq] = e
+			}
+		}
+	}
+	for c, r := range model {
+		got := tb.clients[c]
+		if got == nil || got.ack != r.ack || len(got.done) != len(r.done) {
+			t.Fatalf("client %d: %+v, model %+v", c, got, r)
+		}
+		for i, d := range got.done {
+			if r.done[d.seq] != d.end || (i > 0 && got.done[i-1].seq >= d.seq) {
+				t.Fatalf("client %d: row %+v, model %v", c, got.done, r.done)
+			}
 		}
 	}
 }
@@ -510,5 +608,24 @@ func TestInspectContentSkipsCheckpoints(t *testing.T) {
 		if len(p.Key) == 0 {
 			t.Fatalf("content holds a pair with an empty key (a checkpoint), %d bytes", len(p.Value))
 		}
+	}
+}
+
+// BenchmarkReqTableAdd: one client with a window of requests in flight,
+// each carrying the client's ack (its oldest request still out), as a
+// pipelining client sends them: the check and add of every write.
+func BenchmarkReqTableAdd(b *testing.B) {
+	for _, window := range []uint64{16, 64} {
+		b.Run(fmt.Sprintf("window=%d", window), func(b *testing.B) {
+			tb := newReqTable()
+			for i := range uint64(b.N) {
+				seq := i + 1
+				id := RequestID{Client: 1, Seq: seq, Ack: max(seq, window) - window + 1}
+				if v, _ := tb.check(id); v != reqNew {
+					b.Fatalf("seq %d: %v", seq, v)
+				}
+				tb.add(id, seq, time.Time{})
+			}
+		})
 	}
 }

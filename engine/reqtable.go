@@ -61,9 +61,50 @@ const (
 
 // reqClient is one client's row of the completion table.
 type reqClient struct {
-	ack  uint64            // every seq below it is complete at the client
-	done map[uint64]uint64 // applied seqs ≥ ack -> log position after the record
-	seen time.Time         // last apply (or rebuild) that touched the row
+	ack  uint64    // every seq below it is complete at the client
+	done []reqDone // applied seqs ≥ ack, ascending
+	seen time.Time // last apply (or rebuild) that touched the row
+}
+
+// reqDone is an applied write: its seq and the log position after its
+// record. A row keeps them sorted by seq: a client's seqs arrive nearly in
+// order, so an insert lands at or near the end, and a rising ack drops a
+// prefix, where a map had to be scanned whole on every ack. (A seq that
+// arrives k places out of order costs a shift of k entries.)
+type reqDone struct{ seq, end uint64 }
+
+// find returns where seq is, or would be inserted, in c.done.
+func (c *reqClient) find(seq uint64) (int, bool) {
+	return slices.BinarySearchFunc(c.done, seq, func(d reqDone, seq uint64) int {
+		switch {
+		case d.seq < seq:
+			return -1
+		case d.seq > seq:
+			return 1
+		}
+		return 0
+	})
+}
+
+// lookup returns the log position after seq's record, if seq is applied.
+func (c *reqClient) lookup(seq uint64) (uint64, bool) {
+	if i, ok := c.find(seq); ok {
+		return c.done[i].end, true
+	}
+	return 0, false
+}
+
+// set records seq as applied, its record ending at end; keep leaves an
+// entry already there as it is.
+func (c *reqClient) set(seq, end uint64, keep bool) {
+	i, ok := c.find(seq)
+	switch {
+	case ok && keep:
+	case ok:
+		c.done[i].end = end
+	default:
+		c.done = slices.Insert(c.done, i, reqDone{seq, end})
+	}
 }
 
 // reqTable is a region's completion table: for each client, the writes
@@ -84,7 +125,7 @@ func (t *reqTable) check(id RequestID) (v reqVerdict, end uint64) {
 	if c == nil {
 		return reqNew, 0
 	}
-	if end, ok := c.done[id.Seq]; ok {
+	if end, ok := c.lookup(id.Seq); ok {
 		return reqDuplicate, end
 	}
 	if id.Seq < c.ack {
@@ -99,14 +140,14 @@ func (t *reqTable) add(id RequestID, end uint64, now time.Time) {
 	c := t.row(id.Client, now)
 	c.raiseAck(id.Ack)
 	if id.Seq >= c.ack {
-		c.done[id.Seq] = end
+		c.set(id.Seq, end, false)
 	}
 }
 
 func (t *reqTable) row(client uint64, now time.Time) *reqClient {
 	c := t.clients[client]
 	if c == nil {
-		c = &reqClient{done: map[uint64]uint64{}}
+		c = &reqClient{}
 		t.clients[client] = c
 	}
 	if now.After(c.seen) {
@@ -120,11 +161,8 @@ func (c *reqClient) raiseAck(ack uint64) {
 		return
 	}
 	c.ack = ack
-	for s := range c.done {
-		if s < ack {
-			delete(c.done, s)
-		}
-	}
+	i, _ := c.find(ack)
+	c.done = c.done[:copy(c.done, c.done[i:])] // the array is reused
 }
 
 // expire forgets the clients not seen since before now-retention.
@@ -176,10 +214,9 @@ func (t *reqTable) encodeChunks(max int) [][]byte {
 	for _, id := range ids {
 		c := t.clients[id]
 		seqs := make([]uint64, 0, len(c.done))
-		for s := range c.done {
-			seqs = append(seqs, s)
+		for _, d := range c.done {
+			seqs = append(seqs, d.seq)
 		}
-		slices.Sort(seqs)
 		for first := true; first || len(seqs) > 0; first = false {
 			if len(cur)+reqRowHeader+8 > max && count > 0 {
 				flush()
@@ -238,9 +275,7 @@ func (t *reqTable) merge(chunk []byte, end uint64, now time.Time) error {
 		c.raiseAck(r.ack)
 		for i := 0; i < len(r.seqs); i += 8 {
 			if s := binary.LittleEndian.Uint64(r.seqs[i:]); s >= c.ack {
-				if _, ok := c.done[s]; !ok {
-					c.done[s] = end
-				}
+				c.set(s, end, true)
 			}
 		}
 	}
