@@ -161,8 +161,9 @@ func (c *reqClient) raiseAck(ack uint64) {
 		return
 	}
 	c.ack = ack
-	i, _ := c.find(ack)
-	c.done = c.done[:copy(c.done, c.done[i:])] // the array is reused
+	if i, _ := c.find(ack); i > 0 {
+		c.done = c.done[:copy(c.done, c.done[i:])] // the array is reused
+	}
 }
 
 // expire forgets the clients not seen since before now-retention.
