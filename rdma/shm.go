@@ -301,6 +301,9 @@ type shmQP struct {
 	wmu      sync.Mutex // doorbell sends
 	bell     [5]byte
 	teardown sync.Once
+	// readerDone is closed when the reader returns, having broken the QP
+	// with what the socket's end says (a goodbye or not).
+	readerDone chan struct{}
 }
 
 func newShmQP(c *net.UnixConn, cfg ConnConfig, h hello, maps [][]byte, kind helloKind) (QP, error) {
@@ -314,7 +317,7 @@ func newShmQP(c *net.UnixConn, cfg ConnConfig, h hello, maps [][]byte, kind hell
 }
 
 func startShmQP(c *net.UnixConn, cfg ConnConfig, h hello, maps [][]byte, ctl []byte) (QP, error) {
-	q := &shmQP{c: c, ctl: ctl, peerCtl: maps[0], peerMaps: map[uint64][]byte{}, exposed: cfg.Expose}
+	q := &shmQP{c: c, ctl: ctl, peerCtl: maps[0], peerMaps: map[uint64][]byte{}, exposed: cfg.Expose, readerDone: make(chan struct{})}
 	q.self, q.cq, q.peerMRs, q.private = q, cfg.CQ, h.mrs, h.private
 	for i, r := range h.mrs {
 		q.peerMaps[r.Addr] = maps[i+1]
@@ -327,6 +330,7 @@ func armedWord(ctl []byte) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Point
 
 // reader turns doorbell packets into completions until the socket closes.
 func (q *shmQP) reader() {
+	defer close(q.readerDone)
 	var pkt [16]byte
 	for {
 		n, err := q.c.Read(pkt[:])
@@ -395,14 +399,27 @@ func (q *shmQP) PostWrite(wr WriteWR) error {
 		_, err := q.c.Write(q.bell[:])
 		q.wmu.Unlock()
 		if err != nil {
-			q.breakWith(ErrPeerGone)
-			return ErrPeerGone
+			return q.writeFailed()
 		}
 	}
 	if wr.Signaled {
 		q.cq.push(Completion{Op: OpWrite, WRID: wr.ID, QP: q})
 	}
 	return nil
+}
+
+// writeFailed ends the QP after a doorbell could not be sent: the socket
+// is gone, and whether the peer closed it (a goodbye first) or died is
+// for the reader to tell, which sees the socket's end at once; the WRITE
+// fails with that (ErrPeerGone or ErrPeerLost), or with ErrPeerLost if
+// the reader has not told within closeLinger.
+func (q *shmQP) writeFailed() error {
+	select {
+	case <-q.readerDone:
+	case <-time.After(closeLinger):
+	}
+	q.breakWith(ErrPeerLost)
+	return q.Err()
 }
 
 func (q *shmQP) ReqNotify() {

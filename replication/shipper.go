@@ -11,6 +11,7 @@ import (
 
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/internal/replwire"
+	"github.com/tebis-go/tebis/rdma"
 	"go.uber.org/zap"
 )
 
@@ -379,11 +380,22 @@ func (s *Shipper) mirrorDropped(name string, err error) {
 		}
 		if !b.dead {
 			s.killLocked(b, err) // a command in flight ends too
-			s.cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", s.cfg.Region.Desc().ID), zap.String("backup", name), zap.Error(err))
+			log := s.cfg.Log.Error
+			if closedByPeer(err) {
+				log = s.cfg.Log.Warn // a deliberate stop of the backup's server
+			}
+			log("backup dropped from the region's replica set", zap.Uint64("region", s.cfg.Region.Desc().ID), zap.String("backup", name), zap.Error(err))
 		}
 		b.left = true
 		s.cond.Broadcast()
 	}
+}
+
+// closedByPeer reports whether a backup's connection ended with its
+// server's goodbye (rdma.ErrPeerGone without rdma.ErrPeerLost): the
+// server stopped on purpose, where a loss means it died or the link broke.
+func closedByPeer(err error) bool {
+	return errors.Is(err, rdma.ErrPeerGone) && !errors.Is(err, rdma.ErrPeerLost)
 }
 
 // WantsRecords: the mirror needs the records' bytes.

@@ -1,0 +1,87 @@
+package rdma
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// shmPair connects two shm QPs: a exposes nothing, b a region of size
+// bytes.
+func shmPair(t *testing.T, size int) (a, b *shmQP, amr *MR) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tr := &Shm{}
+	ln, err := tr.Listen(filepath.Join(t.TempDir(), "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	amr, err = Register(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bmr, err := Register(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan QP, 1)
+	go func() {
+		req, err := ln.Accept(ctx)
+		if err != nil {
+			got <- nil
+			return
+		}
+		qp, _ := req.Accept(ConnConfig{CQ: NewCQ(), Expose: []*MR{bmr}})
+		got <- qp
+	}()
+	qa, err := tr.Dial(ctx, ln.Addr(), ConnConfig{CQ: NewCQ()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb := <-got
+	if qb == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { qa.Close(); qb.Close(); amr.Deregister(); bmr.Deregister() })
+	return qa.(*shmQP), qb.(*shmQP), amr
+}
+
+// TestShmDoorbellToDeadPeerIsLost: a solicited WRITE whose doorbell
+// finds the socket gone fails as the socket's end says: ErrPeerLost when
+// the peer died (no goodbye), ErrPeerGone (not ErrPeerLost) when it
+// closed. The WRITE is posted right after the peer's end, before this
+// side's reader can run (one P, no blocking call in between), so the
+// doorbell's failed send is what sees the end first.
+func TestShmDoorbellToDeadPeerIsLost(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for _, c := range []struct {
+		name string
+		end  func(b *shmQP)
+		lost bool
+	}{
+		{"died", (*shmQP).sever, true},
+		{"closed", func(b *shmQP) { b.Close() }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, b, amr := shmPair(t, 4096)
+			b.ReqNotify() // armed: the next solicited WRITE rings
+			r := a.PeerRegions()[0]
+			c.end(b)
+			err := a.PostWrite(WriteWR{ID: 1, Local: amr, Len: 8, Remote: r, Solicited: true})
+			if err == nil {
+				err = a.Err()
+			}
+			if c.lost && !errors.Is(err, ErrPeerLost) {
+				t.Fatalf("a WRITE to a peer that died: %v, want ErrPeerLost", err)
+			}
+			if !c.lost && (!errors.Is(err, ErrPeerGone) || errors.Is(err, ErrPeerLost)) {
+				t.Fatalf("a WRITE to a peer that closed: %v, want ErrPeerGone, not ErrPeerLost", err)
+			}
+		})
+	}
+}
