@@ -54,9 +54,10 @@ func shmPair(t *testing.T, size int) (a, b *shmQP, amr *MR) {
 // TestShmDoorbellToDeadPeerIsLost: a solicited WRITE whose doorbell
 // finds the socket gone fails as the socket's end says: ErrPeerLost when
 // the peer died (no goodbye), ErrPeerGone (not ErrPeerLost) when it
-// closed. The WRITE is posted right after the peer's end, before this
-// side's reader can run (one P, no blocking call in between), so the
-// doorbell's failed send is what sees the end first.
+// closed. The WRITE is posted right after the peer's end with one P, so
+// this side's reader has usually not run yet and the doorbell's failed
+// send sees the end first (when the reader runs first, the WRITE fails
+// with its verdict, which must be the same).
 func TestShmDoorbellToDeadPeerIsLost(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	for _, c := range []struct {

@@ -380,15 +380,22 @@ func (s *Shipper) mirrorDropped(name string, err error) {
 		}
 		if !b.dead {
 			s.killLocked(b, err) // a command in flight ends too
-			log := s.cfg.Log.Error
-			if closedByPeer(err) {
-				log = s.cfg.Log.Warn // a deliberate stop of the backup's server
-			}
-			log("backup dropped from the region's replica set", zap.Uint64("region", s.cfg.Region.Desc().ID), zap.String("backup", name), zap.Error(err))
+			s.logDrop(s.cfg.Region.Desc().ID, name, err)
 		}
 		b.left = true
 		s.cond.Broadcast()
 	}
+}
+
+// logDrop logs a backup dropped from the region's replica set: at ERROR,
+// or at WARN when its server closed the connection itself (a deliberate
+// stop).
+func (s *Shipper) logDrop(region uint64, backup string, err error) {
+	log := s.cfg.Log.Error
+	if closedByPeer(err) {
+		log = s.cfg.Log.Warn
+	}
+	log("backup dropped from the region's replica set", zap.Uint64("region", region), zap.String("backup", backup), zap.Error(err))
 }
 
 // closedByPeer reports whether a backup's connection ended with its
@@ -709,7 +716,11 @@ func (s *Shipper) run(b *sender) {
 		c := b.queue[0]
 		s.mu.Unlock()
 		if s.cfg.Mirror.IsDropped(b.name) {
-			s.mirrorDropped(b.name, errors.New("replication: the backup's mirror connection failed"))
+			err := s.cfg.Mirror.Dropped()[b.name] // the mirror's reason, as its onDrop will report it
+			if err == nil {
+				err = errors.New("replication: the backup's mirror connection failed")
+			}
+			s.mirrorDropped(b.name, err)
 			return
 		}
 		ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.Timeout)
@@ -737,7 +748,7 @@ func (s *Shipper) run(b *sender) {
 			s.killLocked(b, err)
 			s.mu.Unlock()
 			s.leave(b, err)
-			s.cfg.Log.Error("backup dropped from the region's replica set", zap.Uint64("region", c.Region), zap.String("backup", b.name), zap.Error(err))
+			s.logDrop(c.Region, b.name, err)
 			return
 		}
 		b.queue = b.queue[1:]
