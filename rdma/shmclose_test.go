@@ -1,53 +1,16 @@
 package rdma
 
 import (
-	"context"
 	"errors"
 	"path/filepath"
 	"runtime"
 	"testing"
-	"time"
 )
 
 // shmPair connects two shm QPs: a exposes nothing, b a region of size
 // bytes.
 func shmPair(t *testing.T, size int) (a, b *shmQP, amr *MR) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	tr := &Shm{}
-	ln, err := tr.Listen(filepath.Join(t.TempDir(), "s"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	amr, err = Register(size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bmr, err := Register(size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan QP, 1)
-	go func() {
-		req, err := ln.Accept(ctx)
-		if err != nil {
-			got <- nil
-			return
-		}
-		qp, _ := req.Accept(ConnConfig{CQ: NewCQ(), Expose: []*MR{bmr}})
-		got <- qp
-	}()
-	qa, err := tr.Dial(ctx, ln.Addr(), ConnConfig{CQ: NewCQ()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	qb := <-got
-	if qb == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { qa.Close(); qb.Close(); amr.Deregister(); bmr.Deregister() })
+	qa, qb, _, _, amr, _ := connectPair(t, &Shm{}, filepath.Join(t.TempDir(), "s"), size)
 	return qa.(*shmQP), qb.(*shmQP), amr
 }
 

@@ -10,11 +10,17 @@ import (
 // tcpPair connects two TCP QPs over loopback: a exposes nothing, b a
 // region of size bytes.
 func tcpPair(t *testing.T, size int) (a, b *tcpQP, acq, bcq *CQ, amr, bmr *MR) {
+	qa, qb, acq, bcq, amr, bmr := connectPair(t, &TCP{}, "127.0.0.1:0", size)
+	return qa.(*tcpQP), qb.(*tcpQP), acq, bcq, amr, bmr
+}
+
+// connectPair connects two QPs of tr, listening at addr: a exposes
+// nothing, b a region of size bytes. Both are closed when the test ends.
+func connectPair(t *testing.T, tr Transport, addr string, size int) (a, b QP, acq, bcq *CQ, amr, bmr *MR) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tr := &TCP{}
-	ln, err := tr.Listen("127.0.0.1:0")
+	ln, err := tr.Listen(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,16 +42,15 @@ func tcpPair(t *testing.T, size int) (a, b *tcpQP, acq, bcq *CQ, amr, bmr *MR) {
 		qp, _ := req.Accept(ConnConfig{CQ: bcq, Expose: []*MR{bmr}})
 		got <- qp
 	}()
-	qa, err := tr.Dial(ctx, ln.Addr(), ConnConfig{CQ: acq})
+	a, err = tr.Dial(ctx, ln.Addr(), ConnConfig{CQ: acq})
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb := <-got
-	if qb == nil {
+	if b = <-got; b == nil {
 		t.Fatal("accept failed")
 	}
-	t.Cleanup(func() { qa.Close(); qb.Close(); amr.Deregister(); bmr.Deregister() })
-	return qa.(*tcpQP), qb.(*tcpQP), acq, bcq, amr, bmr
+	t.Cleanup(func() { a.Close(); b.Close(); amr.Deregister(); bmr.Deregister() })
+	return a, b, acq, bcq, amr, bmr
 }
 
 // disconnect waits for qp's OpDisconnect completion on cq.
