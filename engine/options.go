@@ -52,6 +52,8 @@ const (
 	MaxValueSize = 1 << 20
 	// DefaultSpaceReserve is Options.SpaceReserve's default: 16 MiB.
 	DefaultSpaceReserve = 16 << 20
+	// DefaultLogPrepareAhead is Options.LogPrepareAhead's default.
+	DefaultLogPrepareAhead = 4
 )
 
 // Options configure a volume and the regions it hosts. The zero value of
@@ -90,6 +92,15 @@ type Options struct {
 	GrowthFactor int
 	// SyncMode selects when writes are acknowledged. Default SyncModeSync.
 	SyncMode SyncMode
+	// LogPrepareAhead is how many log segments a region keeps prepared
+	// ahead of its tail (allocated, header synced, named in the metadata).
+	// Once at most one is left, the preparer prepares the rest in one
+	// batch, one fdatasync and one metadata commit for all, so a region
+	// writing fast pays for preparation once per several segments and
+	// its switches do not wait for it. Segments beyond the first are
+	// taken only out of room the volume already has (docs/format.md).
+	// Default DefaultLogPrepareAhead; 1 prepares one segment at a time.
+	LogPrepareAhead int
 	// HoldBackground keeps every region's background work (compaction,
 	// GC, log preparation and group commit) stopped until Region.Resume:
 	// a replicating server attaches its backups first, so that no
@@ -157,6 +168,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.GCGarbageRatio == 0 {
 		o.GCGarbageRatio = 0.5
+	}
+	if o.LogPrepareAhead == 0 {
+		o.LogPrepareAhead = DefaultLogPrepareAhead
+	}
+	if o.LogPrepareAhead < 1 || o.LogPrepareAhead > maxLogPrepareAhead {
+		return o, fmt.Errorf("%w: LogPrepareAhead %d outside [1,%d]", ErrBadOptions, o.LogPrepareAhead, maxLogPrepareAhead)
 	}
 	if o.GCGarbageRatio < 0 || o.GCGarbageRatio > 1 {
 		return o, fmt.Errorf("%w: GC garbage ratio %v outside [0,1]", ErrBadOptions, o.GCGarbageRatio)

@@ -41,7 +41,7 @@ type vlog struct {
 	syncKick  chan struct{} // wakes the flusher
 	flusherUp bool          // a flusher goroutine serves syncTo
 
-	next     *logSeg       // prepared next segment: header synced, in metadata
+	next     []*logSeg     // prepared next segments by idx: headers synced, in metadata
 	prepKick chan struct{} // wakes the preparer
 
 	sealing *pendingSeal   // the left tail a sealer is writing, if any (it holds syncMu)
@@ -84,12 +84,16 @@ func (l *vlog) append(kind uint8, key, value []byte, id RequestID) (ptr, uint64,
 	for l.failed == nil && l.off+n >= l.g.segSize {
 		// Switching segments needs a prepared next segment and syncs:
 		// take prepMu and syncMu first (lock order).
+		need := len(l.next) == 0
 		l.mu.Unlock()
-		err := l.prepare()
+		var err error
+		if need {
+			err = l.prepare()
+		}
 		l.syncMu.Lock()
 		l.mu.Lock()
 		handed := false
-		if err == nil && l.failed == nil && l.off+n >= l.g.segSize && l.next != nil {
+		if err == nil && l.failed == nil && l.off+n >= l.g.segSize && len(l.next) > 0 {
 			handed, err = l.switchLocked()
 		}
 		if !handed {
@@ -108,7 +112,7 @@ func (l *vlog) append(kind uint8, key, value []byte, id RequestID) (ptr, uint64,
 	off := l.off
 	encodeRecord(l.buf[off:off+n], l.tail.seq, kind, id, key, value)
 	l.off += n
-	if l.next == nil && off < l.g.segSize/2 && l.off >= l.g.segSize/2 {
+	if l.prepareLow() && off < l.g.segSize/2 && l.off >= l.g.segSize/2 {
 		l.kickPrepare()
 	}
 	p, end := l.g.ptr(l.tail.seg, off), l.posLocked()
@@ -337,7 +341,16 @@ func (l *vlog) read(p ptr, key []byte, vlen uint32, cat IOCategory) (record, err
 	return rec, nil
 }
 
-// writeLogHeader writes and syncs a new log segment's header. In sync mode
+// writeLogHeader writes and syncs a new log segment's header (putLogHeader,
+// then an fdatasync).
+func (v *Volume) writeLogHeader(region uint64, ls *logSeg) error {
+	if err := v.putLogHeader(region, ls); err != nil {
+		return err
+	}
+	return v.syncData()
+}
+
+// putLogHeader writes a new log segment's header, not synced. In sync mode
 // it first zeroes the segment's body: that turns the file system's
 // unwritten (fallocated) extents into written ones once, off the commit
 // path, so each group commit's fdatasync overwrites allocated blocks and
@@ -346,7 +359,7 @@ func (l *vlog) read(p ptr, key []byte, vlen uint32, cat IOCategory) (record, err
 // zeroing would only double the log's writes. (Stale bytes of a reused
 // segment never verify as records: their checksums are seeded with another
 // sequence.)
-func (v *Volume) writeLogHeader(region uint64, ls *logSeg) error {
+func (v *Volume) putLogHeader(region uint64, ls *logSeg) error {
 	if v.opts.SyncMode == SyncModeSync {
 		v.zeroOnce.Do(func() { v.zeros = make([]byte, v.g.segSize-segHeaderSize) })
 		if err := v.writeAt(v.zeros, v.g.fileOff(ls.seg)+segHeaderSize, IOLog); err != nil {
@@ -355,10 +368,7 @@ func (v *Volume) writeLogHeader(region uint64, ls *logSeg) error {
 	}
 	h := make([]byte, segHeaderSize)
 	segHeader{Kind: segKindLog, Region: region, PrimarySeg: ls.seg, Seq: ls.seq, SegNo: ls.seg}.encode(h)
-	if err := v.writeAt(h, v.g.fileOff(ls.seg), IOLog); err != nil {
-		return err
-	}
-	return v.syncData()
+	return v.writeAt(h, v.g.fileOff(ls.seg), IOLog)
 }
 
 // setLogEntries persists the listed log segments' descriptors.

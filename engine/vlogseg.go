@@ -1,17 +1,23 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/cockroachdb/pebble/v2"
 	"go.uber.org/zap"
 )
 
-// Segment switches. The next log segment is prepared ahead of need (once
-// the tail is half full): allocated, its header written and synced, and
-// recorded in the metadata as the log's next index. A switch then costs one
-// fdatasync of the old tail's rest; the switch wakes the preparer, whose
-// batch records the following segment and the old segment's end offset.
-// Until that commit lands, recovery reads an unsealed non-last segment like
-// a tail (up to its first record that does not verify).
+// Segment switches. Next log segments are prepared ahead of need (once the
+// tail is half full, or at a switch): allocated, their headers written and
+// synced, and recorded in the metadata as the log's next indexes. Up to
+// Options.LogPrepareAhead are kept prepared; once at most one is left, the
+// preparer prepares the rest in one batch (one fdatasync of the headers,
+// one metadata commit). A switch then costs one fdatasync of the old
+// tail's rest; the preparer's next batch records the old segment's end
+// offset. Until that commit lands, recovery reads an unsealed non-last
+// segment like a tail (up to its first record that does not verify): a
+// prepared segment that no record reached is then an empty one, freed like
+// any segment behind the recovery point.
 
 // kickPrepare wakes the preparer. Called with mu held.
 func (l *vlog) kickPrepare() {
@@ -36,35 +42,77 @@ func (l *vlog) preparer(stop <-chan struct{}, done func()) {
 	}
 }
 
-// prepare makes l.next ready unless it already is. The tail cannot switch
-// while it runs (a switch needs l.next), so the next index is stable.
+// prepareLow reports whether the preparer should prepare more: at most
+// one prepared segment left (none, with LogPrepareAhead 1). Called with mu
+// held.
+func (l *vlog) prepareLow() bool {
+	return len(l.next) < min(2, l.v.opts.LogPrepareAhead)
+}
+
+// prepare prepares next segments, up to LogPrepareAhead, if prepareLow. The
+// tail cannot switch past the prepared segments while it runs (a switch
+// needs one), and only prepare adds to them (prepMu), so the next index is
+// stable. A segment the log needs (none is prepared) is allocated like any;
+// the others only while the volume has room to spare (allocSpare), so that
+// segments prepared ahead never make a volume run out of space.
 func (l *vlog) prepare() error {
 	l.prepMu.Lock()
 	defer l.prepMu.Unlock()
 	l.mu.Lock()
-	if l.next != nil || l.failed != nil {
+	if !l.prepareLow() || l.failed != nil {
 		err := l.failed
 		l.mu.Unlock()
 		return err
 	}
 	idx := l.tail.idx + 1
+	if n := len(l.next); n > 0 {
+		idx = l.next[n-1].idx + 1
+	}
+	want, needed := l.v.opts.LogPrepareAhead-len(l.next), len(l.next) == 0
 	l.mu.Unlock()
 	l.logMetaMu.Lock()
 	defer l.logMetaMu.Unlock()
-	s, err := l.v.allocSegment()
-	if err != nil {
-		return err
+	var batch []*logSeg
+	release := func() {
+		for _, ls := range batch {
+			l.v.alloc.release(ls.seg)
+		}
 	}
-	ls := &logSeg{idx: idx, seg: s.seg, seq: s.seq}
-	if err := l.v.writeLogHeader(l.r.desc.ID, ls); err != nil {
-		l.v.alloc.release(s.seg)
+	for i := range want {
+		var s segRef
+		if i == 0 && needed {
+			var err error
+			if s, err = l.v.allocSegment(); err != nil {
+				return err
+			}
+		} else {
+			var ok bool
+			if s, ok = l.v.allocSpare(int64(probeSegments + l.v.opts.LogPrepareAhead)); !ok {
+				break
+			}
+		}
+		ls := &logSeg{idx: idx + uint64(i), seg: s.seg, seq: s.seq}
+		batch = append(batch, ls)
+		if err := l.v.putLogHeader(l.r.desc.ID, ls); err != nil {
+			release()
+			return err
+		}
+	}
+	if len(batch) == 0 {
+		return nil // one is prepared, and the volume has no room to spare
+	}
+	if err := l.v.syncData(); err != nil {
+		release()
 		return err
 	}
 	b := l.v.meta.NewBatch()
-	b.Set(logKey(l.r.desc.ID, ls.idx), ls.encode(), nil)
+	for _, ls := range batch {
+		b.Set(logKey(l.r.desc.ID, ls.idx), ls.encode(), nil)
+	}
 	saved := l.unsavedEnds(b)
 	if err := l.v.commit(b); err != nil {
-		// The batch may have landed: s.seg is not reused in this process.
+		// The batch may have landed: its segments are not reused in this
+		// process.
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return l.fail(err)
@@ -74,9 +122,11 @@ func (l *vlog) prepare() error {
 	for _, s := range saved {
 		s.endSaved = true
 	}
-	l.segs = append(l.segs, ls)
-	l.bySeg[ls.seg] = ls
-	l.next = ls
+	for _, ls := range batch {
+		l.segs = append(l.segs, ls)
+		l.bySeg[ls.seg] = ls
+		l.next = append(l.next, ls)
+	}
 	return nil
 }
 
@@ -116,8 +166,8 @@ func (l *vlog) saveEnds() error {
 	return nil
 }
 
-// switchLocked seals the tail and continues in the prepared segment. Called
-// with syncMu and mu held and l.next ready.
+// switchLocked seals the tail and continues in the first prepared segment.
+// Called with syncMu and mu held and a segment prepared.
 //
 // With a listener, it writes and fdatasyncs the old tail's rest before it
 // returns (LogSealed fires after that, under the locks). Without one, the
@@ -138,8 +188,8 @@ func (l *vlog) switchLocked() (handed bool, err error) {
 		}
 	}
 	old := l.tail
-	ls := l.next
-	l.next = nil
+	ls := l.next[0]
+	l.next = slices.Delete(l.next, 0, 1)
 	if listened {
 		old.end = l.off
 		l.tail, l.off, l.flushed = ls, segHeaderSize, segHeaderSize

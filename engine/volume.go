@@ -58,6 +58,29 @@ const seqLeaseBlock = 1024
 // growChunk is how far the segment file is extended at a time.
 const growChunk = 32 << 20
 
+// maxLogPrepareAhead bounds Options.LogPrepareAhead.
+const maxLogPrepareAhead = 16
+
+// allocSpare allocates a segment wanted ahead of need, only out of room the
+// volume has without growing its file: a free segment or one the file
+// already covers, and on a capped volume only while more than margin
+// segments would stay free. It never marks the volume out of space: false
+// means no spare now.
+func (v *Volume) allocSpare(margin int64) (segRef, bool) {
+	a := v.alloc
+	v.growMu.Lock()
+	a.mu.RLock()
+	free, hw, capacity := int64(len(a.free)), int64(a.hw), a.max
+	a.mu.RUnlock()
+	room := free + max((v.extent-v.g.fileOff(uint64(hw)))/v.g.segSize, 0)
+	v.growMu.Unlock()
+	if room < 1 || (capacity > 0 && free+capacity-hw <= margin) {
+		return segRef{}, false
+	}
+	s, err := v.allocSegment() // another allocation may have taken the room: then it grows, as any would
+	return s, err == nil
+}
+
 // allocSegment allocates a segment and makes sure the file covers it.
 func (v *Volume) allocSegment() (segRef, error) {
 	s, err := v.alloc.alloc()
