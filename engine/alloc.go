@@ -46,6 +46,10 @@ func newAllocator(max int64, nextSeq uint64, used []segRef) *allocator {
 func (a *allocator) alloc() (segRef, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.allocLocked()
+}
+
+func (a *allocator) allocLocked() (segRef, error) {
 	var s uint64
 	if n := len(a.free); n > 0 {
 		s = a.free[n-1]
@@ -65,6 +69,23 @@ func (a *allocator) alloc() (segRef, error) {
 	a.nextSeq++
 	a.seqs[s] = r.seq
 	return r, nil
+}
+
+// allocWithin is alloc for a segment below limit (one the segment file
+// covers), and only if it leaves more than margin segments of a capped
+// volume free; false: none such.
+func (a *allocator) allocWithin(limit uint64, margin int64) (segRef, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	free := int64(len(a.free))
+	if a.max > 0 && free+a.max-int64(a.hw) <= margin {
+		return segRef{}, false
+	}
+	if free == 0 && a.hw >= limit {
+		return segRef{}, false
+	}
+	s, err := a.allocLocked()
+	return s, err == nil
 }
 
 // release returns segments to the free list. The caller guarantees that no

@@ -43,6 +43,17 @@ func TestDamagedLogHeaderIsCorruption(t *testing.T) {
 					v := mustOpen(t, o)
 					r := mustRegion(t, v, 1)
 					first := r.log.tail.seg
+					// No preparer (HoldBackground): prepare ahead now, before
+					// any end is there to save.
+					if err := r.log.prepare(ahead); err != nil {
+						t.Fatal(err)
+					}
+					r.log.mu.Lock()
+					prepared := len(r.log.next)
+					r.log.mu.Unlock()
+					if prepared != ahead {
+						t.Fatalf("%d segments prepared, want %d", prepared, ahead)
+					}
 					n := 0
 					for r.log.pos()>>v.g.shift == 0 || r.log.pos()&uint64(o.SegmentSize-1) < 3*segHeaderSize {
 						if err := r.Put(key(n), sealValue(n)); err != nil {

@@ -53,7 +53,7 @@ func TestPrepareAheadBatchesPreparation(t *testing.T) {
 		r.log.waitSealed()
 		st := v.Stats()
 		syncs[ahead] = st.Syncs
-		if err := r.log.prepare(); err != nil { // the preparer may not have refilled yet
+		if err := r.log.prepare(r.log.v.opts.LogPrepareAhead); err != nil { // the preparer may not have refilled yet
 			t.Fatal(err)
 		}
 		r.log.mu.Lock()
@@ -104,7 +104,7 @@ func TestPreparedSegmentsAfterCrash(t *testing.T) {
 			if err := r.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			r.log.prepare()
+			r.log.prepare(r.log.v.opts.LogPrepareAhead)
 			r.log.mu.Lock()
 			prepared := len(r.log.next)
 			r.log.mu.Unlock()
@@ -141,7 +141,7 @@ func TestPreparedSegmentsAfterCrash(t *testing.T) {
 				}
 				if round == 1 {
 					// Its own preparation, then a crash before any end is saved.
-					r.log.prepare()
+					r.log.prepare(r.log.v.opts.LogPrepareAhead)
 					fs = fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 					v.Close()
 					continue
@@ -177,18 +177,21 @@ func TestPreparedSegmentsAfterCrash(t *testing.T) {
 // TestPrepareAheadTakesNoNeededSpace: on a capped volume, a log preparing
 // segments ahead writes as much as one preparing a segment at a time
 // before it runs out of space, and the volume does not report a want of
-// space earlier: segments prepared ahead come only out of room to spare.
+// space earlier: segments prepared ahead come only out of room to spare
+// (more than a margin of free segments), which the log then uses itself.
 func TestPrepareAheadTakesNoNeededSpace(t *testing.T) {
-	written, healthy := map[int]int{}, map[int]int{}
+	written, unhealthy := map[int]int{}, map[int]int{}
+	spares := 0
 	for _, ahead := range []int{1, 4} {
 		o := prepareOpts(vfs.NewMem(), ahead)
-		o.MaxSegments = 20
+		o.MaxSegments = 40
+		o.GrowStep = 4 * o.SegmentSize // a margin of 2+4*4 segments
 		v := mustOpen(t, o)
 		r := mustRegion(t, v, 1)
 		r.Resume()
 		n := 0
-		healthy[ahead] = -1
-		for ; n < 20*600; n++ {
+		unhealthy[ahead] = -1
+		for ; n < 40*600; n++ {
 			err := r.Put(key(n), prepareValue(n))
 			if errors.Is(err, ErrNoSpace) {
 				break
@@ -196,21 +199,134 @@ func TestPrepareAheadTakesNoNeededSpace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if h := v.Health(); h != nil && healthy[ahead] < 0 {
-				healthy[ahead] = n
+			if h := v.Health(); h != nil && unhealthy[ahead] < 0 {
+				unhealthy[ahead] = n
+			}
+			if ahead > 1 {
+				r.log.mu.Lock()
+				spares = max(spares, len(r.log.next))
+				r.log.mu.Unlock()
 			}
 		}
+		if unhealthy[ahead] < 0 {
+			unhealthy[ahead] = n // healthy until the first refusal
+		}
 		written[ahead] = n
-		t.Logf("LogPrepareAhead %d: %d puts before the volume was full, health first failed after %d", ahead, n, healthy[ahead])
+		t.Logf("LogPrepareAhead %d: %d puts before the volume was full, health first failed after %d", ahead, n, unhealthy[ahead])
 		v.Close()
+	}
+	if spares < 2 {
+		t.Fatalf("LogPrepareAhead 4 never had more than %d segments prepared", spares)
 	}
 	if written[4] != written[1] || written[1] == 0 {
 		t.Fatalf("puts before the volume was full: %d preparing 4 ahead, %d one at a time", written[4], written[1])
 	}
-	// When the volume first reports it depends on when the preparer ran
-	// (it tries once the tail is half full): allow half a segment's puts.
-	if healthy[4] < healthy[1]-256 {
-		t.Fatalf("preparing 4 ahead, the volume reported a want of space after %d puts, %d preparing one at a time", healthy[4], healthy[1])
+	// When the volume first reports depends on when the preparer ran (it
+	// tries once the tail is half full): allow a segment's puts (about 500).
+	if unhealthy[4] < unhealthy[1]-600 {
+		t.Fatalf("preparing 4 ahead, the volume reported a want of space after %d puts, %d preparing one at a time", unhealthy[4], unhealthy[1])
+	}
+}
+
+// TestPrepareAheadNeedsHeadroom: on an uncapped volume, segments are
+// prepared beyond the next only while the file system has room for the
+// segment file to grow by spareSteps steps beyond the space reserve, and
+// never while the volume reports a want of space.
+func TestPrepareAheadNeedsHeadroom(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		avail  uint64
+		spares bool
+	}{
+		{"plenty", 1 << 40, true},
+		{"short", DefaultSpaceReserve + spareSteps*growChunk - 1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			mem.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: c.avail, TotalBytes: 1 << 41, UsedBytes: 1 << 30})
+			o := prepareOpts(mem, 4)
+			o.SpaceReserve = DefaultSpaceReserve
+			v := mustOpen(t, o)
+			defer v.Close()
+			r := mustRegion(t, v, 1)
+			r.Resume()
+			putUntilSeals(t, v, r, 0, 3)
+			if err := r.log.prepare(4); err != nil {
+				t.Fatal(err)
+			}
+			r.log.mu.Lock()
+			prepared := len(r.log.next)
+			r.log.mu.Unlock()
+			if got := prepared > 1; got != c.spares {
+				t.Fatalf("%d bytes free: %d segments prepared", c.avail, prepared)
+			}
+		})
+	}
+	v := mustOpen(t, prepareOpts(vfs.NewMem(), 4))
+	defer v.Close()
+	err := fmt.Errorf("%w: test", ErrNoSpace)
+	v.setNoSpace(err)
+	if _, ok := v.allocSpare(); ok {
+		t.Fatal("a spare segment was allocated while the volume reports a want of space")
+	}
+}
+
+// TestClosePreparedSegmentsFreed: a clean close frees the prepared
+// segments: reopening again and again leaves no empty segment behind and
+// the log does not grow, and every write is still there.
+func TestClosePreparedSegmentsFreed(t *testing.T) {
+	mem := vfs.NewMem()
+	o := prepareOpts(mem, 4)
+	n := 0
+	var logSegs []int
+	for round := 0; round < 5; round++ {
+		v := mustOpen(t, o)
+		r, ok := v.Region(1)
+		if !ok {
+			r = mustRegion(t, v, 1)
+		}
+		r.Resume()
+		for i := 0; i < n; i++ {
+			got, err := r.Get(key(i))
+			if err != nil || !bytes.Equal(got, prepareValue(i)) {
+				t.Fatalf("round %d: key %d: %d bytes, %v", round, i, len(got), err)
+			}
+		}
+		if round == 0 {
+			n = putUntilSeals(t, v, r, n, 2)
+		}
+		// Past half the tail, so the preparer has segments ready.
+		for r.log.pos()&uint64(o.SegmentSize-1) < uint64(o.SegmentSize)*3/4 {
+			if err := r.Put(key(n), prepareValue(n)); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		if err := r.log.prepare(4); err != nil {
+			t.Fatal(err)
+		}
+		r.log.mu.Lock()
+		empty := 0
+		for _, s := range r.log.segs {
+			if s.end == segHeaderSize {
+				empty++
+			}
+		}
+		prepared := len(r.log.next)
+		logSegs = append(logSegs, len(r.log.segs)-prepared)
+		r.log.mu.Unlock()
+		// (After a reopen an in-memory file covers only the bytes written,
+		// which leaves little room for spares: at least one is prepared.)
+		if empty != 0 || prepared < 1 || round == 0 && prepared < 2 {
+			t.Fatalf("round %d: %d empty segments, %d prepared", round, empty, prepared)
+		}
+		if err := v.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each round fills less than a segment: the tail moves on once at most.
+	if logSegs[4] > logSegs[0]+4 {
+		t.Fatalf("log segments (prepared ones aside) after each reopen: %v", logSegs)
 	}
 }
 

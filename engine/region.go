@@ -637,7 +637,10 @@ func (r *Region) close() error {
 	if err := r.log.syncTo(r.log.pos()); err != nil {
 		return err
 	}
-	return r.log.saveEnds()
+	if err := r.log.saveEnds(); err != nil {
+		return err
+	}
+	return r.log.dropPrepared()
 }
 
 // stop marks the core closed and waits for its goroutines; it reports

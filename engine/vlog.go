@@ -26,7 +26,7 @@ type vlog struct {
 	logMetaMu sync.Mutex // orders log-entry saves against log-entry deletes
 	syncMu    sync.Mutex // held by the one goroutine writing+syncing the tail
 	mu        sync.Mutex // tail state and segment list
-	segs      []*logSeg  // by idx, ascending; the last is the tail
+	segs      []*logSeg  // by idx, ascending; the tail, then the prepared segments (next)
 	bySeg     map[uint64]*logSeg
 	tail      *logSeg
 	buf       []byte // image of the tail segment
@@ -88,7 +88,7 @@ func (l *vlog) append(kind uint8, key, value []byte, id RequestID) (ptr, uint64,
 		l.mu.Unlock()
 		var err error
 		if need {
-			err = l.prepare()
+			err = l.prepare(1)
 		}
 		l.syncMu.Lock()
 		l.mu.Lock()

@@ -36,7 +36,7 @@ func (l *vlog) preparer(stop <-chan struct{}, done func()) {
 			return
 		case <-l.prepKick:
 		}
-		if err := l.prepare(); err != nil {
+		if err := l.prepare(l.v.opts.LogPrepareAhead); err != nil {
 			l.v.log.Warn("preparing next log segment failed", zap.Uint64("region", l.r.desc.ID), zap.Error(err))
 		}
 	}
@@ -49,13 +49,15 @@ func (l *vlog) prepareLow() bool {
 	return len(l.next) < min(2, l.v.opts.LogPrepareAhead)
 }
 
-// prepare prepares next segments, up to LogPrepareAhead, if prepareLow. The
+// prepare prepares next segments, up to upTo (at most LogPrepareAhead), if
+// prepareLow: the preparer refills to LogPrepareAhead, a writer that found
+// none prepared prepares only the one it needs (and kicks the preparer). The
 // tail cannot switch past the prepared segments while it runs (a switch
 // needs one), and only prepare adds to them (prepMu), so the next index is
 // stable. A segment the log needs (none is prepared) is allocated like any;
 // the others only while the volume has room to spare (allocSpare), so that
 // segments prepared ahead never make a volume run out of space.
-func (l *vlog) prepare() error {
+func (l *vlog) prepare(upTo int) error {
 	l.prepMu.Lock()
 	defer l.prepMu.Unlock()
 	l.mu.Lock()
@@ -68,7 +70,7 @@ func (l *vlog) prepare() error {
 	if n := len(l.next); n > 0 {
 		idx = l.next[n-1].idx + 1
 	}
-	want, needed := l.v.opts.LogPrepareAhead-len(l.next), len(l.next) == 0
+	want, needed := min(upTo, l.v.opts.LogPrepareAhead)-len(l.next), len(l.next) == 0
 	l.mu.Unlock()
 	l.logMetaMu.Lock()
 	defer l.logMetaMu.Unlock()
@@ -87,7 +89,7 @@ func (l *vlog) prepare() error {
 			}
 		} else {
 			var ok bool
-			if s, ok = l.v.allocSpare(int64(probeSegments + l.v.opts.LogPrepareAhead)); !ok {
+			if s, ok = l.v.allocSpare(); !ok {
 				break
 			}
 		}
@@ -143,6 +145,44 @@ func (l *vlog) unsavedEnds(b *pebble.Batch) []*logSeg {
 		}
 	}
 	return out
+}
+
+// dropPrepared deletes the prepared segments from the log (their entries,
+// in one metadata commit) and frees them. Called at close, with the
+// background work stopped and the log synced: a reopened log then
+// continues in its tail, and no prepared segment is left over as an empty
+// one (a crash leaves them: recovery reads them as empty segments, freed
+// once the recovery point passes them). None was ever the tail, so no
+// replica knows of them.
+func (l *vlog) dropPrepared() error {
+	l.prepMu.Lock()
+	defer l.prepMu.Unlock()
+	l.logMetaMu.Lock()
+	defer l.logMetaMu.Unlock()
+	l.mu.Lock()
+	drop := l.next
+	l.next = nil
+	if len(drop) > 0 {
+		l.segs = slices.DeleteFunc(l.segs, func(s *logSeg) bool { return slices.Contains(drop, s) })
+		for _, ls := range drop {
+			delete(l.bySeg, ls.seg)
+		}
+	}
+	l.mu.Unlock()
+	if len(drop) == 0 {
+		return nil
+	}
+	b := l.v.meta.NewBatch()
+	segs := make([]uint64, len(drop))
+	for i, ls := range drop {
+		b.Delete(logKey(l.r.desc.ID, ls.idx), nil)
+		segs[i] = ls.seg
+	}
+	if err := l.v.commit(b); err != nil {
+		return err // still named in the metadata: not reused
+	}
+	l.v.alloc.release(segs...)
+	return nil
 }
 
 // saveEnds persists the end offsets of sealed segments (at close).

@@ -61,24 +61,64 @@ const growChunk = 32 << 20
 // maxLogPrepareAhead bounds Options.LogPrepareAhead.
 const maxLogPrepareAhead = 16
 
-// allocSpare allocates a segment wanted ahead of need, only out of room the
-// volume has without growing its file: a free segment or one the file
-// already covers, and on a capped volume only while more than margin
-// segments would stay free. It never marks the volume out of space: false
-// means no spare now.
-func (v *Volume) allocSpare(margin int64) (segRef, bool) {
-	a := v.alloc
-	v.growMu.Lock()
-	a.mu.RLock()
-	free, hw, capacity := int64(len(a.free)), int64(a.hw), a.max
-	a.mu.RUnlock()
-	room := free + max((v.extent-v.g.fileOff(uint64(hw)))/v.g.segSize, 0)
-	v.growMu.Unlock()
-	if room < 1 || (capacity > 0 && free+capacity-hw <= margin) {
+// allocSpare allocates a segment wanted ahead of need (a log segment
+// prepared beyond the next), only while space is plentiful: never while the
+// volume reports a want of space; on a capped volume only while more than
+// spareSteps growth steps' worth of segments (and probeSegments) stay free;
+// on an uncapped one only while the file system has room for the segment
+// file to grow by spareSteps steps beyond the space reserve (when it can
+// tell); and always out of room the volume has without growing its file (a
+// free segment, or one the file covers). It never grows the file nor marks
+// the volume out of space: false means no spare now.
+func (v *Volume) allocSpare() (segRef, bool) {
+	if v.noSpace.Load() != nil || (v.opts.MaxSegments == 0 && !v.fsHeadroom()) {
 		return segRef{}, false
 	}
-	s, err := v.allocSegment() // another allocation may have taken the room: then it grows, as any would
-	return s, err == nil
+	v.growMu.Lock()
+	defer v.growMu.Unlock()
+	margin := probeSegments + spareSteps*max(v.chunk/v.g.segSize, 1)
+	s, ok := v.alloc.allocWithin(uint64(v.extent/v.g.segSize), margin)
+	if !ok {
+		return segRef{}, false
+	}
+	if err := v.leaseSeqLocked(s); err != nil {
+		return segRef{}, false
+	}
+	return s, true
+}
+
+// spareSteps is how many growth steps of room, beyond the space reserve,
+// the file system must have for allocSpare to take a segment.
+const spareSteps = 4
+
+// fsHeadroom reports whether the file system has room for the segment file
+// to grow by spareSteps steps beyond the space reserve (true if it cannot
+// tell, like an in-memory one).
+func (v *Volume) fsHeadroom() bool {
+	du, err := v.fs.GetDiskUsage(v.opts.Dir)
+	if err != nil {
+		return true
+	}
+	return du.AvailBytes >= uint64(max(v.opts.SpaceReserve, 0))+spareSteps*uint64(v.chunk)
+}
+
+// leaseSeqLocked makes sure the persisted sequence bound covers s's
+// sequence, releasing s if it cannot. Called with growMu held.
+func (v *Volume) leaseSeqLocked(s segRef) error {
+	if s.seq < v.seqLease {
+		return nil
+	}
+	// Sequences are leased in blocks: v/seq is an upper bound of every
+	// sequence handed out, so none repeats after a crash.
+	lease := s.seq + seqLeaseBlock
+	b := v.meta.NewBatch()
+	b.Set(keySeq, binary.LittleEndian.AppendUint64(nil, lease), nil)
+	if err := v.commitRaw(b); err != nil {
+		v.alloc.release(s.seg)
+		return err
+	}
+	v.seqLease = lease
+	return nil
 }
 
 // allocSegment allocates a segment and makes sure the file covers it.
@@ -91,17 +131,8 @@ func (v *Volume) allocSegment() (segRef, error) {
 	end := v.g.fileOff(s.seg + 1)
 	v.growMu.Lock()
 	defer v.growMu.Unlock()
-	if s.seq >= v.seqLease {
-		// Sequences are leased in blocks: v/seq is an upper bound of every
-		// sequence handed out, so none repeats after a crash.
-		lease := s.seq + seqLeaseBlock
-		b := v.meta.NewBatch()
-		b.Set(keySeq, binary.LittleEndian.AppendUint64(nil, lease), nil)
-		if err := v.commitRaw(b); err != nil {
-			v.alloc.release(s.seg)
-			return segRef{}, err
-		}
-		v.seqLease = lease
+	if err := v.leaseSeqLocked(s); err != nil {
+		return segRef{}, err
 	}
 	if end > v.extent {
 		if err := v.growLocked(max(end-v.extent, v.chunk)); err != nil {
