@@ -72,8 +72,8 @@ func (a *allocator) allocLocked() (segRef, error) {
 }
 
 // allocWithin is alloc for a segment below limit (one the segment file
-// covers), and only if it leaves more than margin segments of a capped
-// volume free; false: none such.
+// covers), and on a capped volume only if more than margin segments are
+// free before it (at least margin stay free); false: none such.
 func (a *allocator) allocWithin(limit uint64, margin int64) (segRef, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -81,7 +81,8 @@ func (a *allocator) allocWithin(limit uint64, margin int64) (segRef, bool) {
 	if a.max > 0 && free+a.max-int64(a.hw) <= margin {
 		return segRef{}, false
 	}
-	if free == 0 && a.hw >= limit {
+	// alloc takes the lowest free segment, else the high-water mark.
+	if n := len(a.free); n > 0 && a.free[n-1] >= limit || n == 0 && a.hw >= limit {
 		return segRef{}, false
 	}
 	s, err := a.allocLocked()

@@ -72,8 +72,11 @@ func TestPrepareAheadBatchesPreparation(t *testing.T) {
 	if syncs[1] < 2*seals-2 {
 		t.Fatalf("LogPrepareAhead 1: %d fdatasyncs for %d seals, want about %d", syncs[1], seals, 2*seals)
 	}
-	if max4 := uint64(seals + seals/3 + 3); syncs[4] > max4 {
-		t.Fatalf("LogPrepareAhead 4: %d fdatasyncs for %d seals, want at most %d", syncs[4], seals, max4)
+	// (Some batches are cut short where the file would have to grow, and a
+	// writer that finds none prepared prepares one alone: the bound is
+	// against ahead 1's, not exact.)
+	if syncs[4]+seals/3 > syncs[1] {
+		t.Fatalf("LogPrepareAhead 4: %d fdatasyncs for %d seals, want at least %d fewer than one at a time (%d)", syncs[4], seals, seals/3, syncs[1])
 	}
 }
 
@@ -341,5 +344,35 @@ func TestLogPrepareAheadOption(t *testing.T) {
 	o, err := smallOpts(vfs.NewMem()).withDefaults()
 	if err != nil || o.LogPrepareAhead != DefaultLogPrepareAhead {
 		t.Fatal(fmt.Sprint(o.LogPrepareAhead, err))
+	}
+}
+
+// TestAllocWithinTakesOnlyCoveredSegments: a spare is a segment the file
+// covers (below limit), whether it comes off the free list (which can hold
+// one past the file's end, put back when growing the file failed) or from
+// the high-water mark, and on a capped volume only with more than margin
+// segments free.
+func TestAllocWithinTakesOnlyCoveredSegments(t *testing.T) {
+	used := []segRef{{seg: 1, seq: 1}, {seg: 2, seq: 2}, {seg: 3, seq: 3}, {seg: 4, seq: 4}, {seg: 5, seq: 5}}
+	a := newAllocator(0, 6, used) // high-water mark 6
+	a.release(5)                  // free: 5, which a file of 5 segments does not cover
+	if s, ok := a.allocWithin(5, 0); ok {
+		t.Fatalf("took segment %d with the file covering segments below 5", s.seg)
+	}
+	if s, ok := a.allocWithin(6, 0); !ok || s.seg != 5 {
+		t.Fatalf("took %d, %v; want the free segment 5", s.seg, ok)
+	}
+	if s, ok := a.allocWithin(6, 0); ok {
+		t.Fatalf("took segment %d at the high-water mark 6 with the file covering segments below 6", s.seg)
+	}
+	if s, ok := a.allocWithin(7, 0); !ok || s.seg != 6 {
+		t.Fatalf("took %d, %v; want segment 6", s.seg, ok)
+	}
+	c := newAllocator(10, 1, used) // capped at 10: segments 6..9 free
+	if _, ok := c.allocWithin(100, 4); ok {
+		t.Fatal("took a spare leaving fewer than the margin free")
+	}
+	if s, ok := c.allocWithin(100, 3); !ok || s.seg != 6 {
+		t.Fatalf("took %d, %v; want segment 6 with 4 free and a margin of 3", s.seg, ok)
 	}
 }
