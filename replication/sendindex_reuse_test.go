@@ -136,14 +136,23 @@ func TestSendIndexStalePointerIntoReusedLogSegment(t *testing.T) {
 	}
 	close(c1Go)
 	wait(c2Start, "C2")
-	// While C2 is parked, the log moves on until X's number is its tail.
+	// While C2 is parked, the log moves on until X's number is its tail:
+	// once the segments prepared before X was freed are used up (about
+	// 16 puts fill one), a new batch takes the lowest free number.
+	parked := true
+	defer func() {
+		if parked {
+			close(c2Go) // a failed or skipped test must not leave C2 parked: closing waits for it
+		}
+	}()
 	for i := 0; tailSeg(t, g.pr) != x; i++ {
-		if i == 60 {
+		if i == 16*(engine.DefaultLogPrepareAhead+4) {
 			t.Skipf("log segment %d not reused by the log", x)
 		}
 		put(fmt.Sprintf("w%02d", i), big)
 	}
 	t.Logf("log segment %d freed by GC (%+v), then the log's tail again", x, st)
+	parked = false
 	close(c2Go)
 	compact()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

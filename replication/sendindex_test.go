@@ -630,13 +630,14 @@ func TestCheckState(t *testing.T) {
 	}
 }
 
-// TestCompactionOfEmptyTail: after a restart the primary's tail is the
-// empty segment prepared before the stop, so its first L0 compaction's
-// recovery point is that segment's first byte. The backups still adopt
-// the segment, and the recovery point translates.
+// TestCompactionOfEmptyTail: after a crash the primary's tail is an empty
+// segment prepared before it (a clean close frees the prepared segments),
+// so its first L0 compaction's recovery point is that segment's first
+// byte. The backups still adopt the segment, and the recovery point
+// translates.
 func TestCompactionOfEmptyTail(t *testing.T) {
-	fs := vfs.NewMem()
-	opts := replOpts(fs, 1000)
+	mem := vfs.NewCrashableMem()
+	opts := replOpts(mem, 1000)
 	pv, err := engine.Open(opts("p"))
 	if err != nil {
 		t.Fatal(err)
@@ -652,9 +653,14 @@ func TestCompactionOfEmptyTail(t *testing.T) {
 		}
 	}
 	time.Sleep(50 * time.Millisecond) // the preparer runs in the background
+	if err := pr.Sync(); err != nil { // the records are durable: only a prepared tail is empty
+		t.Fatal(err)
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	if err := pv.Close(); err != nil {
 		t.Fatal(err)
 	}
+	opts = replOpts(crashed, 1000)
 	po := opts("p")
 	po.HoldBackground = true
 	if pv, err = engine.Open(po); err != nil {
