@@ -26,6 +26,16 @@ var (
 	buildErr  error
 )
 
+// Main runs a package's tests (its TestMain calls os.Exit(proctest.Main(m)))
+// and then removes the binary Binary built, if it did.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	return code
+}
+
 // Binary builds cmd/tebis (once) and returns its path.
 func Binary(t testing.TB) string {
 	t.Helper()
