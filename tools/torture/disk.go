@@ -66,24 +66,39 @@ func unmountUnder(dir string) error {
 }
 
 // fill takes all but fillLeave of the free space of server name's tmpfs.
+// The server may grow its segment file while a large fallocate runs (on a
+// tmpfs it allocates every page): the fallocate then fails for want of
+// space, leaving nothing allocated, and fill measures again and retries,
+// a bounded number of times.
 func fill(dir, name string) error {
 	mnt := filepath.Join(dir, "volumes", name)
-	var st unix.Statfs_t
-	if err := unix.Statfs(mnt, &st); err != nil {
-		return fmt.Errorf("torture: statfs %s: %w", mnt, err)
-	}
-	free := int64(st.Bavail) * st.Bsize
 	f, err := os.OpenFile(filepath.Join(mnt, "filler"), os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("torture: %w", err)
 	}
 	defer f.Close()
-	if n := free - fillLeave; n > 0 {
-		if err := unix.Fallocate(int(f.Fd()), 0, 0, n); err != nil {
-			return fmt.Errorf("torture: filling %s: %w", mnt, err)
+	const attempts = 5
+	for i := 1; ; i++ {
+		var st unix.Statfs_t
+		if err := unix.Statfs(mnt, &st); err != nil {
+			return fmt.Errorf("torture: statfs %s: %w", mnt, err)
+		}
+		n := int64(st.Bavail)*st.Bsize - fillLeave
+		if n <= 0 {
+			return nil
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("torture: %w", err)
+		}
+		err = unix.Fallocate(int(f.Fd()), 0, fi.Size(), n)
+		if err == nil {
+			return nil
+		}
+		if err != unix.ENOSPC || i == attempts {
+			return fmt.Errorf("torture: filling %s (attempt %d): %w", mnt, i, err)
 		}
 	}
-	return nil
 }
 
 // unfill gives server name's tmpfs its space back.
