@@ -77,12 +77,12 @@ func (a *allocator) allocLocked() (segRef, error) {
 func (a *allocator) allocWithin(limit uint64, margin int64) (segRef, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	free := int64(len(a.free))
-	if a.max > 0 && free+a.max-int64(a.hw) <= margin {
+	n := len(a.free)
+	if a.max > 0 && int64(n)+a.max-int64(a.hw) <= margin {
 		return segRef{}, false
 	}
 	// alloc takes the lowest free segment, else the high-water mark.
-	if n := len(a.free); n > 0 && a.free[n-1] >= limit || n == 0 && a.hw >= limit {
+	if n > 0 && a.free[n-1] >= limit || n == 0 && a.hw >= limit {
 		return segRef{}, false
 	}
 	s, err := a.allocLocked()
