@@ -3,7 +3,9 @@ package client
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,4 +132,56 @@ func TestWriteRetriesKeepIdentityWithinWindow(t *testing.T) {
 		t.Fatalf("put after the window: %v, want ErrUnavailable", putErr)
 	}
 	mu.Lock()
+}
+
+// TestWriteHungAttemptEndsAtWindow: a write whose first attempt is never
+// answered (a hung server) fails with ErrUnavailable once the retry window
+// has passed, not when the caller's context ends; the client's next write,
+// to a server that answers, succeeds at once (its window's pooled timer
+// carries nothing stale).
+func TestWriteHungAttemptEndsAtWindow(t *testing.T) {
+	release := make(chan struct{})
+	var hang atomic.Bool
+	hang.Store(true)
+	srv, err := ring.Listen(ring.ServerConfig{Transport: &rdma.TCP{}, Addr: "127.0.0.1:0", Handlers: map[uint16]ring.HandlerFunc{
+		wire.TypePut: func(req *ring.ServerRequest) ring.Reply {
+			if hang.Load() {
+				<-release
+			}
+			return ring.Reply{}
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	stop := sync.OnceFunc(func() { close(release) })
+	defer stop()
+	m := regionmap.Single(regionmap.Server{Name: "s", TCP: srv.Addr()})
+	const window = 200 * time.Millisecond
+	c, err := Open(context.Background(), Config{Map: regionmap.Static{M: m}, RetryWindow: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 3 {
+		start := time.Now()
+		err := c.Put(context.Background(), []byte("k"), []byte("v"))
+		took := time.Since(start)
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "retry window") {
+			t.Fatalf("hung put %d: %v, want ErrUnavailable past the retry window", i, err)
+		}
+		if took < window || took > window+2*time.Second {
+			t.Fatalf("hung put %d returned after %v, want about the %v window", i, took, window)
+		}
+	}
+	// The hung attempts' reply slots hold the connection's reply ring
+	// (reserved in order) until they are answered.
+	hang.Store(false)
+	stop()
+	for i := range 200 {
+		if err := c.Put(context.Background(), []byte("k"), []byte("v")); err != nil {
+			t.Fatalf("put %d to an answering server: %v", i, err)
+		}
+	}
 }

@@ -131,6 +131,14 @@ type ReplicatedProbe interface {
 	Replicated(pos uint64) bool
 }
 
+// Waiter is implemented by Replicators that can say whether a write
+// waits for them: Waits false promises that WaitReplicated (and a
+// WriteGate's WaitAcknowledged) return without waiting for other
+// goroutines (Region.WritesWait). A Replicator that is no Waiter waits.
+type Waiter interface {
+	Waits() bool
+}
+
 // WriteGate is implemented by Replicators that acknowledge a client write
 // on more than "replicated" (a minimum number of copies): AdmitWrite is
 // asked before the write's record is appended (an error refuses it with

@@ -226,6 +226,26 @@ func (r *Region) SetReplicator(rep Replicator) {
 	r.signal() // an L0 compaction held back for replication retries (after a Quiesce)
 }
 
+// WritesWait reports whether a put or delete returns only after other
+// goroutines' work: the group commit in sync mode, or its replicator's
+// acknowledgement (unless the replicator is a Waiter that says it does
+// not wait). A hint for scheduling (a server hands the requests queued
+// behind such a write to another worker), not a promise: any write may
+// also wait for room in L0 or for a seal.
+func (r *Region) WritesWait() bool {
+	if r.v.opts.SyncMode == SyncModeSync {
+		return true
+	}
+	b := r.repl.Load()
+	if b == nil {
+		return false
+	}
+	if w, ok := b.Replicator.(Waiter); ok {
+		return w.Waits()
+	}
+	return true
+}
+
 // ReplaceReplicator installs next in place of old, atomically, if old is
 // the region's replicator (compared with ==: replicators must be
 // comparable); it reports whether it did. A write appended after the swap

@@ -154,6 +154,9 @@ func (s *Server) handlePut(req *ring.ServerRequest) ring.Reply {
 	if rej := s.refuseWrite(); rej != nil { // the disk cannot store it (health.go)
 		return *rej
 	}
+	if er.WritesWait() {
+		req.WillBlock() // a group commit or the backups: requests queued behind it go to another worker
+	}
 	// A put the region applied already (a client's retry) is not applied
 	// again: it is acknowledged once the original is (engine.PutOnce).
 	if err := labeledErr("insert", func() error {
@@ -232,6 +235,9 @@ func (s *Server) handleDelete(req *ring.ServerRequest) ring.Reply {
 	}
 	if rej := s.refuseWrite(); rej != nil {
 		return *rej
+	}
+	if er.WritesWait() {
+		req.WillBlock() // a group commit or the backups: requests queued behind it go to another worker
 	}
 	// Exactly once, like a put.
 	if err := labeledErr("insert", func() error {
@@ -345,10 +351,22 @@ func (s *Server) handleMultiGet(req *ring.ServerRequest) ring.Reply {
 // labeledErr runs f under the pprof label component=name (CPU profiles
 // split by component), then puts back the ring worker's label.
 func labeledErr(name string, f func() error) error {
-	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("component", name)))
-	defer pprof.SetGoroutineLabels(workerLabel)
+	ctx, ok := componentLabels[name]
+	if !ok {
+		ctx = pprof.WithLabels(context.Background(), pprof.Labels("component", name))
+	}
+	pprof.SetGoroutineLabels(ctx)
+	defer pprof.SetGoroutineLabels(componentLabels["ring-reply"])
 	return f()
 }
 
-// workerLabel is the label rdma/ring gives its worker goroutines.
-var workerLabel = pprof.WithLabels(context.Background(), pprof.Labels("component", "ring-reply"))
+// componentLabels are the label sets labeledErr puts on a worker, built
+// once (a label set per request costs allocations on every put);
+// "ring-reply" is the label rdma/ring gives its worker goroutines.
+var componentLabels = func() map[string]context.Context {
+	m := map[string]context.Context{}
+	for _, name := range []string{"ring-reply", "insert", "rewrite-index", "log-replication"} {
+		m[name] = pprof.WithLabels(context.Background(), pprof.Labels("component", name))
+	}
+	return m
+}()

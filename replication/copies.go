@@ -62,6 +62,10 @@ func (a *Alone) WaitReplicated(pos uint64) error {
 // always true) (engine.ReplicatedProbe).
 func (a *Alone) Replicated(pos uint64) bool { return a.Unsafe || a.Region.Synced(pos) }
 
+// Waits reports whether a write waits for the primary's fdatasync: not
+// when Unsafe (engine.Waiter).
+func (a *Alone) Waits() bool { return !a.Unsafe }
+
 // AdmitWrite refuses every write when MinCopies is above 1.
 func (a *Alone) AdmitWrite() error {
 	_, err := ackRule(0, a.MinCopies)

@@ -82,6 +82,9 @@ func crashableRegion(t *testing.T) (r *engine.Region, crash func() (*engine.Volu
 func TestLonePrimarySyncsBeforeAck(t *testing.T) {
 	r, crash := crashableRegion(t)
 	r.SetReplicator(&Alone{Region: r, MinCopies: 1})
+	if !r.WritesWait() {
+		t.Fatal("WritesWait false with a lone primary that syncs before its acknowledgements")
+	}
 	for i := range 10 {
 		if err := r.Put(fmt.Appendf(nil, "k%d", i), []byte("acknowledged")); err != nil {
 			t.Fatal(err)
@@ -117,6 +120,9 @@ func TestUnsafeAloneAcksFromMemory(t *testing.T) {
 	r, crash := crashableRegion(t)
 	a := &Alone{Region: r, MinCopies: 1, Unsafe: true}
 	r.SetReplicator(a)
+	if r.WritesWait() {
+		t.Fatal("WritesWait with an unsafe lone primary in async mode: its writes wait for nothing")
+	}
 	if err := r.Put([]byte("k"), []byte("from memory")); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/tebis-go/tebis/rdma/ring"
 )
@@ -195,6 +196,7 @@ func appendBytes(b, v []byte) []byte {
 
 // Encode appends the request to b.
 func (q *KeyRequest) Encode(b []byte) []byte {
+	b = slices.Grow(b, 8+len(q.Key))
 	b = binary.LittleEndian.AppendUint64(b, q.MapVersion)
 	return append(b, q.Key...)
 }
@@ -209,6 +211,7 @@ func DecodeKeyRequest(b []byte) (KeyRequest, error) {
 
 // Encode appends the request to b.
 func (q *PutRequest) Encode(b []byte) []byte {
+	b = slices.Grow(b, 8+RequestIDLen+4+len(q.Key)+len(q.Value))
 	b = binary.LittleEndian.AppendUint64(b, q.MapVersion)
 	b = q.ID.append(b)
 	b = appendBytes(b, q.Key)
@@ -228,6 +231,7 @@ func DecodePutRequest(b []byte) (PutRequest, error) {
 
 // Encode appends the request to b.
 func (q *DeleteRequest) Encode(b []byte) []byte {
+	b = slices.Grow(b, 8+RequestIDLen+len(q.Key))
 	b = binary.LittleEndian.AppendUint64(b, q.MapVersion)
 	b = q.ID.append(b)
 	return append(b, q.Key...)

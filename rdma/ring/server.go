@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,9 @@ type ServerRequest struct {
 	// ever take (MaxPayload of its size; 0: not known): a handler bounds
 	// what it builds by it.
 	MaxReply int
+
+	s *Server // the worker's server (nil on a spinner): WillBlock
+	w int     // the worker's index
 }
 
 // ServerConfig configures a ring server.
@@ -69,6 +73,12 @@ type ServerConfig struct {
 	// DefaultArriveWait). Meanwhile the spinner does not park.
 	ArriveWait time.Duration
 	Log        *zap.Logger
+	// parallel and stallAfter, for tests: the workers dispatch goes round
+	// (0: the cores the spinners leave) and how long a handler runs
+	// before the requests queued behind it go to another worker (0:
+	// stallAfter).
+	parallel   int
+	stallAfter time.Duration
 	// Other, if set, takes the connection requests that are not ring
 	// connections (their private data does not start with the ring
 	// magic): it accepts or rejects them and owns what it accepts.
@@ -82,6 +92,10 @@ type Server struct {
 	spinners []*spinner
 	workers  []chan task
 	pending  []atomic.Int32 // requests given to worker i and not finished
+	ws       []workerState  // worker i's running handler
+	idle     atomic.Int32   // workers waiting for a request
+	epoch    time.Time      // clock's zero
+	parallel int            // workers dispatch goes round: the cores the spinners leave
 	steal    chan struct{}  // wakes idle workers to steal queued requests
 	next     atomic.Uint32
 	stop     chan struct{}
@@ -160,13 +174,21 @@ func newServer(cfg ServerConfig, ln rdma.Listener) *Server {
 	if cfg.ArriveWait <= 0 {
 		cfg.ArriveWait = DefaultArriveWait
 	}
+	if cfg.stallAfter <= 0 {
+		cfg.stallAfter = stallAfter
+	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	s := &Server{cfg: cfg, ln: ln, stop: make(chan struct{}), log: cfg.Log}
+	s := &Server{cfg: cfg, ln: ln, stop: make(chan struct{}), log: cfg.Log, epoch: time.Now()}
 	if !cfg.Inline {
 		s.steal = make(chan struct{}, cfg.Workers)
 		s.pending = make([]atomic.Int32, cfg.Workers)
+		s.ws = make([]workerState, cfg.Workers)
+		s.parallel = min(cfg.Workers, max(1, runtime.GOMAXPROCS(0)-cfg.Spinners))
+		if cfg.parallel > 0 {
+			s.parallel = min(cfg.Workers, cfg.parallel)
+		}
 		for range cfg.Workers {
 			s.workers = append(s.workers, make(chan task, cfg.QueueDepth))
 		}

@@ -21,6 +21,7 @@ type spinner struct {
 	conns []*sconn
 	cur   int           // the worker it currently feeds
 	req   ServerRequest // the request its ShortFunc serves
+	timer *time.Timer   // stopped unless parked with requests waiting (run)
 }
 
 // perConnBatch bounds the requests taken from one ring per round, so one
@@ -36,6 +37,8 @@ func (sp *spinner) run() {
 	}()
 	var cqbuf [16]rdma.Completion
 	spin := newSpinPolicy(sp.s.cfg.SpinTime, time.Now())
+	sp.timer = time.NewTimer(time.Hour)
+	sp.timer.Stop()
 	for {
 		select {
 		case <-sp.s.stop:
@@ -52,6 +55,7 @@ func (sp *spinner) run() {
 			spin.progress(time.Now())
 			continue
 		}
+		waiting := !sp.s.cfg.Inline && sp.s.unstick()
 		if sp.incomplete() || spin.spinning(time.Now()) {
 			runtime.Gosched()
 			continue
@@ -70,6 +74,13 @@ func (sp *spinner) run() {
 			// until it arrives or times out.
 			continue
 		}
+		var recheck <-chan time.Time
+		if waiting {
+			// Requests wait behind a running handler and a worker is
+			// idle: look again once that handler may have stalled.
+			sp.timer.Reset(sp.s.cfg.stallAfter)
+			recheck = sp.timer.C
+		}
 		select {
 		case <-sp.s.stop:
 			return
@@ -77,6 +88,10 @@ func (sp *spinner) run() {
 			sp.conns = append(sp.conns, c)
 		case <-sp.cq.Notify():
 		case <-sp.wake:
+		case <-recheck:
+		}
+		if waiting {
+			sp.timer.Stop()
 		}
 	}
 }
@@ -175,7 +190,10 @@ func (sp *spinner) short(t task) bool {
 
 // dispatch hands a request to a worker: the current one while its queue
 // has room, else the next with room; if all are full it waits on the
-// current one (backpressure on every client of this spinner).
+// current one (backpressure on every client of this spinner). The
+// current one goes round the first Server.parallel workers (the cores the
+// spinners leave): the others serve what handlers that stall leave
+// queued (stalled).
 func (sp *spinner) dispatch(t task) {
 	s := sp.s
 	if s.cfg.Inline {
@@ -187,13 +205,13 @@ func (sp *spinner) dispatch(t task) {
 		s.pending[sp.cur].Add(1)
 		select {
 		case s.workers[sp.cur] <- t:
-			if s.pending[sp.cur].Load() > 1 {
-				// Behind an unfinished request, whose handler may
-				// block: let an idle worker steal it.
-				select {
-				case s.steal <- struct{}{}:
-				default:
-				}
+			if s.pending[sp.cur].Load() > 1 && s.idle.Load() > 0 && s.stalled(sp.cur, s.clock()) {
+				// Behind a handler that waits: let an idle worker
+				// steal it (unstick covers one that stalls later).
+				s.wakeStealer()
+			}
+			if s.parallel > 1 {
+				sp.cur = (sp.cur + 1) % s.parallel
 			}
 			return
 		default:

@@ -1,16 +1,103 @@
 package ring
 
+import (
+	"sync/atomic"
+	"time"
+)
+
+// stallAfter is how long a worker's handler may run before the requests
+// queued behind it go to an idle worker (a handler that says it waits,
+// ServerRequest.WillBlock, hands them over at once). Waking a worker for
+// every request queued behind a busy one costs a wake-up per request
+// where the busy worker would have served it a few microseconds later.
+const stallAfter = 50 * time.Microsecond
+
+// workerState is what the spinners see of a worker's running handler.
+type workerState struct {
+	since   atomic.Int64 // when its handler started (Server.clock; 0: none running)
+	blocked atomic.Bool  // its handler said it waits (WillBlock)
+}
+
+// clock is nanoseconds on the monotonic clock since the server started
+// (never 0 once it started).
+func (s *Server) clock() int64 { return int64(time.Since(s.epoch)) + 1 }
+
+// stalled reports whether worker i's running handler waits or has run
+// for stallAfter: requests queued behind it should go to an idle worker.
+func (s *Server) stalled(i int, now int64) bool {
+	w := &s.ws[i]
+	if w.blocked.Load() {
+		return true
+	}
+	since := w.since.Load()
+	return since != 0 && now-since >= int64(s.cfg.stallAfter)
+}
+
+// wakeStealer wakes an idle worker to steal a queued request.
+func (s *Server) wakeStealer() {
+	select {
+	case s.steal <- struct{}{}:
+	default:
+	}
+}
+
+// wakeStealers wakes an idle worker for each of n queued requests (as
+// many as are idle).
+func (s *Server) wakeStealers(n int) {
+	for range min(n, int(s.idle.Load())) {
+		s.wakeStealer()
+	}
+}
+
+// unstick wakes an idle worker for each worker with requests queued
+// behind a stalled handler, and reports whether requests wait behind a
+// handler not stalled yet while a worker is idle (a spinner that parks
+// then must look again after stallAfter).
+func (s *Server) unstick() (waiting bool) {
+	if s.idle.Load() == 0 {
+		return false
+	}
+	now := s.clock()
+	for i, q := range s.workers {
+		switch {
+		case len(q) == 0:
+		case s.stalled(i, now):
+			s.wakeStealers(len(q))
+		default:
+			waiting = true
+		}
+	}
+	return waiting
+}
+
+// WillBlock tells the server that the handler is about to wait for other
+// goroutines (a group commit, a replication acknowledgement): the
+// requests queued behind it go to an idle worker now rather than after
+// stallAfter. Only a handler's own goroutine may call it; on a spinner
+// (a ShortFunc, an Inline server) it does nothing.
+func (r *ServerRequest) WillBlock() {
+	if r.s == nil {
+		return
+	}
+	r.s.ws[r.w].blocked.Store(true)
+	r.s.wakeStealers(len(r.s.workers[r.w]))
+}
+
 // worker serves requests from its queue until the server stops. With its
-// own queue empty it steals from the others before it sleeps, and a
-// spinner that queues behind a busy worker wakes an idle one (steal), so
-// a handler that blocks (a sync put waiting for its group commit) does not
-// hold up the requests queued behind it.
+// own queue empty it steals from the others before it sleeps. A spinner
+// that queues behind a stalled handler (one that waits, such as a sync
+// put waiting for its group commit, or one running for stallAfter) wakes
+// an idle worker to steal, so such a handler does not hold up the
+// requests queued behind it.
 func (s *Server) worker(i int) {
 	defer s.wg.Done()
 	q := s.workers[i]
-	req := new(ServerRequest) // the request its handler serves, reused
+	req := &ServerRequest{s: s, w: i} // the request its handler serves, reused
 	run := func(t task) {
+		s.ws[i].since.Store(s.clock())
 		s.handle(t, req)
+		s.ws[i].since.Store(0)
+		s.ws[i].blocked.Store(false)
 		s.pending[t.w].Add(-1)
 	}
 	for {
@@ -24,8 +111,18 @@ func (s *Server) worker(i int) {
 			run(t)
 			continue
 		}
+		s.idle.Add(1)
+		// Idle from here on: a spinner that queues behind a stalled
+		// handler now wakes us. Look once more for what it queued
+		// before it could see us.
+		if t, ok := s.stealOne(); ok {
+			s.idle.Add(-1)
+			run(t)
+			continue
+		}
 		select {
 		case <-s.stop:
+			s.idle.Add(-1)
 			// Answer nothing more; queued requests' connections close.
 			for {
 				select {
@@ -37,8 +134,10 @@ func (s *Server) worker(i int) {
 				}
 			}
 		case t := <-q:
+			s.idle.Add(-1)
 			run(t)
 		case <-s.steal:
+			s.idle.Add(-1)
 		}
 	}
 }
@@ -62,9 +161,11 @@ func (s *Server) handle(t task, req *ServerRequest) {
 	defer t.c.done()
 	var rep Reply
 	if h, ok := s.cfg.Handlers[t.req.Type]; ok {
+		rs, rw := req.s, req.w
 		*req = t.req
+		req.s, req.w = rs, rw
 		rep = h(req)
-		*req = ServerRequest{}
+		*req = ServerRequest{s: rs, w: rw}
 	} else {
 		rep = Reply{Status: StatusUnknownType}
 	}
