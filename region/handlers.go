@@ -187,6 +187,7 @@ func (s *Server) handleGet(req *ring.ServerRequest) ring.Reply {
 	if rej != nil {
 		return *rej
 	}
+	req.WillBlock() // on a worker, a get waits for its L0 hit's group commit or backups (tryGet)
 	v, err := er.Get(key)
 	if err != nil {
 		return s.engineErr(err)

@@ -405,6 +405,9 @@ func (s *Server) handleReplicate(h *ring.ServerRequest) ring.Reply {
 	case c.Kind == replication.CmdFlush, c.Kind == replication.CmdLogFree:
 		label = "log-replication"
 	}
+	// Commands write and sync the backup's files (a flush, an index
+	// segment): the ones queued behind it go to another worker.
+	h.WillBlock()
 	var reply []byte
 	if err := labeledErr(label, func() (err error) { reply, err = b.rep.Reply(c); return err }); err != nil {
 		if errors.Is(err, replication.ErrStaleEpoch) || errors.Is(err, replication.ErrReported) {

@@ -21,7 +21,6 @@ type spinner struct {
 	conns []*sconn
 	cur   int           // the worker it currently feeds
 	req   ServerRequest // the request its ShortFunc serves
-	timer *time.Timer   // stopped unless parked with requests waiting (run)
 }
 
 // perConnBatch bounds the requests taken from one ring per round, so one
@@ -37,8 +36,6 @@ func (sp *spinner) run() {
 	}()
 	var cqbuf [16]rdma.Completion
 	spin := newSpinPolicy(sp.s.cfg.SpinTime, time.Now())
-	sp.timer = time.NewTimer(time.Hour)
-	sp.timer.Stop()
 	for {
 		select {
 		case <-sp.s.stop:
@@ -51,12 +48,16 @@ func (sp *spinner) run() {
 		if n := sp.cq.Poll(cqbuf[:]); n > 0 {
 			sp.events(cqbuf[:n])
 		}
+		// Requests queued behind a stalled handler go to idle workers;
+		// ones queued behind a handler that may yet stall keep the
+		// spinner from parking (a timer that short would sleep a
+		// millisecond in an idle process).
+		waiting := sp.s.unstick()
 		if progressed {
 			spin.progress(time.Now())
 			continue
 		}
-		waiting := !sp.s.cfg.Inline && sp.s.unstick()
-		if sp.incomplete() || spin.spinning(time.Now()) {
+		if waiting || sp.incomplete() || spin.spinning(time.Now()) {
 			runtime.Gosched()
 			continue
 		}
@@ -74,12 +75,8 @@ func (sp *spinner) run() {
 			// until it arrives or times out.
 			continue
 		}
-		var recheck <-chan time.Time
-		if waiting {
-			// Requests wait behind a running handler and a worker is
-			// idle: look again once that handler may have stalled.
-			sp.timer.Reset(sp.s.cfg.stallAfter)
-			recheck = sp.timer.C
+		if sp.s.unstick() {
+			continue // dispatched meanwhile behind a running handler
 		}
 		select {
 		case <-sp.s.stop:
@@ -88,10 +85,6 @@ func (sp *spinner) run() {
 			sp.conns = append(sp.conns, c)
 		case <-sp.cq.Notify():
 		case <-sp.wake:
-		case <-recheck:
-		}
-		if waiting {
-			sp.timer.Stop()
 		}
 	}
 }
@@ -205,14 +198,9 @@ func (sp *spinner) dispatch(t task) {
 		s.pending[sp.cur].Add(1)
 		select {
 		case s.workers[sp.cur] <- t:
-			if s.pending[sp.cur].Load() > 1 && s.idle.Load() > 0 && s.stalled(sp.cur, s.clock()) {
-				// Behind a handler that waits: let an idle worker
-				// steal it (unstick covers one that stalls later).
-				s.wakeStealer()
-			}
-			if s.parallel > 1 {
-				sp.cur = (sp.cur + 1) % s.parallel
-			}
+			// Behind a handler that waits, it goes to an idle
+			// worker when the spinner next looks (unstick).
+			sp.cur = (sp.cur + 1) % s.parallel
 			return
 		default:
 			s.pending[sp.cur].Add(-1)

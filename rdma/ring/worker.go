@@ -49,16 +49,20 @@ func (s *Server) wakeStealers(n int) {
 	}
 }
 
-// unstick wakes an idle worker for each worker with requests queued
-// behind a stalled handler, and reports whether requests wait behind a
-// handler not stalled yet while a worker is idle (a spinner that parks
-// then must look again after stallAfter).
+// unstick wakes an idle worker for each request queued behind a stalled
+// handler, and reports whether requests wait behind a handler not
+// stalled yet while a worker is idle (the spinner must not park: it looks
+// again until that handler finishes or stalls). Spinners call it on every
+// round.
 func (s *Server) unstick() (waiting bool) {
-	if s.idle.Load() == 0 {
+	if s.cfg.Inline || s.idle.Load() == 0 {
 		return false
 	}
-	now := s.clock()
+	var now int64
 	for i, q := range s.workers {
+		if len(q) > 0 && now == 0 {
+			now = s.clock()
+		}
 		switch {
 		case len(q) == 0:
 		case s.stalled(i, now):

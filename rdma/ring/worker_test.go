@@ -58,8 +58,8 @@ func echoes(t *testing.T, c *Client, n int) <-chan struct{} {
 
 // TestStalledHandlerHandsOffQueue: requests queued behind a handler that
 // blocks without saying so go to an idle worker once it has run for
-// stallAfter, also when they were queued before it stalled and the
-// spinner parked meanwhile.
+// stallAfter, also when they were queued before it stalled and no request
+// came since (the spinner does not park while they wait).
 func TestStalledHandlerHandsOffQueue(t *testing.T) {
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	defer close(release)
@@ -78,7 +78,7 @@ func TestStalledHandlerHandsOffQueue(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("echoes queued behind a stalled handler not answered in 5 s")
 	}
-	// Queued behind it once it has stalled: handed over at dispatch.
+	// Queued behind it once it has stalled.
 	select {
 	case <-echoes(t, c, 8):
 	case <-time.After(5 * time.Second):
@@ -113,7 +113,7 @@ func TestWillBlockHandsOffQueue(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("echoes queued behind a handler that called WillBlock not answered in 5 s")
 	}
-	// Sent after: handed over at dispatch.
+	// Sent after.
 	select {
 	case <-echoes(t, c, 8):
 	case <-time.After(5 * time.Second):
