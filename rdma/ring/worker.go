@@ -50,10 +50,10 @@ func (s *Server) wakeStealers(n int) {
 }
 
 // unstick wakes an idle worker for each request queued behind a stalled
-// handler, and reports whether requests wait behind a handler not
+// handler, and reports whether requests wait behind a running handler not
 // stalled yet while a worker is idle (the spinner must not park: it looks
-// again until that handler finishes or stalls). Spinners call it on every
-// round.
+// again until that handler finishes or stalls, at most stallAfter).
+// Spinners call it on every round.
 func (s *Server) unstick() (waiting bool) {
 	if s.cfg.Inline || s.idle.Load() == 0 {
 		return false
@@ -67,9 +67,11 @@ func (s *Server) unstick() (waiting bool) {
 		case len(q) == 0:
 		case s.stalled(i, now):
 			s.wakeStealers(len(q))
-		default:
+		case s.ws[i].since.Load() != 0:
 			waiting = true
 		}
+		// (A worker not in a handler serves its queue itself once it
+		// runs: the spinner need not watch it.)
 	}
 	return waiting
 }
