@@ -94,6 +94,9 @@ type Server struct {
 	pending  []atomic.Int32 // requests given to worker i and not finished
 	ws       []workerState  // worker i's running handler
 	idle     atomic.Int32   // workers waiting for a request
+	waking   atomic.Int32   // steal wake-ups sent and not yet taken by a worker
+	parked   atomic.Int32   // spinners parked
+	watch    chan struct{}  // wakes a parked spinner: a handler started with requests queued behind it
 	epoch    time.Time      // clock's zero
 	parallel int            // workers dispatch goes round: the cores the spinners leave
 	steal    chan struct{}  // wakes idle workers to steal queued requests
@@ -183,6 +186,7 @@ func newServer(cfg ServerConfig, ln rdma.Listener) *Server {
 	s := &Server{cfg: cfg, ln: ln, stop: make(chan struct{}), log: cfg.Log, epoch: time.Now()}
 	if !cfg.Inline {
 		s.steal = make(chan struct{}, cfg.Workers)
+		s.watch = make(chan struct{}, 1)
 		s.pending = make([]atomic.Int32, cfg.Workers)
 		s.ws = make([]workerState, cfg.Workers)
 		s.parallel = min(cfg.Workers, max(1, runtime.GOMAXPROCS(0)-cfg.Spinners))

@@ -75,17 +75,25 @@ func (sp *spinner) run() {
 			// until it arrives or times out.
 			continue
 		}
+		// Parked from here on: a worker that starts a handler with
+		// requests queued behind it now wakes us (watch); look once
+		// more for one that started before it could see us.
+		sp.s.parked.Add(1)
 		if sp.s.unstick() {
-			continue // dispatched meanwhile behind a running handler
+			sp.s.parked.Add(-1)
+			continue
 		}
 		select {
 		case <-sp.s.stop:
+			sp.s.parked.Add(-1)
 			return
 		case c := <-sp.add:
 			sp.conns = append(sp.conns, c)
 		case <-sp.cq.Notify():
 		case <-sp.wake:
+		case <-sp.s.watch:
 		}
+		sp.s.parked.Add(-1)
 	}
 }
 

@@ -33,19 +33,18 @@ func (s *Server) stalled(i int, now int64) bool {
 	return since != 0 && now-since >= int64(s.cfg.stallAfter)
 }
 
-// wakeStealer wakes an idle worker to steal a queued request.
-func (s *Server) wakeStealer() {
-	select {
-	case s.steal <- struct{}{}:
-	default:
-	}
-}
-
-// wakeStealers wakes an idle worker for each of n queued requests (as
-// many as are idle).
+// wakeStealers wakes idle workers to steal n queued requests: as many as
+// are idle, less those woken already and not yet stealing (a spinner
+// asks again on every round while the requests wait).
 func (s *Server) wakeStealers(n int) {
-	for range min(n, int(s.idle.Load())) {
-		s.wakeStealer()
+	for range min(n-int(s.waking.Load()), int(s.idle.Load())) {
+		s.waking.Add(1)
+		select {
+		case s.steal <- struct{}{}:
+		default:
+			s.waking.Add(-1)
+			return
+		}
 	}
 }
 
@@ -59,6 +58,7 @@ func (s *Server) unstick() (waiting bool) {
 		return false
 	}
 	var now int64
+	stuck := 0 // requests queued behind stalled handlers
 	for i, q := range s.workers {
 		if len(q) > 0 && now == 0 {
 			now = s.clock()
@@ -66,12 +66,15 @@ func (s *Server) unstick() (waiting bool) {
 		switch {
 		case len(q) == 0:
 		case s.stalled(i, now):
-			s.wakeStealers(len(q))
+			stuck += len(q)
 		case s.ws[i].since.Load() != 0:
 			waiting = true
 		}
 		// (A worker not in a handler serves its queue itself once it
 		// runs: the spinner need not watch it.)
+	}
+	if stuck > 0 {
+		s.wakeStealers(stuck)
 	}
 	return waiting
 }
@@ -101,6 +104,14 @@ func (s *Server) worker(i int) {
 	req := &ServerRequest{s: s, w: i} // the request its handler serves, reused
 	run := func(t task) {
 		s.ws[i].since.Store(s.clock())
+		if len(q) > 0 && s.parked.Load() > 0 && s.idle.Load() > 0 {
+			// Requests wait behind this handler and no spinner
+			// watches: one must, should it stall.
+			select {
+			case s.watch <- struct{}{}:
+			default:
+			}
+		}
 		s.handle(t, req)
 		s.ws[i].since.Store(0)
 		s.ws[i].blocked.Store(false)
@@ -143,6 +154,7 @@ func (s *Server) worker(i int) {
 			s.idle.Add(-1)
 			run(t)
 		case <-s.steal:
+			s.waking.Add(-1)
 			s.idle.Add(-1)
 		}
 	}

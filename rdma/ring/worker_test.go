@@ -3,6 +3,7 @@ package ring
 import (
 	"context"
 	"encoding/binary"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -144,4 +145,34 @@ func TestShortHandlersStayOnOneWorker(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestParkedSpinnerWatchesStartedHandler: a spinner that parked while a
+// woken worker had not started yet learns when that worker starts a
+// handler with requests queued behind it (watch), and hands them over
+// once it stalls. One P and no spinning fix the order: the spinner
+// dispatches both requests and parks before the worker runs.
+func TestParkedSpinnerWatchesStartedHandler(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	defer close(release)
+	s := holdServer(t, ServerConfig{stallAfter: 20 * time.Millisecond, SpinTime: time.Nanosecond}, started, nil, release)
+	c := dial(t, envs[0], s, ClientConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	hold := c.Go(ctx, Request{Type: typeHold}, nil)
+	echo := c.Go(ctx, Request{Type: typeEcho, Payload: []byte("e")}, nil)
+	select {
+	case <-echo.Done:
+		if echo.Err != nil {
+			t.Fatal(echo.Err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the request queued behind a stalled handler was not answered in 3 s")
+	}
+	select {
+	case <-hold.Done:
+		t.Fatal("the hold answered before its release")
+	default:
+	}
 }
