@@ -113,11 +113,21 @@ func (s *Server) worker(i int) {
 			}
 		}
 		s.handle(t, req)
-		s.ws[i].since.Store(0)
 		s.ws[i].blocked.Store(false)
+		s.ws[i].since.Store(0)
 		s.pending[t.w].Add(-1)
 	}
+	stealing := false // woken to steal: first from behind stalled handlers
 	for {
+		if stealing {
+			stealing = false
+			// What woke us waits behind a stalled handler: take it
+			// before our own queue, which we serve next anyway.
+			if t, ok := s.stealStalled(); ok {
+				run(t)
+				continue
+			}
+		}
 		select {
 		case t := <-q:
 			run(t)
@@ -156,8 +166,25 @@ func (s *Server) worker(i int) {
 		case <-s.steal:
 			s.waking.Add(-1)
 			s.idle.Add(-1)
+			stealing = true
 		}
 	}
+}
+
+// stealStalled takes a request queued behind a stalled handler.
+func (s *Server) stealStalled() (task, bool) {
+	now := s.clock()
+	for i, q := range s.workers {
+		if len(q) == 0 || !s.stalled(i, now) {
+			continue
+		}
+		select {
+		case t := <-q:
+			return t, true
+		default:
+		}
+	}
+	return task{}, false
 }
 
 // stealOne takes a request from any worker's queue.

@@ -176,3 +176,38 @@ func TestParkedSpinnerWatchesStartedHandler(t *testing.T) {
 	default:
 	}
 }
+
+// TestStealStalledTakesFromBehindStalledHandler: a worker woken to steal
+// takes a request queued behind a handler that waits or has run for
+// stallAfter, not one behind a handler still short of it nor one waiting
+// for a worker that is not in a handler (which serves its own queue).
+func TestStealStalledTakesFromBehindStalledHandler(t *testing.T) {
+	s := &Server{cfg: ServerConfig{stallAfter: time.Hour}, epoch: time.Now().Add(-2 * time.Hour)}
+	for range 4 {
+		s.workers = append(s.workers, make(chan task, 4))
+	}
+	s.ws = make([]workerState, 4)
+	for i := range s.workers {
+		s.workers[i] <- task{w: i}
+	}
+	// Worker 0 is in no handler; 1 runs one started now; 2's says it
+	// waits; 3's started two hours ago.
+	s.ws[1].since.Store(s.clock())
+	s.ws[2].since.Store(s.clock())
+	s.ws[2].blocked.Store(true)
+	s.ws[3].since.Store(1)
+	var got []int
+	for {
+		tk, ok := s.stealStalled()
+		if !ok {
+			break
+		}
+		got = append(got, tk.w)
+	}
+	if len(got) != 2 || got[0] != 2 || got[1] != 3 {
+		t.Fatalf("stole from the queues of workers %v, want [2 3]", got)
+	}
+	if len(s.workers[0]) != 1 || len(s.workers[1]) != 1 {
+		t.Fatal("took a request not queued behind a stalled handler")
+	}
+}
