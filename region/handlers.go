@@ -159,7 +159,7 @@ func (s *Server) handlePut(req *ring.ServerRequest) ring.Reply {
 	}
 	// A put the region applied already (a client's retry) is not applied
 	// again: it is acknowledged once the original is (engine.PutOnce).
-	if err := labeledErr("insert", func() error {
+	if err := labeledErr(labelInsert, func() error {
 		_, err := er.PutOnce(q.Key, q.Value, engine.RequestID(q.ID))
 		return err
 	}); err != nil {
@@ -241,7 +241,7 @@ func (s *Server) handleDelete(req *ring.ServerRequest) ring.Reply {
 		req.WillBlock() // a group commit or the backups: requests queued behind it go to another worker
 	}
 	// Exactly once, like a put.
-	if err := labeledErr("insert", func() error {
+	if err := labeledErr(labelInsert, func() error {
 		_, err := er.DeleteOnce(q.Key, engine.RequestID(q.ID))
 		return err
 	}); err != nil {
@@ -349,25 +349,24 @@ func (s *Server) handleMultiGet(req *ring.ServerRequest) ring.Reply {
 	return ring.Reply{Payload: out}
 }
 
-// labeledErr runs f under the pprof label component=name (CPU profiles
-// split by component), then puts back the ring worker's label.
-func labeledErr(name string, f func() error) error {
-	ctx, ok := componentLabels[name]
-	if !ok {
-		ctx = pprof.WithLabels(context.Background(), pprof.Labels("component", name))
-	}
-	pprof.SetGoroutineLabels(ctx)
-	defer pprof.SetGoroutineLabels(componentLabels["ring-reply"])
+// labeledErr runs f under label (CPU profiles split by component), then
+// puts back the ring worker's label.
+func labeledErr(label context.Context, f func() error) error {
+	pprof.SetGoroutineLabels(label)
+	defer pprof.SetGoroutineLabels(labelWorker)
 	return f()
 }
 
-// componentLabels are the label sets labeledErr puts on a worker, built
-// once (a label set per request costs allocations on every put);
-// "ring-reply" is the label rdma/ring gives its worker goroutines.
-var componentLabels = func() map[string]context.Context {
-	m := map[string]context.Context{}
-	for _, name := range []string{"ring-reply", "insert", "rewrite-index", "log-replication"} {
-		m[name] = pprof.WithLabels(context.Background(), pprof.Labels("component", name))
-	}
-	return m
-}()
+// The pprof label sets component=NAME that labeledErr puts on a worker,
+// built once (a label set per request costs allocations on every put);
+// labelWorker is the one rdma/ring gives its worker goroutines.
+var (
+	labelWorker         = componentLabel("ring-reply")
+	labelInsert         = componentLabel("insert")
+	labelRewriteIndex   = componentLabel("rewrite-index")
+	labelLogReplication = componentLabel("log-replication")
+)
+
+func componentLabel(name string) context.Context {
+	return pprof.WithLabels(context.Background(), pprof.Labels("component", name))
+}

@@ -398,12 +398,12 @@ func (s *Server) handleReplicate(h *ring.ServerRequest) ring.Reply {
 	if b == nil {
 		return errorReply(wire.StatusUnavailable, "server %s does not back up region %d", s.cfg.Name, c.Region)
 	}
-	label := "rewrite-index"
+	label := labelRewriteIndex
 	switch {
 	case c.Kind == replication.CmdFlush && s.replMode(s.state.Load().m) == replication.BuildIndex:
-		label = "insert" // the backup indexes the records itself
+		label = labelInsert // the backup indexes the records itself
 	case c.Kind == replication.CmdFlush, c.Kind == replication.CmdLogFree:
-		label = "log-replication"
+		label = labelLogReplication
 	}
 	// Commands write and sync the backup's files (a flush, an index
 	// segment): the ones queued behind it go to another worker.

@@ -91,15 +91,14 @@ type Server struct {
 	ln       rdma.Listener
 	spinners []*spinner
 	workers  []chan task
-	pending  []atomic.Int32 // requests given to worker i and not finished
-	ws       []workerState  // worker i's running handler
-	idle     atomic.Int32   // workers waiting for a request
-	waking   atomic.Int32   // steal wake-ups sent and not yet taken by a worker
-	parked   atomic.Int32   // spinners parked
-	watch    chan struct{}  // wakes a parked spinner: a handler started with requests queued behind it
-	epoch    time.Time      // clock's zero
-	parallel int            // workers dispatch goes round: the cores the spinners leave
-	steal    chan struct{}  // wakes idle workers to steal queued requests
+	ws       []workerState // worker i's running handler
+	idle     atomic.Int32  // workers waiting for a request
+	waking   atomic.Int32  // steal wake-ups sent and not yet taken by a worker
+	parked   atomic.Int32  // spinners parked
+	watch    chan struct{} // wakes a parked spinner: a handler started with requests queued behind it
+	epoch    time.Time     // clock's zero
+	parallel int           // workers dispatch goes round: the cores the spinners leave
+	steal    chan struct{} // wakes idle workers to steal queued requests
 	next     atomic.Uint32
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -128,7 +127,6 @@ func (s *Server) Stats() Stats {
 }
 
 type task struct {
-	w   int // the worker it was given to
 	c   *sconn
 	req ServerRequest
 	buf []byte // pooled copy of the message
@@ -187,7 +185,6 @@ func newServer(cfg ServerConfig, ln rdma.Listener) *Server {
 	if !cfg.Inline {
 		s.steal = make(chan struct{}, cfg.Workers)
 		s.watch = make(chan struct{}, 1)
-		s.pending = make([]atomic.Int32, cfg.Workers)
 		s.ws = make([]workerState, cfg.Workers)
 		s.parallel = min(cfg.Workers, max(1, runtime.GOMAXPROCS(0)-cfg.Spinners))
 		if cfg.parallel > 0 {

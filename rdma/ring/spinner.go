@@ -202,8 +202,6 @@ func (sp *spinner) dispatch(t task) {
 		return
 	}
 	for range len(s.workers) {
-		t.w = sp.cur
-		s.pending[sp.cur].Add(1)
 		select {
 		case s.workers[sp.cur] <- t:
 			// Behind a handler that waits, it goes to an idle
@@ -211,16 +209,12 @@ func (sp *spinner) dispatch(t task) {
 			sp.cur = (sp.cur + 1) % s.parallel
 			return
 		default:
-			s.pending[sp.cur].Add(-1)
 			sp.cur = (sp.cur + 1) % len(s.workers)
 		}
 	}
-	t.w = sp.cur
-	s.pending[sp.cur].Add(1)
 	select {
 	case s.workers[sp.cur] <- t:
 	case <-s.stop:
-		s.pending[sp.cur].Add(-1)
 		t.c.done()
 	}
 }

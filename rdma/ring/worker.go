@@ -115,7 +115,6 @@ func (s *Server) worker(i int) {
 		s.handle(t, req)
 		s.ws[i].blocked.Store(false)
 		s.ws[i].since.Store(0)
-		s.pending[t.w].Add(-1)
 	}
 	stealing := false // woken to steal: first from behind stalled handlers
 	for {
@@ -154,7 +153,6 @@ func (s *Server) worker(i int) {
 			for {
 				select {
 				case t := <-q:
-					s.pending[t.w].Add(-1)
 					t.c.done()
 				default:
 					return

@@ -188,7 +188,7 @@ func TestStealStalledTakesFromBehindStalledHandler(t *testing.T) {
 	}
 	s.ws = make([]workerState, 4)
 	for i := range s.workers {
-		s.workers[i] <- task{w: i}
+		s.workers[i] <- task{req: ServerRequest{Header: Header{ReqID: uint64(i)}}} // tagged with its queue
 	}
 	// Worker 0 is in no handler; 1 runs one started now; 2's says it
 	// waits; 3's started two hours ago.
@@ -196,13 +196,13 @@ func TestStealStalledTakesFromBehindStalledHandler(t *testing.T) {
 	s.ws[2].since.Store(s.clock())
 	s.ws[2].blocked.Store(true)
 	s.ws[3].since.Store(1)
-	var got []int
+	var got []uint64
 	for {
 		tk, ok := s.stealStalled()
 		if !ok {
 			break
 		}
-		got = append(got, tk.w)
+		got = append(got, tk.req.ReqID)
 	}
 	if len(got) != 2 || got[0] != 2 || got[1] != 3 {
 		t.Fatalf("stole from the queues of workers %v, want [2 3]", got)
