@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -32,7 +33,31 @@ func (r *Region) PutOnce(key, value []byte, id RequestID) (applied bool, err err
 	if len(value) > r.v.MaxValueSize() {
 		return false, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), r.v.MaxValueSize())
 	}
-	return r.write(recPut, key, value, id, nil, r.v.opts.SyncMode == SyncModeSync, false)
+	return r.write(recPut, key, value, id, nil, r.v.opts.SyncMode == SyncModeSync, false, false)
+}
+
+// TryPutOnce is PutOnce for a caller that must not wait (a ring server's
+// polling goroutine): it applies the put only if nothing would make it
+// wait, and otherwise reports ok false having changed nothing: in sync
+// mode, with a replicator whose writes wait (WritesWait), during a
+// Quiesce, when L0 is full or the record would switch log segments, for a
+// region with a listener that gates seals (a shipping primary), for a
+// duplicate (it waits as its original does), and on a closed or failed
+// region (PutOnce reports why). A replicator installed between its check
+// and the append is waited for, as by PutOnce. Errors that need no wait
+// (a malformed id, a stale seq, an oversized pair) come with ok true.
+func (r *Region) TryPutOnce(key, value []byte, id RequestID) (applied, ok bool, err error) {
+	if err := id.validate(); err != nil {
+		return false, true, err
+	}
+	if len(value) > r.v.MaxValueSize() {
+		return false, true, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), r.v.MaxValueSize())
+	}
+	applied, err = r.write(recPut, key, value, id, nil, r.v.opts.SyncMode == SyncModeSync, false, true)
+	if errors.Is(err, errDeclined) {
+		return false, false, nil
+	}
+	return applied, true, err
 }
 
 // DeleteOnce removes key once per request identity, like PutOnce.
@@ -40,7 +65,7 @@ func (r *Region) DeleteOnce(key []byte, id RequestID) (applied bool, err error) 
 	if err := id.validate(); err != nil {
 		return false, err
 	}
-	return r.write(recDelete, key, nil, id, nil, r.v.opts.SyncMode == SyncModeSync, false)
+	return r.write(recDelete, key, nil, id, nil, r.v.opts.SyncMode == SyncModeSync, false, false)
 }
 
 // ApplyLogRecord applies the log record at the start of b, sealed in a
@@ -67,7 +92,7 @@ func (r *Region) ApplyLogRecord(b []byte, segSeq uint64) (int, error) {
 		}
 		return rec.Size, r.reqs.merge(rec.Value, r.log.pos(), r.now())
 	}
-	_, err := r.write(rec.Kind, rec.Key, rec.Value, rec.ID, nil, false, true)
+	_, err := r.write(rec.Kind, rec.Key, rec.Value, rec.ID, nil, false, true, false)
 	return rec.Size, err
 }
 

@@ -237,13 +237,7 @@ func (r *Region) WritesWait() bool {
 		return true
 	}
 	b := r.repl.Load()
-	if b == nil {
-		return false
-	}
-	if w, ok := b.Replicator.(Waiter); ok {
-		return w.Waits()
-	}
-	return true
+	return b != nil && b.waits()
 }
 
 // ReplaceReplicator installs next in place of old, atomically, if old is
@@ -316,13 +310,13 @@ func (r *Region) Put(key, value []byte) error {
 	if len(value) > r.v.MaxValueSize() {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), r.v.MaxValueSize())
 	}
-	_, err := r.write(recPut, key, value, RequestID{}, nil, r.v.opts.SyncMode == SyncModeSync, false)
+	_, err := r.write(recPut, key, value, RequestID{}, nil, r.v.opts.SyncMode == SyncModeSync, false, false)
 	return err
 }
 
 // Delete removes key (a tombstone; dropped at the last level).
 func (r *Region) Delete(key []byte) error {
-	_, err := r.write(recDelete, key, nil, RequestID{}, nil, r.v.opts.SyncMode == SyncModeSync, false)
+	_, err := r.write(recDelete, key, nil, RequestID{}, nil, r.v.opts.SyncMode == SyncModeSync, false, false)
 	return err
 }
 
@@ -339,13 +333,13 @@ func (r *Region) ApplyPut(key, value []byte) error {
 	if len(value) > r.v.MaxValueSize() {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), r.v.MaxValueSize())
 	}
-	_, err := r.write(recPut, key, value, RequestID{}, nil, false, false)
+	_, err := r.write(recPut, key, value, RequestID{}, nil, false, false, false)
 	return err
 }
 
 // ApplyDelete is Delete without the wait for durability (CommitApplied).
 func (r *Region) ApplyDelete(key []byte) error {
-	_, err := r.write(recDelete, key, nil, RequestID{}, nil, false, false)
+	_, err := r.write(recDelete, key, nil, RequestID{}, nil, false, false, false)
 	return err
 }
 
@@ -368,10 +362,19 @@ func (r *Region) CommitApplied() error {
 // (id.Client ≠ 0) is looked up in the completion table first: a duplicate
 // is not appended again, but waits like its original (see waitDuplicate)
 // and reports applied false. replicated applies a record the primary
-// applied: its seq is never refused as stale.
-func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond func() bool, sync, replicated bool) (bool, error) {
+// applied: its seq is never refused as stale. try makes a write that
+// would wait anywhere fail with errDeclined instead, having changed
+// nothing (TryPutOnce).
+func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond func() bool, sync, replicated, try bool) (bool, error) {
 	if err := r.checkKey(key); err != nil {
 		return false, err
+	}
+	var rep0 *replicatorBox // try: the replicator it saw not waiting
+	if try {
+		rep0 = r.repl.Load()
+		if sync || (rep0 != nil && rep0.waits()) {
+			return false, errDeclined
+		}
 	}
 	if cond == nil { // a client write: its replicator may refuse it before anything is appended
 		if b := r.repl.Load(); b != nil && b.gate != nil {
@@ -383,6 +386,13 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 	k := append([]byte(nil), key...) // L0's copy, made outside the lock
 	n := int64(recordSize(len(key), payloadLen(id, value)))
 	r.mu.Lock()
+	if try && (r.held > 0 || r.closed || r.bgErr != nil || r.memFull() || r.listener.sealGate() != nil || r.log.maySeal(n)) {
+		// A Quiesce, an error to report, a freeze, a seal: all for a
+		// caller that may wait. Nothing below waits then: with room in
+		// L0 and the tail, waitRoomLocked returns at once.
+		r.mu.Unlock()
+		return false, errDeclined
+	}
 	for {
 		for r.held > 0 && cond == nil && !r.closed { // Quiesce: client writes wait; GC's finish its pass
 			r.memCond.Wait()
@@ -420,6 +430,9 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 	}
 	if id.Client != 0 {
 		switch v, end := r.reqs.check(id); {
+		case v == reqDuplicate && try:
+			r.mu.Unlock()
+			return false, errDeclined // it waits as its original does
 		case v == reqDuplicate:
 			r.mu.Unlock()
 			return false, r.waitDuplicate(end, sync)
@@ -443,6 +456,9 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 	// one to wait for: one detached meanwhile must not let it go unwaited.
 	rep := r.repl.Load()
 	r.mu.Unlock()
+	// With try, a replicator installed since the check (rep != rep0) is
+	// waited for like any other appended after the swap: rare, and the
+	// caller then waits after all.
 	if sync {
 		if err := r.log.syncTo(end); err != nil {
 			return false, err
@@ -458,6 +474,19 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 		}
 	}
 	return true, nil
+}
+
+// errDeclined: a write made with try would have waited; nothing was
+// changed.
+var errDeclined = errors.New("engine: write declined: it would wait")
+
+// waits reports whether writes waiting on b wait for other goroutines'
+// work (a replicator that is a Waiter says; any other does).
+func (b *replicatorBox) waits() bool {
+	if w, ok := b.Replicator.(Waiter); ok {
+		return w.Waits()
+	}
+	return true
 }
 
 // errSealWait: waitRoomLocked would freeze L0 but the listener's

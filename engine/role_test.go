@@ -20,7 +20,7 @@ func TestRoleMethodSets(t *testing.T) {
 		"GC", "InstallLevel", "LogTail", "MergeRequestTable", "Put", "PutOnce", "Quiesce", "ReadIndexSegment",
 		"ReadLog", "RecoveryPoint", "ReplaceReplicator", "RequestTableChunks", "RequestTableLen",
 		"ResetRequestTable", "Resume", "ScanUnreplicated", "SetListener", "SetReplicator", "Snapshot", "Sync",
-		"SyncTo", "Synced", "WaitIdle", "WritesWait",
+		"SyncTo", "Synced", "TryPutOnce", "WaitIdle", "WritesWait",
 	}
 	backup := []string{"AdoptLog", "AdoptedLog", "ApplyCompaction", "DropLog", "LogMap", "RebaseLog", "ResetBackup"}
 	methods := func(v any) []string {

@@ -27,10 +27,12 @@ func (s *Server) handlers() map[uint16]ring.HandlerFunc {
 }
 
 // shortHandlers are the requests tried on the rings' spinners first
-// (ring.ServerConfig.Short): gets, whose reads do not wait.
+// (ring.ServerConfig.Short): gets whose reads do not wait, and puts that
+// do not (tryPut).
 func (s *Server) shortHandlers() map[uint16]ring.ShortFunc {
 	return map[uint16]ring.ShortFunc{
 		wire.TypeGet: s.measuredShort(opGet, s.leasedShort(s.tryGet)),
+		wire.TypePut: s.measuredShort(opPut, s.tryPut),
 	}
 }
 
@@ -166,6 +168,47 @@ func (s *Server) handlePut(req *ring.ServerRequest) ring.Reply {
 		return s.engineErr(err)
 	}
 	return ring.Reply{}
+}
+
+// tryPut is handlePut on the ring's spinner (ring.ShortFunc): it answers
+// a put the engine applies without waiting (engine.TryPutOnce: async
+// mode, a replicator that does not wait, room in L0 and the log tail),
+// and declines the rest, having changed nothing, to a worker.
+func (s *Server) tryPut(req *ring.ServerRequest) (ring.Reply, bool) {
+	q, err := wire.DecodePutRequest(req.Payload)
+	if err != nil {
+		return badRequest(err), true
+	}
+	er, mr, rej := s.routeUncounted(req, q.MapVersion)
+	if rej == nil {
+		rej = s.checkKey(mr, q.Key)
+	}
+	if rej != nil {
+		return *rej, true
+	}
+	if len(q.Value) > int(s.cfg.MaxValueSize) {
+		return errorReply(wire.StatusTooLarge, "value of %d bytes, limit %d", len(q.Value), s.cfg.MaxValueSize), true
+	}
+	if rej := s.refuseWrite(); rej != nil {
+		return *rej, true
+	}
+	if er.WritesWait() {
+		return ring.Reply{}, false // the usual case with backups or in sync mode: no try
+	}
+	var ok bool
+	err = labeledErrOn(labelInsert, labelPoll, func() error {
+		var err error
+		_, ok, err = er.TryPutOnce(q.Key, q.Value, engine.RequestID(q.ID))
+		return err
+	})
+	if !ok {
+		return ring.Reply{}, false
+	}
+	s.ops.add(req.Region)
+	if err != nil {
+		return s.engineErr(err), true
+	}
+	return ring.Reply{}, true
 }
 
 // keyRequest decodes and routes a get.
@@ -352,8 +395,13 @@ func (s *Server) handleMultiGet(req *ring.ServerRequest) ring.Reply {
 // labeledErr runs f under label (CPU profiles split by component), then
 // puts back the ring worker's label.
 func labeledErr(label context.Context, f func() error) error {
+	return labeledErrOn(label, labelWorker, f)
+}
+
+// labeledErrOn is labeledErr on a goroutine whose own label is home.
+func labeledErrOn(label, home context.Context, f func() error) error {
 	pprof.SetGoroutineLabels(label)
-	defer pprof.SetGoroutineLabels(labelWorker)
+	defer pprof.SetGoroutineLabels(home)
 	return f()
 }
 
@@ -362,6 +410,7 @@ func labeledErr(label context.Context, f func() error) error {
 // labelWorker is the one rdma/ring gives its worker goroutines.
 var (
 	labelWorker         = componentLabel("ring-reply")
+	labelPoll           = componentLabel("ring-poll") // rdma/ring's spinners
 	labelInsert         = componentLabel("insert")
 	labelRewriteIndex   = componentLabel("rewrite-index")
 	labelLogReplication = componentLabel("log-replication")

@@ -45,7 +45,8 @@ func (c *pausingClock) arm(after int, pause time.Duration) {
 // leasedServer starts a standalone server (primary of region 1, no
 // backups) and gives it a lease on clk, as a managed server has, held for
 // LeaseFraction of a 1 s session from now.
-func leasedServer(t *testing.T, clk coord.Clock) (*Server, *coord.Lease) {
+// edit, if given, changes the configuration first.
+func leasedServer(t *testing.T, clk coord.Clock, edit ...func(*Config)) (*Server, *coord.Lease) {
 	t.Helper()
 	dir := t.TempDir()
 	m := &regionmap.Map{Version: 1, Servers: []regionmap.Server{{Name: "p", Shm: filepath.Join(dir, "p.sock")}},
@@ -57,6 +58,9 @@ func leasedServer(t *testing.T, clk coord.Clock) (*Server, *coord.Lease) {
 	cfg := DefaultConfig()
 	cfg.Name, cfg.DataDir, cfg.TCP, cfg.Shm, cfg.MapFile = "p", filepath.Join(dir, "p"), "", filepath.Join(dir, "p.sock"), mapFile
 	cfg.SegmentSize, cfg.L0Pairs, cfg.SyncMode = 64<<10, 64, "async"
+	for _, e := range edit {
+		e(&cfg)
+	}
 	s, err := Start(cfg, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)

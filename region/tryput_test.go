@@ -1,0 +1,53 @@
+package region
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tebis-go/tebis/internal/wire"
+)
+
+func putReq(key, value string) []byte {
+	return (&wire.PutRequest{MapVersion: 1, Key: []byte(key), Value: []byte(value)}).Encode(nil)
+}
+
+// TestShortPut: the spinner answers a put only when the region's writes
+// do not wait (async mode, a lone primary acknowledging from memory:
+// UnsafeLoneAck), and the put is then applied; otherwise it declines,
+// having applied nothing, to a worker. A lapsed lease refuses it there
+// as on a worker.
+func TestShortPut(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mode    string
+		unsafe  bool
+		answers bool
+	}{
+		{"async, acknowledged from memory", "async", true, true},
+		{"async, a lone primary that syncs", "async", false, false},
+		{"sync", "sync", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &pausingClock{now: time.Unix(1000, 0), after: -1}
+			s, _ := leasedServer(t, clk, func(c *Config) { c.SyncMode, c.UnsafeLoneAck = tc.mode, tc.unsafe })
+			rep, ok := callShort(s, wire.TypePut, putReq("k", "v1"))
+			if ok != tc.answers {
+				t.Fatalf("short put answered %v, want %v (status %d %s)", ok, tc.answers, rep.Status, rep.Payload)
+			}
+			get := call(s, wire.TypeGet, getReq("k"))
+			switch {
+			case ok && (rep.Status != 0 || get.Status != 0 || string(get.Payload) != "v1"):
+				t.Fatalf("short put: status %d %s; then get: status %d %q, want v1", rep.Status, rep.Payload, get.Status, get.Payload)
+			case !ok && get.Status != wire.StatusNotFound:
+				t.Fatalf("a declined short put left the key readable: status %d %q", get.Status, get.Payload)
+			}
+			if !tc.answers {
+				return
+			}
+			clk.arm(0, 600*time.Millisecond) // past the 500 ms lease
+			if rep, ok := callShort(s, wire.TypePut, putReq("k", "v2")); !ok || rep.Status != wire.StatusUnavailable {
+				t.Fatalf("short put after the lease lapsed: answered %v, status %d %q, want UNAVAILABLE", ok, rep.Status, rep.Payload)
+			}
+		})
+	}
+}
