@@ -162,6 +162,17 @@ func (c *Client) Close() error {
 }
 
 // conn returns the connection to a server, dialing it if needed.
+// cachedConn returns the open connection to server name, if any, without
+// waiting (ErrClosed: the client is closed).
+func (c *Client) cachedConn(name string) (*ring.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	return c.conns[name], nil
+}
+
 func (c *Client) conn(ctx context.Context, m *regionmap.Map, name string) (*ring.Client, error) {
 	c.mu.Lock()
 	if c.closed {
@@ -270,11 +281,29 @@ type request struct {
 	region    *regionmap.Assignment       // or this region (scans)
 	payload   func(version uint64) []byte // encodes with the map version used
 	replySize int
+	// until ends the request's attempts (zero: only ctx does): a write's
+	// retry window.
+	until time.Time
 }
 
 // do routes req, sends it and follows WRONG_REGION redirects. It returns
 // the OK (or NOT_FOUND) reply and the region that answered.
 func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.Assignment, error) {
+	// A deadline (req.until) is a context with a timer only once
+	// something but the first attempt's call waits: the ring bounds that
+	// call itself (CallUntil), and most requests end with it.
+	var cancel context.CancelFunc
+	defer func() {
+		if cancel != nil {
+			cancel()
+		}
+	}()
+	waitCtx := func() context.Context {
+		if !req.until.IsZero() && cancel == nil {
+			ctx, cancel = context.WithDeadline(ctx, req.until)
+		}
+		return ctx
+	}
 	var last error
 	const firstBackoff = 200 * time.Microsecond
 	backoff := firstBackoff
@@ -282,6 +311,7 @@ func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.As
 	var newer chan struct{}
 	for attempt := 0; attempt <= c.cfg.Retries; attempt++ {
 		if attempt > 0 {
+			waitCtx()
 			t := time.NewTimer(backoff)
 			select {
 			case <-ctx.Done():
@@ -311,16 +341,19 @@ func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.As
 		if r == nil {
 			return ring.Reply{}, nil, fmt.Errorf("%w: no region for key", ErrWrongRegion)
 		}
-		rc, err := c.conn(ctx, m, r.Primary)
+		rc, err := c.cachedConn(r.Primary)
+		if rc == nil && err == nil {
+			rc, err = c.conn(waitCtx(), m, r.Primary)
+		}
 		if err != nil {
 			if errors.Is(err, ErrClosed) {
 				return ring.Reply{}, nil, err
 			}
 			last = err
-			_ = c.refresh(ctx, 0)
+			_ = c.refresh(waitCtx(), 0)
 			continue
 		}
-		rep, err := rc.Call(ctx, ring.Request{Type: req.typ, Region: r.ID, Epoch: r.Epoch, Payload: req.payload(m.Version), ReplySize: req.replySize})
+		rep, err := rc.CallUntil(ctx, req.until, ring.Request{Type: req.typ, Region: r.ID, Epoch: r.Epoch, Payload: req.payload(m.Version), ReplySize: req.replySize})
 		switch {
 		case errors.Is(err, ring.ErrTooLarge):
 			return rep, r, fmt.Errorf("%w: %w", ErrTooLarge, err)
@@ -350,7 +383,7 @@ func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.As
 				// whose keys span regions, say).
 				return rep, r, last
 			}
-			if err := c.refresh(ctx, v); err != nil {
+			if err := c.refresh(waitCtx(), v); err != nil {
 				return rep, r, err
 			}
 			continue
@@ -361,7 +394,7 @@ func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.As
 				// A move in flight: its promotion is the next map. Not an
 				// attempt of the budget.
 				attempt--
-				_ = c.refresh(ctx, 0)
+				_ = c.refresh(waitCtx(), 0)
 			}
 			continue
 		}

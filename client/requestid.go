@@ -95,12 +95,11 @@ func (s *seqTracker) ack() uint64 {
 func (c *Client) write(ctx context.Context, typ uint16, key []byte, encode func(v uint64, id wire.RequestID) []byte) error {
 	seq := c.seqs.begin()
 	defer c.seqs.end(seq)
-	wctx, cancel := context.WithTimeout(ctx, c.cfg.RetryWindow)
-	defer cancel()
-	rep, _, err := c.do(wctx, request{typ: typ, key: key, payload: func(v uint64) []byte {
+	until := time.Now().Add(c.cfg.RetryWindow)
+	rep, _, err := c.do(ctx, request{typ: typ, key: key, until: until, payload: func(v uint64) []byte {
 		return encode(v, wire.RequestID{Client: c.id, Seq: seq, Ack: c.seqs.ack()})
 	}})
-	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+	if err != nil && ctx.Err() == nil && !time.Now().Before(until) {
 		return fmt.Errorf("%w: not acknowledged within the retry window (%v): %w", ErrUnavailable, c.cfg.RetryWindow, err)
 	}
 	if err != nil {

@@ -69,6 +69,11 @@ type Call struct {
 	retried  bool
 	ctxDone  <-chan struct{}
 	badSince time.Time // when its reply header first failed to verify
+	// until ends a CallUntil's wait (zero: none): once it has passed, the
+	// poller sends on expire, once (expired).
+	until   time.Time
+	expire  chan struct{}
+	expired bool
 }
 
 // Client is one connection's client end. Safe for concurrent use.
@@ -95,9 +100,12 @@ type Client struct {
 
 	// kick wakes the poller parked with no call pending (idle, under
 	// mu); parked with calls pending, it waits for their replies'
-	// doorbell, and a new call need not wake it.
+	// doorbell, and a new call need not wake it, unless its deadline
+	// (CallUntil) comes before armed, the deadline the poller's timer is
+	// set for (under mu; zero: none).
 	kick      chan struct{}
 	idle      bool
+	armed     time.Time
 	stop      chan struct{}
 	closeOnce sync.Once
 	done      chan struct{}
@@ -170,21 +178,32 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 // goes back only once the poller delivered its reply (no error), after
 // which nothing of the client reads it; one failed by a broken connection
 // may still be in the middle of the poller's scan, and is not reused.
-var callPool = sync.Pool{New: func() any { return &Call{Done: make(chan *Call, 1)} }}
+var callPool = sync.Pool{New: func() any { return &Call{Done: make(chan *Call, 1), expire: make(chan struct{}, 1)} }}
 
 // Call sends req and waits for its reply.
 func (c *Client) Call(ctx context.Context, req Request) (Reply, error) {
+	return c.CallUntil(ctx, time.Time{}, req)
+}
+
+// CallUntil is Call that also ends once until has passed (zero: never),
+// with an error wrapping context.DeadlineExceeded, without a timer of its
+// own: the poller watches the pending calls' deadlines (a wait may end
+// up to a poller round late). As when ctx ends, the call's reply slot
+// stays reserved until its reply arrives.
+func (c *Client) CallUntil(ctx context.Context, until time.Time, req Request) (Reply, error) {
 	call := callPool.Get().(*Call)
-	done := call.Done
-	*call = Call{Req: req, Done: done, ctxDone: ctx.Done()}
+	done, expire := call.Done, call.expire
+	*call = Call{Req: req, Done: done, ctxDone: ctx.Done(), until: until, expire: expire}
 	if err := c.send(ctx, call); err != nil {
 		return Reply{}, err // not registered: dropped
 	}
 	select {
 	case <-done:
 		rep, err := call.Reply, call.Err
-		if err == nil {
-			*call = Call{Done: done}
+		// One told of its deadline as its reply came (expired: written
+		// before the delivery) holds a token on expire: not reused.
+		if err == nil && !call.expired {
+			*call = Call{Done: done, expire: expire}
 			callPool.Put(call)
 		}
 		return rep, err
@@ -192,6 +211,8 @@ func (c *Client) Call(ctx context.Context, req Request) (Reply, error) {
 		// The reply slot stays reserved until the reply arrives; the
 		// call is not reused.
 		return Reply{}, ctx.Err()
+	case <-expire:
+		return Reply{}, fmt.Errorf("ring: request %d unanswered at its deadline: %w", call.id, context.DeadlineExceeded)
 	}
 }
 
@@ -278,7 +299,9 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 	c.sent.Add(uint64(msgSize))
 	c.pending[call.id] = call
 	c.bySlot = append(c.bySlot, call)
-	kick := c.idle
+	// The poller parked only for what it saw: a call that must end
+	// before its deadline timer (CallUntil) wakes it to re-arm.
+	kick := c.idle || (!call.until.IsZero() && (c.armed.IsZero() || call.until.Before(c.armed)))
 	c.idle = false
 	c.mu.Unlock()
 	if kick {

@@ -20,23 +20,29 @@ func (c *Client) poller() {
 		calls []*Call
 		cqbuf [16]rdma.Completion
 		spin  = newSpinPolicy(c.cfg.SpinTime, time.Now())
+		// deadlines wakes a parked poller at the earliest deadline of the
+		// pending calls (CallUntil), armed for Client.armed.
+		deadlines = time.NewTimer(time.Hour)
 	)
+	deadlines.Stop()
+	defer deadlines.Stop()
 	for {
 		select {
 		case <-c.stop:
 			return
 		default:
 		}
+		now := time.Now()
 		calls = c.pendingCalls(calls)
-		progressed, arriving := c.scan(calls)
+		progressed, arriving := c.scan(calls, now)
 		if n := c.cq.Poll(cqbuf[:]); n > 0 {
 			c.events(cqbuf[:n])
 		}
 		if progressed {
-			spin.progress(time.Now())
+			spin.progress(now)
 			continue
 		}
-		if len(calls) > 0 && (arriving || spin.spinning(time.Now())) {
+		if len(calls) > 0 && (arriving || spin.spinning(now)) {
 			runtime.Gosched()
 			continue
 		}
@@ -48,7 +54,7 @@ func (c *Client) poller() {
 			// Calls may have completed since the snapshot (their slots
 			// reused by new calls): scan the pending ones.
 			calls = c.pendingCalls(calls)
-			p, arriving := c.scan(calls)
+			p, arriving := c.scan(calls, now)
 			if p {
 				spin.progress(time.Now())
 				continue
@@ -59,14 +65,41 @@ func (c *Client) poller() {
 				// never completed. Poll on.
 				continue
 			}
+			// Deadlines mostly grow with later calls: a timer armed for
+			// an earlier one fires early, and the scan then re-arms it;
+			// a call sent with an earlier one kicks us (send).
+			if next := earliestDeadline(calls); !next.IsZero() {
+				c.mu.Lock()
+				if c.armed.IsZero() || next.Before(c.armed) {
+					deadlines.Reset(time.Until(next))
+					c.armed = next
+				}
+				c.mu.Unlock()
+			}
 		}
 		select {
 		case <-c.stop:
 			return
 		case <-c.kick:
 		case <-c.cq.Notify():
+		case <-deadlines.C:
+			c.mu.Lock()
+			c.armed = time.Time{}
+			c.mu.Unlock()
 		}
 	}
+}
+
+// earliestDeadline is the earliest deadline of calls not yet expired
+// (zero: none).
+func earliestDeadline(calls []*Call) time.Time {
+	var next time.Time
+	for _, call := range calls {
+		if !call.until.IsZero() && !call.expired && (next.IsZero() || call.until.Before(next)) {
+			next = call.until
+		}
+	}
+	return next
 }
 
 // parkIdle marks the poller idle (the next call kicks it) if no call is
@@ -97,10 +130,12 @@ func (c *Client) events(cs []rdma.Completion) {
 	}
 }
 
-// scan checks every pending call's reply slot once. arriving: a reply is
-// still arriving (its header does not verify yet). A call it completed may
-// be reused at once (Call's pool): scan reads nothing of it afterwards.
-func (c *Client) scan(calls []*Call) (progressed, arriving bool) {
+// scan checks every pending call's reply slot once, and tells the waiter
+// of a call whose deadline passed before now (CallUntil). arriving: a
+// reply is still arriving (its header does not verify yet). A call it
+// completed may be reused at once (Call's pool): scan reads nothing of it
+// afterwards.
+func (c *Client) scan(calls []*Call, now time.Time) (progressed, arriving bool) {
 	for _, call := range calls {
 		ok, err := c.check(call)
 		if err != nil {
@@ -109,6 +144,13 @@ func (c *Client) scan(calls []*Call) (progressed, arriving bool) {
 		}
 		progressed = progressed || ok
 		arriving = arriving || (!ok && !call.badSince.IsZero())
+		if !ok && !call.until.IsZero() && !call.expired && !now.Before(call.until) {
+			call.expired = true
+			select {
+			case call.expire <- struct{}{}:
+			default:
+			}
+		}
 	}
 	return progressed, arriving
 }

@@ -1,0 +1,113 @@
+package ring
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestCallUntilEndsAtDeadline: a call whose reply does not come ends at
+// its deadline with context.DeadlineExceeded, both while the poller spins
+// (other calls answered meanwhile) and once it has parked (nothing else
+// pending), with no timer of the call's own.
+func TestCallUntilEndsAtDeadline(t *testing.T) {
+	forEnv(t, func(t *testing.T, e env) {
+		release := make(chan struct{})
+		defer close(release)
+		s, _ := start(t, e, ServerConfig{Workers: 4, Handlers: map[uint16]HandlerFunc{
+			typeEcho: func(r *ServerRequest) Reply { return Reply{Payload: r.Payload} },
+			typeSlow: func(r *ServerRequest) Reply { <-release; return Reply{} },
+		}})
+		for _, busy := range []bool{false, true} {
+			// A connection each: a hung call's reply slot holds its
+			// connection's reply ring once the ring wraps.
+			c := dial(t, e, s, ClientConfig{})
+			ctx, stop := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { // keeps the poller busy with answered calls
+				defer close(done)
+				for busy && ctx.Err() == nil {
+					if _, err := c.Call(ctx, Request{Type: typeEcho, Payload: []byte("x")}); err != nil && ctx.Err() == nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+			const wait = 100 * time.Millisecond
+			begin := time.Now()
+			_, err := c.CallUntil(context.Background(), begin.Add(wait), Request{Type: typeSlow, Payload: []byte{0}})
+			took := time.Since(begin)
+			stop()
+			<-done
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("busy %v: a hung call: %v, want DeadlineExceeded", busy, err)
+			}
+			if took < wait || took > wait+2*time.Second {
+				t.Fatalf("busy %v: a hung call with a %v deadline ended after %v", busy, wait, took)
+			}
+		}
+	})
+}
+
+// TestCallUntilNoStaleExpiry: a call that expires as its reply comes
+// leaves nothing behind for the next use of its pooled Call: a later call
+// with a far deadline never fails as expired. (A stress test: whether an
+// expiry and its reply meet in one caller's wake-up is up to the
+// scheduler.)
+func TestCallUntilNoStaleExpiry(t *testing.T) {
+	forEnv(t, func(t *testing.T, e env) {
+		s, _ := start(t, e, ServerConfig{Workers: 2})
+		c := dial(t, e, s, ClientConfig{})
+		expired := 0
+		for i := range 2000 {
+			// A deadline about as long as a round trip: some expire.
+			_, err := c.CallUntil(context.Background(), time.Now().Add(time.Duration(i%40)*time.Microsecond), Request{Type: typeEcho, Payload: []byte("x")})
+			switch {
+			case errors.Is(err, context.DeadlineExceeded):
+				expired++
+			case err != nil:
+				t.Fatal(err)
+			}
+			if _, err := c.CallUntil(context.Background(), time.Now().Add(time.Minute), Request{Type: typeEcho, Payload: []byte("y")}); err != nil {
+				t.Fatalf("call %d with a far deadline after one that raced its own: %v", i, err)
+			}
+		}
+		t.Logf("%d of 2000 short-deadline calls expired", expired)
+	})
+}
+
+// TestCallUntilAfterAnExpiredCall: a call sent while the poller is parked
+// with another call pending (one that expired and is still unanswered)
+// ends at its deadline too: its send wakes the poller to set its timer.
+func TestCallUntilAfterAnExpiredCall(t *testing.T) {
+	forEnv(t, func(t *testing.T, e env) {
+		release := make(chan struct{})
+		defer close(release)
+		s, _ := start(t, e, ServerConfig{Workers: 4, Handlers: map[uint16]HandlerFunc{
+			typeSlow: func(r *ServerRequest) Reply { <-release; return Reply{} },
+		}})
+		c := dial(t, e, s, ClientConfig{})
+		const wait = 50 * time.Millisecond
+		for i := range 3 {
+			type result struct {
+				took time.Duration
+				err  error
+			}
+			got := make(chan result, 1)
+			go func() {
+				begin := time.Now()
+				_, err := c.CallUntil(context.Background(), begin.Add(wait), Request{Type: typeSlow, Payload: []byte{0}})
+				got <- result{time.Since(begin), err}
+			}()
+			select {
+			case r := <-got:
+				if !errors.Is(r.err, context.DeadlineExceeded) || r.took < wait {
+					t.Fatalf("hung call %d: %v after %v, want DeadlineExceeded after %v", i, r.err, r.took, wait)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("hung call %d with a %v deadline still waiting after 5 s (the parked poller set no timer for it)", i, wait)
+			}
+		}
+	})
+}
