@@ -161,7 +161,6 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// conn returns the connection to a server, dialing it if needed.
 // cachedConn returns the open connection to server name, if any, without
 // waiting (ErrClosed: the client is closed).
 func (c *Client) cachedConn(name string) (*ring.Client, error) {
@@ -173,6 +172,7 @@ func (c *Client) cachedConn(name string) (*ring.Client, error) {
 	return c.conns[name], nil
 }
 
+// conn returns the connection to a server, dialing it if needed.
 func (c *Client) conn(ctx context.Context, m *regionmap.Map, name string) (*ring.Client, error) {
 	c.mu.Lock()
 	if c.closed {

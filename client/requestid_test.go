@@ -136,9 +136,9 @@ func TestWriteRetriesKeepIdentityWithinWindow(t *testing.T) {
 
 // TestWriteHungAttemptEndsAtWindow: a write whose first attempt is never
 // answered (a hung server) fails with ErrUnavailable once the retry window
-// has passed, not when the caller's context ends; the client's next write,
-// to a server that answers, succeeds at once (its window's pooled timer
-// carries nothing stale).
+// has passed, not when the caller's context ends, also once the hung
+// writes' reply slots fill the connection's rings and a write waits for
+// room; the client's next write, to a server that answers, succeeds.
 func TestWriteHungAttemptEndsAtWindow(t *testing.T) {
 	release := make(chan struct{})
 	var hang atomic.Bool
@@ -159,12 +159,14 @@ func TestWriteHungAttemptEndsAtWindow(t *testing.T) {
 	defer stop()
 	m := regionmap.Single(regionmap.Server{Name: "s", TCP: srv.Addr()})
 	const window = 200 * time.Millisecond
-	c, err := Open(context.Background(), Config{Map: regionmap.Static{M: m}, RetryWindow: window})
+	// Small rings: the hung puts' reply slots fill them, and the later
+	// puts wait for room, which the window bounds too.
+	c, err := Open(context.Background(), Config{Map: regionmap.Static{M: m}, RetryWindow: window, RingSize: ring.MinRing, ReplyHint: 512})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	for i := range 3 {
+	for i := range 8 {
 		start := time.Now()
 		err := c.Put(context.Background(), []byte("k"), []byte("v"))
 		took := time.Since(start)

@@ -385,7 +385,13 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 	}
 	k := append([]byte(nil), key...) // L0's copy, made outside the lock
 	n := int64(recordSize(len(key), payloadLen(id, value)))
-	r.mu.Lock()
+	if !try {
+		r.mu.Lock()
+	} else if !r.mu.TryLock() {
+		// Held by another writer (a worker may be switching segments or
+		// freezing L0 under it) or by readers: not worth a wait.
+		return false, errDeclined
+	}
 	if try && (r.held > 0 || r.closed || r.bgErr != nil || r.memFull() || r.listener.sealGate() != nil || r.log.maySeal(n)) {
 		// A Quiesce, an error to report, a freeze, a seal: all for a
 		// caller that may wait. Nothing below waits then: with room in

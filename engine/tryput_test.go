@@ -63,6 +63,10 @@ func TestTryPutOnce(t *testing.T) {
 			r.SetListener(newSealGateListener())
 			return func() { r.SetListener(nil) }
 		}},
+		{name: "region lock held", mode: SyncModeAsync, decline: true, setup: func(t *testing.T, r *Region) func() {
+			r.mu.RLock() // a reader, or a writer switching segments under it
+			return r.mu.RUnlock
+		}},
 		{name: "duplicate", mode: SyncModeAsync, decline: true, setup: func(t *testing.T, r *Region) func() {
 			if _, err := r.PutOnce([]byte("tryput"), []byte("first"), id(1)); err != nil {
 				t.Fatal(err)

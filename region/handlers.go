@@ -180,20 +180,25 @@ func (s *Server) tryPut(req *ring.ServerRequest) (ring.Reply, bool) {
 		return badRequest(err), true
 	}
 	er, mr, rej := s.routeUncounted(req, q.MapVersion)
-	if rej == nil {
-		rej = s.checkKey(mr, q.Key)
-	}
 	if rej != nil {
-		return *rej, true
-	}
-	if len(q.Value) > int(s.cfg.MaxValueSize) {
-		return errorReply(wire.StatusTooLarge, "value of %d bytes, limit %d", len(q.Value), s.cfg.MaxValueSize), true
-	}
-	if rej := s.refuseWrite(); rej != nil {
 		return *rej, true
 	}
 	if er.WritesWait() {
 		return ring.Reply{}, false // the usual case with backups or in sync mode: no try
+	}
+	// Routed: counted in the region's rate, as route counts a worker's.
+	answer := func(rep ring.Reply) (ring.Reply, bool) {
+		s.ops.add(req.Region)
+		return rep, true
+	}
+	if rej := s.checkKey(mr, q.Key); rej != nil {
+		return answer(*rej)
+	}
+	if len(q.Value) > int(s.cfg.MaxValueSize) {
+		return answer(errorReply(wire.StatusTooLarge, "value of %d bytes, limit %d", len(q.Value), s.cfg.MaxValueSize))
+	}
+	if rej := s.refuseWrite(); rej != nil {
+		return answer(*rej)
 	}
 	var ok bool
 	err = labeledErrOn(labelInsert, labelPoll, func() error {
@@ -201,14 +206,13 @@ func (s *Server) tryPut(req *ring.ServerRequest) (ring.Reply, bool) {
 		_, ok, err = er.TryPutOnce(q.Key, q.Value, engine.RequestID(q.ID))
 		return err
 	})
-	if !ok {
+	switch {
+	case !ok:
 		return ring.Reply{}, false
+	case err != nil:
+		return answer(s.engineErr(err))
 	}
-	s.ops.add(req.Region)
-	if err != nil {
-		return s.engineErr(err), true
-	}
-	return ring.Reply{}, true
+	return answer(ring.Reply{})
 }
 
 // keyRequest decodes and routes a get.

@@ -111,3 +111,38 @@ func TestCallUntilAfterAnExpiredCall(t *testing.T) {
 		}
 	})
 }
+
+// TestCallUntilWaitingForRoom: a call that waits for ring room (the rings
+// full of unanswered calls, each holding its reply slot) ends at its
+// deadline too.
+func TestCallUntilWaitingForRoom(t *testing.T) {
+	forEnv(t, func(t *testing.T, e env) {
+		release := make(chan struct{})
+		defer close(release)
+		s, _ := start(t, e, ServerConfig{Workers: 4, MaxInflight: 1 << 10, Handlers: map[uint16]HandlerFunc{
+			typeSlow: func(r *ServerRequest) Reply { <-release; return Reply{} },
+		}})
+		c := dial(t, e, s, ClientConfig{RequestRing: MinRing, ReplyRing: MinRing, ReplyHint: 1024})
+		const wait = 20 * time.Millisecond
+		for i := range 64 {
+			type result struct {
+				took time.Duration
+				err  error
+			}
+			got := make(chan result, 1)
+			go func() {
+				begin := time.Now()
+				_, err := c.CallUntil(context.Background(), begin.Add(wait), Request{Type: typeSlow, Payload: []byte{0}})
+				got <- result{time.Since(begin), err}
+			}()
+			select {
+			case r := <-got:
+				if !errors.Is(r.err, context.DeadlineExceeded) {
+					t.Fatalf("hung call %d: %v, want DeadlineExceeded", i, r.err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("hung call %d with a %v deadline still waiting after 5 s", i, wait)
+			}
+		}
+	})
+}

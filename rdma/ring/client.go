@@ -188,8 +188,9 @@ func (c *Client) Call(ctx context.Context, req Request) (Reply, error) {
 // CallUntil is Call that also ends once until has passed (zero: never),
 // with an error wrapping context.DeadlineExceeded, without a timer of its
 // own: the poller watches the pending calls' deadlines (a wait may end
-// up to a poller round late). As when ctx ends, the call's reply slot
-// stays reserved until its reply arrives.
+// up to a poller round late); only a wait for ring room (rings full of
+// unanswered calls) takes a timer. As when ctx ends, the call's reply
+// slot stays reserved until its reply arrives.
 func (c *Client) CallUntil(ctx context.Context, until time.Time, req Request) (Reply, error) {
 	call := callPool.Get().(*Call)
 	done, expire := call.Done, call.expire
@@ -255,6 +256,7 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 		c.mu.Unlock()
 		return fmt.Errorf("%w: reply of %d bytes, limit %d", ErrTooLarge, call.Reply.Aux, c.cfg.ReplyRing/2)
 	}
+	var deadline <-chan time.Time // a CallUntil's, while it waits for room
 	for {
 		if c.err != nil {
 			err := c.err
@@ -264,6 +266,16 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 		if c.roomLocked(uint64(call.slotSize), uint64(msgSize)) {
 			break
 		}
+		if !call.until.IsZero() && deadline == nil {
+			left := time.Until(call.until)
+			if left <= 0 {
+				c.mu.Unlock()
+				return fmt.Errorf("ring: no room for the request before its deadline: %w", context.DeadlineExceeded)
+			}
+			t := time.NewTimer(left) // the slow path only: the rings are full
+			defer t.Stop()
+			deadline = t.C
+		}
 		space := c.space
 		c.spaceWait = true
 		c.mu.Unlock()
@@ -271,6 +283,8 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 		case <-space:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-deadline:
+			return fmt.Errorf("ring: no room for the request before its deadline: %w", context.DeadlineExceeded)
 		}
 		c.mu.Lock()
 	}
