@@ -90,24 +90,7 @@ func TestCallUntilAfterAnExpiredCall(t *testing.T) {
 		c := dial(t, e, s, ClientConfig{})
 		const wait = 50 * time.Millisecond
 		for i := range 3 {
-			type result struct {
-				took time.Duration
-				err  error
-			}
-			got := make(chan result, 1)
-			go func() {
-				begin := time.Now()
-				_, err := c.CallUntil(context.Background(), begin.Add(wait), Request{Type: typeSlow, Payload: []byte{0}})
-				got <- result{time.Since(begin), err}
-			}()
-			select {
-			case r := <-got:
-				if !errors.Is(r.err, context.DeadlineExceeded) || r.took < wait {
-					t.Fatalf("hung call %d: %v after %v, want DeadlineExceeded after %v", i, r.err, r.took, wait)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatalf("hung call %d with a %v deadline still waiting after 5 s (the parked poller set no timer for it)", i, wait)
-			}
+			hungCallExpires(t, c, i, wait)
 		}
 	})
 }
@@ -125,24 +108,32 @@ func TestCallUntilWaitingForRoom(t *testing.T) {
 		c := dial(t, e, s, ClientConfig{RequestRing: MinRing, ReplyRing: MinRing, ReplyHint: 1024})
 		const wait = 20 * time.Millisecond
 		for i := range 64 {
-			type result struct {
-				took time.Duration
-				err  error
-			}
-			got := make(chan result, 1)
-			go func() {
-				begin := time.Now()
-				_, err := c.CallUntil(context.Background(), begin.Add(wait), Request{Type: typeSlow, Payload: []byte{0}})
-				got <- result{time.Since(begin), err}
-			}()
-			select {
-			case r := <-got:
-				if !errors.Is(r.err, context.DeadlineExceeded) {
-					t.Fatalf("hung call %d: %v, want DeadlineExceeded", i, r.err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatalf("hung call %d with a %v deadline still waiting after 5 s", i, wait)
-			}
+			hungCallExpires(t, c, i, wait)
 		}
 	})
+}
+
+// hungCallExpires makes call i, of the hung type, with a deadline wait
+// from now: it must end with DeadlineExceeded, not before wait, and not
+// 5 s later still waiting.
+func hungCallExpires(t *testing.T, c *Client, i int, wait time.Duration) {
+	t.Helper()
+	type result struct {
+		took time.Duration
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		begin := time.Now()
+		_, err := c.CallUntil(context.Background(), begin.Add(wait), Request{Type: typeSlow, Payload: []byte{0}})
+		got <- result{time.Since(begin), err}
+	}()
+	select {
+	case r := <-got:
+		if !errors.Is(r.err, context.DeadlineExceeded) || r.took < wait {
+			t.Fatalf("hung call %d: %v after %v, want DeadlineExceeded after %v", i, r.err, r.took, wait)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("hung call %d with a %v deadline still waiting after 5 s", i, wait)
+	}
 }
