@@ -39,8 +39,9 @@ func (r *Region) PutOnce(key, value []byte, id RequestID) (applied bool, err err
 // TryPutOnce is PutOnce for a caller that must not wait (a ring server's
 // polling goroutine): it applies the put only if nothing would make it
 // wait, and otherwise reports ok false having changed nothing: in sync
-// mode, with a replicator whose writes wait (WritesWait), during a
-// Quiesce, when L0 is full or the record would switch log segments, for a
+// mode, with a replicator whose writes wait (WritesWait), while another
+// goroutine holds the region's lock, during a Quiesce, when L0 is full or
+// the record would switch log segments, for a
 // region with a listener that gates seals (a shipping primary), for a
 // duplicate (it waits as its original does), and on a closed or failed
 // region (PutOnce reports why). A replicator installed between its check
