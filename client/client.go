@@ -174,16 +174,9 @@ func (c *Client) cachedConn(name string) (*ring.Client, error) {
 
 // conn returns the connection to a server, dialing it if needed.
 func (c *Client) conn(ctx context.Context, m *regionmap.Map, name string) (*ring.Client, error) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, ErrClosed
+	if rc, err := c.cachedConn(name); rc != nil || err != nil {
+		return rc, err
 	}
-	if rc, ok := c.conns[name]; ok {
-		c.mu.Unlock()
-		return rc, nil
-	}
-	c.mu.Unlock()
 	srv, ok := m.Server(name)
 	if !ok {
 		return nil, fmt.Errorf("%w: server %q not in map version %d", ErrUnavailable, name, m.Version)

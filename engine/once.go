@@ -27,13 +27,7 @@ import (
 // would get now. id.Client 0 is a plain Put (applied true). A malformed id
 // is ErrBadRequestID; a seq below the client's ack is ErrStaleRequest.
 func (r *Region) PutOnce(key, value []byte, id RequestID) (applied bool, err error) {
-	if err := id.validate(); err != nil {
-		return false, err
-	}
-	if len(value) > r.v.MaxValueSize() {
-		return false, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), r.v.MaxValueSize())
-	}
-	return r.write(recPut, key, value, id, nil, r.v.opts.SyncMode == SyncModeSync, false, false)
+	return r.putOnce(key, value, id, false)
 }
 
 // TryPutOnce is PutOnce for a caller that must not wait (a ring server's
@@ -48,17 +42,22 @@ func (r *Region) PutOnce(key, value []byte, id RequestID) (applied bool, err err
 // and the append is waited for, as by PutOnce. Errors that need no wait
 // (a malformed id, a stale seq, an oversized pair) come with ok true.
 func (r *Region) TryPutOnce(key, value []byte, id RequestID) (applied, ok bool, err error) {
-	if err := id.validate(); err != nil {
-		return false, true, err
-	}
-	if len(value) > r.v.MaxValueSize() {
-		return false, true, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), r.v.MaxValueSize())
-	}
-	applied, err = r.write(recPut, key, value, id, nil, r.v.opts.SyncMode == SyncModeSync, false, true)
+	applied, err = r.putOnce(key, value, id, true)
 	if errors.Is(err, errDeclined) {
 		return false, false, nil
 	}
 	return applied, true, err
+}
+
+// putOnce is PutOnce, or with try TryPutOnce (errDeclined).
+func (r *Region) putOnce(key, value []byte, id RequestID, try bool) (bool, error) {
+	if err := id.validate(); err != nil {
+		return false, err
+	}
+	if len(value) > r.v.MaxValueSize() {
+		return false, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), r.v.MaxValueSize())
+	}
+	return r.write(recPut, key, value, id, nil, r.v.opts.SyncMode == SyncModeSync, false, try)
 }
 
 // DeleteOnce removes key once per request identity, like PutOnce.

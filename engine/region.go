@@ -369,12 +369,8 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 	if err := r.checkKey(key); err != nil {
 		return false, err
 	}
-	var rep0 *replicatorBox // try: the replicator it saw not waiting
-	if try {
-		rep0 = r.repl.Load()
-		if sync || (rep0 != nil && rep0.waits()) {
-			return false, errDeclined
-		}
+	if b := r.repl.Load(); try && (sync || (b != nil && b.waits())) {
+		return false, errDeclined
 	}
 	if cond == nil { // a client write: its replicator may refuse it before anything is appended
 		if b := r.repl.Load(); b != nil && b.gate != nil {
@@ -462,9 +458,9 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 	// one to wait for: one detached meanwhile must not let it go unwaited.
 	rep := r.repl.Load()
 	r.mu.Unlock()
-	// With try, a replicator installed since the check (rep != rep0) is
-	// waited for like any other appended after the swap: rare, and the
-	// caller then waits after all.
+	// With try, a replicator installed since the check above is waited
+	// for like any other appended after the swap: rare, and the caller
+	// then waits after all.
 	if sync {
 		if err := r.log.syncTo(end); err != nil {
 			return false, err

@@ -144,16 +144,10 @@ func (s *Server) handlePut(req *ring.ServerRequest) ring.Reply {
 		return badRequest(err)
 	}
 	er, mr, rej := s.route(req, q.MapVersion)
+	if rej == nil {
+		rej = s.admitPut(mr, q)
+	}
 	if rej != nil {
-		return *rej
-	}
-	if rej := s.checkKey(mr, q.Key); rej != nil {
-		return *rej
-	}
-	if len(q.Value) > int(s.cfg.MaxValueSize) {
-		return errorReply(wire.StatusTooLarge, "value of %d bytes, limit %d", len(q.Value), s.cfg.MaxValueSize)
-	}
-	if rej := s.refuseWrite(); rej != nil { // the disk cannot store it (health.go)
 		return *rej
 	}
 	if er.WritesWait() {
@@ -168,6 +162,20 @@ func (s *Server) handlePut(req *ring.ServerRequest) ring.Reply {
 		return s.engineErr(err)
 	}
 	return ring.Reply{}
+}
+
+// admitPut is the refusal of a routed put before the engine sees it: a
+// key outside the region, a value over the limit, a disk that cannot
+// store it (health.go); nil admits it.
+func (s *Server) admitPut(mr *regionmap.Assignment, q wire.PutRequest) *ring.Reply {
+	if rej := s.checkKey(mr, q.Key); rej != nil {
+		return rej
+	}
+	if len(q.Value) > int(s.cfg.MaxValueSize) {
+		r := errorReply(wire.StatusTooLarge, "value of %d bytes, limit %d", len(q.Value), s.cfg.MaxValueSize)
+		return &r
+	}
+	return s.refuseWrite()
 }
 
 // tryPut is handlePut on the ring's spinner (ring.ShortFunc): it answers
@@ -191,13 +199,7 @@ func (s *Server) tryPut(req *ring.ServerRequest) (ring.Reply, bool) {
 		s.ops.add(req.Region)
 		return rep, true
 	}
-	if rej := s.checkKey(mr, q.Key); rej != nil {
-		return answer(*rej)
-	}
-	if len(q.Value) > int(s.cfg.MaxValueSize) {
-		return answer(errorReply(wire.StatusTooLarge, "value of %d bytes, limit %d", len(q.Value), s.cfg.MaxValueSize))
-	}
-	if rej := s.refuseWrite(); rej != nil {
+	if rej := s.admitPut(mr, q); rej != nil {
 		return answer(*rej)
 	}
 	var ok bool

@@ -233,6 +233,10 @@ func (c *Client) Go(ctx context.Context, req Request, done chan *Call) *Call {
 	return call
 }
 
+// errNoRoomInTime: a CallUntil's deadline passed while it waited for ring
+// room.
+var errNoRoomInTime = fmt.Errorf("ring: no room for the request before its deadline: %w", context.DeadlineExceeded)
+
 // send reserves a reply slot and request ring room (waiting for room) and
 // posts the request.
 func (c *Client) send(ctx context.Context, call *Call) error {
@@ -270,7 +274,7 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 			left := time.Until(call.until)
 			if left <= 0 {
 				c.mu.Unlock()
-				return fmt.Errorf("ring: no room for the request before its deadline: %w", context.DeadlineExceeded)
+				return errNoRoomInTime
 			}
 			t := time.NewTimer(left) // the slow path only: the rings are full
 			defer t.Stop()
@@ -284,7 +288,7 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline:
-			return fmt.Errorf("ring: no room for the request before its deadline: %w", context.DeadlineExceeded)
+			return errNoRoomInTime
 		}
 		c.mu.Lock()
 	}
