@@ -27,37 +27,50 @@ import (
 // would get now. id.Client 0 is a plain Put (applied true). A malformed id
 // is ErrBadRequestID; a seq below the client's ack is ErrStaleRequest.
 func (r *Region) PutOnce(key, value []byte, id RequestID) (applied bool, err error) {
-	return r.putOnce(key, value, id, false)
+	return r.putOnce(key, value, id, false, nil)
 }
 
 // TryPutOnce is PutOnce for a caller that must not wait (a ring server's
-// polling goroutine): it applies the put only if nothing would make it
-// wait, and otherwise reports ok false having changed nothing: in sync
-// mode, with a replicator whose writes wait (WritesWait), while another
-// goroutine holds the region's lock, during a Quiesce, when L0 is full or
-// the record would switch log segments, for a
+// polling goroutine). It applies the put only if nothing before its
+// append would wait, and otherwise reports ok false having changed
+// nothing: while another goroutine holds the region's lock, during a
+// Quiesce, when L0 is full or the record would switch log segments, for a
 // region with a listener that gates seals (a shipping primary), for a
 // duplicate (it waits as its original does), and on a closed or failed
-// region (PutOnce reports why). A replicator installed between its check
-// and the append is waited for, as by PutOnce. Errors that need no wait
-// (a malformed id, a stale seq, an oversized pair) come with ok true.
-func (r *Region) TryPutOnce(key, value []byte, id RequestID) (applied, ok bool, err error) {
-	applied, err = r.putOnce(key, value, id, true)
-	if errors.Is(err, errDeclined) {
-		return false, false, nil
+// region (PutOnce reports why). Errors that need no wait (a malformed id,
+// a stale seq, an oversized pair) come with ok true.
+//
+// What PutOnce waits for after the append (the group commit in sync mode,
+// the replicator's acknowledgement) is waited for by the region's
+// acknowledger, one goroutine for all such writes of the region: then
+// TryPutOnce returns later true, and done is called once, on that
+// goroutine with no lock held, with the error PutOnce would have
+// returned. With nothing to wait for, later is false and done is not
+// called. done must not block for long: the region's other writes are
+// acknowledged after it.
+func (r *Region) TryPutOnce(key, value []byte, id RequestID, done func(error)) (ok, later bool, err error) {
+	if done == nil {
+		return false, false, errors.New("engine: TryPutOnce without done")
 	}
-	return applied, true, err
+	_, err = r.putOnce(key, value, id, true, done)
+	switch {
+	case errors.Is(err, errDeclined):
+		return false, false, nil
+	case errors.Is(err, errLater):
+		return true, true, nil
+	}
+	return true, false, err
 }
 
-// putOnce is PutOnce, or with try TryPutOnce (errDeclined).
-func (r *Region) putOnce(key, value []byte, id RequestID, try bool) (bool, error) {
+// putOnce is PutOnce, or with try TryPutOnce (errDeclined, errLater).
+func (r *Region) putOnce(key, value []byte, id RequestID, try bool, then func(error)) (bool, error) {
 	if err := id.validate(); err != nil {
 		return false, err
 	}
 	if len(value) > r.v.MaxValueSize() {
 		return false, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), r.v.MaxValueSize())
 	}
-	return r.write(recPut, key, value, id, nil, r.v.opts.SyncMode == SyncModeSync, false, try)
+	return r.write(recPut, key, value, id, nil, r.v.opts.SyncMode == SyncModeSync, false, try, then)
 }
 
 // DeleteOnce removes key once per request identity, like PutOnce.
@@ -65,7 +78,7 @@ func (r *Region) DeleteOnce(key []byte, id RequestID) (applied bool, err error) 
 	if err := id.validate(); err != nil {
 		return false, err
 	}
-	return r.write(recDelete, key, nil, id, nil, r.v.opts.SyncMode == SyncModeSync, false, false)
+	return r.write(recDelete, key, nil, id, nil, r.v.opts.SyncMode == SyncModeSync, false, false, nil)
 }
 
 // ApplyLogRecord applies the log record at the start of b, sealed in a
@@ -92,7 +105,7 @@ func (r *Region) ApplyLogRecord(b []byte, segSeq uint64) (int, error) {
 		}
 		return rec.Size, r.reqs.merge(rec.Value, r.log.pos(), r.now())
 	}
-	_, err := r.write(rec.Kind, rec.Key, rec.Value, rec.ID, nil, false, true, false)
+	_, err := r.write(rec.Kind, rec.Key, rec.Value, rec.ID, nil, false, true, false, nil)
 	return rec.Size, err
 }
 

@@ -57,6 +57,7 @@ type regionCore struct {
 	follower atomic.Bool
 	held     int // Quiesce calls not yet released: client writes wait
 	writers  atomic.Int64
+	acks     acknowledger // waits for the writes TryPutOnce acknowledges later
 
 	freeMu  sync.Mutex
 	pending []pendingFree
@@ -310,13 +311,13 @@ func (r *Region) Put(key, value []byte) error {
 	if len(value) > r.v.MaxValueSize() {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), r.v.MaxValueSize())
 	}
-	_, err := r.write(recPut, key, value, RequestID{}, nil, r.v.opts.SyncMode == SyncModeSync, false, false)
+	_, err := r.write(recPut, key, value, RequestID{}, nil, r.v.opts.SyncMode == SyncModeSync, false, false, nil)
 	return err
 }
 
 // Delete removes key (a tombstone; dropped at the last level).
 func (r *Region) Delete(key []byte) error {
-	_, err := r.write(recDelete, key, nil, RequestID{}, nil, r.v.opts.SyncMode == SyncModeSync, false, false)
+	_, err := r.write(recDelete, key, nil, RequestID{}, nil, r.v.opts.SyncMode == SyncModeSync, false, false, nil)
 	return err
 }
 
@@ -333,13 +334,13 @@ func (r *Region) ApplyPut(key, value []byte) error {
 	if len(value) > r.v.MaxValueSize() {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), r.v.MaxValueSize())
 	}
-	_, err := r.write(recPut, key, value, RequestID{}, nil, false, false, false)
+	_, err := r.write(recPut, key, value, RequestID{}, nil, false, false, false, nil)
 	return err
 }
 
 // ApplyDelete is Delete without the wait for durability (CommitApplied).
 func (r *Region) ApplyDelete(key []byte) error {
-	_, err := r.write(recDelete, key, nil, RequestID{}, nil, false, false, false)
+	_, err := r.write(recDelete, key, nil, RequestID{}, nil, false, false, false, nil)
 	return err
 }
 
@@ -364,12 +365,15 @@ func (r *Region) CommitApplied() error {
 // and reports applied false. replicated applies a record the primary
 // applied: its seq is never refused as stale. try makes a write that
 // would wait anywhere fail with errDeclined instead, having changed
-// nothing (TryPutOnce).
-func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond func() bool, sync, replicated, try bool) (bool, error) {
+// nothing (TryPutOnce); with then set too, only a wait before the append
+// declines it: the wait after it (the group commit, the replicator) is
+// the region's acknowledger's, which calls then with its error, and write
+// returns errLater.
+func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond func() bool, sync, replicated, try bool, then func(error)) (bool, error) {
 	if err := r.checkKey(key); err != nil {
 		return false, err
 	}
-	if b := r.repl.Load(); try && (sync || (b != nil && b.waits())) {
+	if b := r.repl.Load(); try && then == nil && (sync || (b != nil && b.waits())) {
 		return false, errDeclined
 	}
 	if cond == nil { // a client write: its replicator may refuse it before anything is appended
@@ -425,7 +429,7 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 		break
 	}
 	r.writers.Add(1)
-	defer r.writers.Add(-1)
+	defer r.writers.Add(-1) // a write acknowledged later holds one more (acknowledgeLater)
 	if cond != nil && !cond() {
 		r.mu.Unlock()
 		return false, nil
@@ -458,22 +462,19 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 	// one to wait for: one detached meanwhile must not let it go unwaited.
 	rep := r.repl.Load()
 	r.mu.Unlock()
+	a := ack{end: end, sync: sync}
+	if cond == nil { // GC relocations replicate, unacknowledged
+		a.rep = rep
+	}
+	if then != nil && a.waits() {
+		r.acknowledgeLater(a, then)
+		return true, errLater
+	}
 	// With try, a replicator installed since the check above is waited
 	// for like any other appended after the swap: rare, and the caller
 	// then waits after all.
-	if sync {
-		if err := r.log.syncTo(end); err != nil {
-			return false, err
-		}
-	}
-	if rep != nil && cond == nil { // GC relocations replicate, unacknowledged
-		wait := rep.WaitReplicated
-		if rep.gate != nil {
-			wait = rep.gate.WaitAcknowledged
-		}
-		if err := wait(end); err != nil {
-			return false, err
-		}
+	if err := r.wait(a); err != nil {
+		return false, err
 	}
 	return true, nil
 }

@@ -3,16 +3,21 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// TestTryPutOnce: a put that would wait is declined with nothing changed
-// (log position, L0, completion table, the key's value), one that would
-// not is applied as PutOnce applies it; after a decline, PutOnce does
-// the waiting and the put lands.
+// TestTryPutOnce: a put that would wait before its append is declined
+// with nothing changed (log position, L0, completion table, the key's
+// value), one that would not is applied as PutOnce applies it, and one
+// that would wait only after it (sync mode, a replicator that waits) is
+// applied and acknowledged later, its done called once; after a decline,
+// PutOnce does the waiting and the put lands.
 func TestTryPutOnce(t *testing.T) {
 	id := func(seq uint64) RequestID { return RequestID{Client: 7, Seq: seq} }
 	for _, tc := range []struct {
@@ -23,10 +28,11 @@ func TestTryPutOnce(t *testing.T) {
 		// the PutOnce that follows a decline (nil: nothing).
 		setup   func(t *testing.T, r *Region) func()
 		decline bool
+		later   bool // acknowledged later (done)
 	}{
 		{name: "async alone", mode: SyncModeAsync},
-		{name: "sync", mode: SyncModeSync, decline: true},
-		{name: "replicator that waits", mode: SyncModeAsync, decline: true, setup: func(t *testing.T, r *Region) func() {
+		{name: "sync", mode: SyncModeSync, later: true},
+		{name: "replicator that waits", mode: SyncModeAsync, later: true, setup: func(t *testing.T, r *Region) func() {
 			r.SetReplicator(waiterReplicator{true})
 			return func() { r.SetReplicator(nil) }
 		}},
@@ -101,21 +107,20 @@ func TestTryPutOnce(t *testing.T) {
 			// A decline may also come from a passing holder of the region
 			// lock (a compaction, the flusher): where the put must not
 			// wait, it is tried again until it is taken.
-			applied, ok, err := r.TryPutOnce([]byte("tryput"), value, id(1))
+			dones := make(chan error, 2)
+			done := func(err error) { dones <- err }
+			ok, later, err := r.TryPutOnce([]byte("tryput"), value, id(1), done)
 			for i := 0; !ok && err == nil && !tc.decline && i < 1000; i++ {
 				time.Sleep(time.Millisecond)
-				applied, ok, err = r.TryPutOnce([]byte("tryput"), value, id(1))
+				ok, later, err = r.TryPutOnce([]byte("tryput"), value, id(1), done)
 			}
 			if err != nil {
 				t.Fatalf("TryPutOnce: %v", err)
 			}
-			if ok == tc.decline {
-				t.Fatalf("TryPutOnce ok %v, want %v", ok, !tc.decline)
+			if ok == tc.decline || later != tc.later {
+				t.Fatalf("TryPutOnce ok %v later %v, want %v %v", ok, later, !tc.decline, tc.later)
 			}
 			if !ok {
-				if applied {
-					t.Fatal("declined and applied")
-				}
 				if r.log.pos() != pos || r.mem.len() != l0 || r.RequestTableLen() != reqs {
 					t.Fatalf("a decline changed the region: log %d -> %d, L0 %d -> %d, table %d -> %d",
 						pos, r.log.pos(), l0, r.mem.len(), reqs, r.RequestTableLen())
@@ -130,16 +135,34 @@ func TestTryPutOnce(t *testing.T) {
 				if tc.name == "duplicate" {
 					value = []byte("first") // the original's, not applied again
 				}
-			} else if !applied {
-				t.Fatal("TryPutOnce ok but not applied")
+			} else if r.log.pos() == pos || r.RequestTableLen() != reqs+1 {
+				t.Fatalf("TryPutOnce ok but not applied: log %d -> %d, table %d -> %d", pos, r.log.pos(), reqs, r.RequestTableLen())
+			}
+			if later {
+				select {
+				case err := <-dones:
+					if err != nil {
+						t.Fatalf("acknowledged later with %v", err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("done was not called")
+				}
+				if tc.mode == SyncModeSync && r.log.durable.Load() < r.log.pos() {
+					t.Fatalf("acknowledged in sync mode before durable: durable %d, log at %d", r.log.durable.Load(), r.log.pos())
+				}
 			}
 			got, err := r.Get([]byte("tryput"))
 			if err != nil || !bytes.Equal(got, value) {
 				t.Fatalf("the key holds %q (%v), want %q", got, err, value)
 			}
 			// The request is in the table either way: a retry is a duplicate.
-			if _, ok, _ := r.TryPutOnce([]byte("tryput"), value, id(1)); ok {
+			if ok, _, _ := r.TryPutOnce([]byte("tryput"), value, id(1), done); ok {
 				t.Fatal("a retry of an applied request was not declined as a duplicate")
+			}
+			select {
+			case err := <-dones:
+				t.Fatalf("done called again (%v)", err)
+			case <-time.After(10 * time.Millisecond):
 			}
 		})
 	}
@@ -151,13 +174,149 @@ func TestTryPutOnceErrors(t *testing.T) {
 	v := mustOpen(t, smallOpts(vfs.NewMem()))
 	defer v.Close()
 	r := mustRegion(t, v, 1)
-	if _, ok, err := r.TryPutOnce(nil, []byte("v"), RequestID{}); !ok || !errors.Is(err, ErrEmptyKey) {
+	done := func(err error) { t.Errorf("done called (%v) for a write that was not applied", err) }
+	if ok, _, err := r.TryPutOnce(nil, []byte("v"), RequestID{}, done); !ok || !errors.Is(err, ErrEmptyKey) {
 		t.Fatalf("empty key: ok %v, %v; want ok, ErrEmptyKey", ok, err)
 	}
-	if _, ok, err := r.TryPutOnce([]byte("k"), make([]byte, v.MaxValueSize()+1), RequestID{}); !ok || !errors.Is(err, ErrValueTooLarge) {
+	if ok, _, err := r.TryPutOnce([]byte("k"), make([]byte, v.MaxValueSize()+1), RequestID{}, done); !ok || !errors.Is(err, ErrValueTooLarge) {
 		t.Fatalf("oversized value: ok %v, %v; want ok, ErrValueTooLarge", ok, err)
 	}
-	if _, ok, err := r.TryPutOnce([]byte("k"), []byte("v"), RequestID{Client: 4, Seq: 0}); !ok || !errors.Is(err, ErrBadRequestID) {
+	if ok, _, err := r.TryPutOnce([]byte("k"), []byte("v"), RequestID{Client: 4, Seq: 0}, done); !ok || !errors.Is(err, ErrBadRequestID) {
 		t.Fatalf("malformed id: ok %v, %v; want ok, ErrBadRequestID", ok, err)
+	}
+}
+
+// TestTryPutOnceAcknowledgesLater: writes TryPutOnce applied while their
+// replicator waits are reported to their done only when the replicator
+// answers, each once and with its outcome, and meanwhile count as writes
+// in progress: a Quiesce waits for them.
+func TestTryPutOnceAcknowledgesLater(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("replication_fails=%v", fail), func(t *testing.T) {
+			o := smallOpts(vfs.NewMem())
+			o.L0Pairs = 1 << 20 // no freeze: a full L0 would decline
+			v := mustOpen(t, o)
+			defer v.Close()
+			r := mustRegion(t, v, 1)
+			rep := &blockingReplicator{release: make(chan error, 1)}
+			r.SetReplicator(rep)
+			defer func() { // a failed test's waits end too
+				select {
+				case rep.release <- errors.New("test over"):
+				default:
+				}
+			}()
+			const n = 200
+			var mu sync.Mutex
+			dones := make([]int, n)
+			errs := make([]error, n)
+			for i := range n {
+				ok, later := false, false
+				for try := 0; !ok && try < 1000; try++ { // a passing lock holder may decline it
+					var err error
+					ok, later, err = r.TryPutOnce(key(i), []byte("v"), RequestID{Client: 3, Seq: uint64(i + 1)}, func(err error) {
+						mu.Lock()
+						dones[i]++
+						errs[i] = err
+						mu.Unlock()
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				if !ok || !later {
+					t.Fatalf("put %d: ok %v later %v, want both", i, ok, later)
+				}
+			}
+			quiesced := make(chan func(), 1)
+			go func() {
+				release, err := r.Quiesce()
+				if err != nil {
+					t.Error(err)
+				}
+				quiesced <- release
+			}()
+			select {
+			case release := <-quiesced:
+				release()
+				t.Fatal("Quiesce returned while writes waited for their acknowledgement")
+			case <-time.After(50 * time.Millisecond):
+			}
+			mu.Lock()
+			for i, d := range dones {
+				if d != 0 {
+					t.Fatalf("put %d acknowledged before its replicator answered", i)
+				}
+			}
+			mu.Unlock()
+			var want error
+			if fail {
+				want = errors.New("backup lost")
+			}
+			rep.release <- want
+			release := <-quiesced
+			release()
+			mu.Lock()
+			defer mu.Unlock()
+			for i := range n {
+				if dones[i] != 1 || errs[i] != want {
+					t.Fatalf("put %d: done called %d times with %v, want once with %v", i, dones[i], errs[i], want)
+				}
+			}
+		})
+	}
+}
+
+// failingReplicator fails every wait after d, as a stream whose backup
+// hung fails once its timeout passes.
+type failingReplicator struct {
+	d     time.Duration
+	calls atomic.Int64
+}
+
+func (f *failingReplicator) WaitReplicated(uint64) error {
+	f.calls.Add(1)
+	time.Sleep(f.d)
+	return errors.New("backup timed out")
+}
+
+// TestTryPutOnceFailedWaitNotRepeated: once a replicator's wait fails,
+// the writes queued after it get its error without a wait of their own:
+// a hung backup costs the acknowledger one timeout per round, not one per
+// write.
+func TestTryPutOnceFailedWaitNotRepeated(t *testing.T) {
+	o := smallOpts(vfs.NewMem())
+	o.L0Pairs = 1 << 20
+	v := mustOpen(t, o)
+	defer v.Close()
+	r := mustRegion(t, v, 1)
+	rep := &failingReplicator{d: 20 * time.Millisecond}
+	r.SetReplicator(rep)
+	const n = 40
+	errs := make(chan error, n)
+	for i := range n {
+		ok := false
+		for try := 0; !ok && try < 1000; try++ {
+			var err error
+			if ok, _, err = r.TryPutOnce(key(i), []byte("v"), RequestID{}, func(err error) { errs <- err }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !ok {
+			t.Fatalf("put %d declined", i)
+		}
+	}
+	for i := range n {
+		select {
+		case err := <-errs:
+			if err == nil {
+				t.Fatalf("write %d acknowledged though its replicator failed", i)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d of %d writes answered in 30 s", i, n)
+		}
+	}
+	if c := rep.calls.Load(); c > n/4 {
+		t.Fatalf("the replicator was waited for %d times for %d writes: a failed wait was repeated", c, n)
 	}
 }

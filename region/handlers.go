@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/pprof"
+	"time"
 
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
@@ -178,10 +179,13 @@ func (s *Server) admitPut(mr *regionmap.Assignment, q wire.PutRequest) *ring.Rep
 	return s.refuseWrite()
 }
 
-// tryPut is handlePut on the ring's spinner (ring.ShortFunc): it answers
-// a put the engine applies without waiting (engine.TryPutOnce: async
-// mode, a replicator that does not wait, room in L0 and the log tail),
-// and declines the rest, having changed nothing, to a worker.
+// tryPut is handlePut on the ring's spinner (ring.ShortFunc): a put the
+// engine applies without waiting before its append (engine.TryPutOnce:
+// room in L0 and the log tail) is answered from the spinner, at once when
+// nothing is to be waited for (async mode, a lone primary with unsafe
+// lone acks), else by the region's acknowledger once its group commit or
+// its backups hold it (ring.Later): no worker waits meanwhile. The rest
+// is declined, having changed nothing, to a worker.
 func (s *Server) tryPut(req *ring.ServerRequest) (ring.Reply, bool) {
 	q, err := wire.DecodePutRequest(req.Payload)
 	if err != nil {
@@ -191,9 +195,6 @@ func (s *Server) tryPut(req *ring.ServerRequest) (ring.Reply, bool) {
 	if rej != nil {
 		return *rej, true
 	}
-	if er.WritesWait() {
-		return ring.Reply{}, false // the usual case with backups or in sync mode: no try
-	}
 	// Routed: counted in the region's rate, as route counts a worker's.
 	answer := func(rep ring.Reply) (ring.Reply, bool) {
 		s.ops.add(req.Region)
@@ -202,19 +203,33 @@ func (s *Server) tryPut(req *ring.ServerRequest) (ring.Reply, bool) {
 	if rej := s.admitPut(mr, q); rej != nil {
 		return answer(*rej)
 	}
-	var ok bool
+	later := req.Later()
+	start, region := time.Now(), req.Region
+	var ok, waits bool
 	err = labeledErrOn(labelInsert, labelPoll, func() error {
 		var err error
-		_, ok, err = er.TryPutOnce(q.Key, q.Value, engine.RequestID(q.ID))
+		ok, waits, err = er.TryPutOnce(q.Key, q.Value, engine.RequestID(q.ID), func(err error) {
+			rep := ring.Reply{}
+			if err != nil {
+				rep = s.engineErr(err)
+			}
+			s.observe(opPut, region, rep.Status, time.Since(start))
+			later.Reply(rep)
+		})
 		return err
 	})
-	switch {
-	case !ok:
+	if !ok {
 		return ring.Reply{}, false
-	case err != nil:
-		return answer(s.engineErr(err))
 	}
-	return answer(ring.Reply{})
+	if !waits {
+		rep := ring.Reply{}
+		if err != nil {
+			rep = s.engineErr(err)
+		}
+		s.observe(opPut, region, rep.Status, time.Since(start))
+		later.Reply(rep)
+	}
+	return answer(ring.Reply{}) // later's reply: the spinner sends nothing
 }
 
 // keyRequest decodes and routes a get.

@@ -81,8 +81,20 @@ func call(s *Server, typ uint16, payload []byte) ring.Reply {
 
 // callShort runs a request through its ring.ShortFunc (the spinner's
 // path); ok false: declined (a worker's handler would serve it).
+// callShort runs the type's ShortFunc as a spinner would; a reply it
+// takes with Later is waited for (10 s at most).
 func callShort(s *Server, typ uint16, payload []byte) (ring.Reply, bool) {
-	return s.shortHandlers()[typ](&ring.ServerRequest{Header: ring.Header{Type: typ, Region: 1}, Payload: payload})
+	later := make(chan ring.Reply, 1)
+	req := ring.NewShortRequest(ring.Header{Type: typ, Region: 1}, payload, func(r ring.Reply) { later <- r })
+	rep, ok := s.shortHandlers()[typ](req)
+	if ok && req.TookLater() {
+		select {
+		case rep = <-later:
+		case <-time.After(10 * time.Second):
+			return ring.Reply{Status: wire.StatusInternal, Payload: []byte("test: no reply taken with Later in 10 s")}, true
+		}
+	}
+	return rep, ok
 }
 
 func getReq(key string) []byte {

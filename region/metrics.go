@@ -179,17 +179,21 @@ func (s *Server) measuredShort(k opKind, h ring.ShortFunc) ring.ShortFunc {
 	return func(req *ring.ServerRequest) (ring.Reply, bool) {
 		start := time.Now()
 		rep, ok := h(req)
-		if !ok {
-			return rep, false
+		if !ok || req.TookLater() {
+			return rep, ok // declined: measured by the handler that serves it; later: by h
 		}
-		d := time.Since(start)
-		hosted := false
-		if st := s.state.Load(); st != nil {
-			hosted = st.routes[req.Region].how != 0
-		}
-		s.reqMetrics.observe(k, req.Region, hosted, rep.Status, d)
+		s.observe(k, req.Region, rep.Status, time.Since(start))
 		return rep, true
 	}
+}
+
+// observe records one client request's outcome and latency.
+func (s *Server) observe(k opKind, region uint64, status uint16, d time.Duration) {
+	hosted := false
+	if st := s.state.Load(); st != nil {
+		hosted = st.routes[region].how != 0
+	}
+	s.reqMetrics.observe(k, region, hosted, status, d)
 }
 
 func (s *Server) measured(k opKind, h ring.HandlerFunc) ring.HandlerFunc {

@@ -16,8 +16,8 @@ import (
 )
 
 // firstWaitFails is a Replicator whose first wait runs then (another
-// client's write, while the first write is appended but unacknowledged)
-// and fails as a lost backup does: the server answers UNAVAILABLE for a
+// client's write applied, while the first write is appended but
+// unacknowledged) and fails as a lost backup does: the server answers UNAVAILABLE for a
 // write it has appended. Later waits succeed.
 type firstWaitFails struct {
 	calls atomic.Int32
@@ -83,12 +83,28 @@ func TestClientRetryAfterUnavailableNotAppliedTwice(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var otherErr error
-			rep := &firstWaitFails{then: func() { otherErr = tc.other() }}
+			otherDone := make(chan struct{})
+			// Client 2's write is applied while client 1's waits; its
+			// acknowledgement may queue behind that wait (the region's
+			// acknowledger), so the wait returns once it is applied.
+			rep := &firstWaitFails{then: func() {
+				go func() {
+					defer close(otherDone)
+					otherErr = tc.other()
+				}()
+				for i := 0; i < 10000; i++ {
+					if v, err := er.Get([]byte("k")); err == nil && string(v) == tc.want {
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}}
 			er.SetReplicator(rep)
 			defer er.SetReplicator(nil)
 			if err := tc.first(); err != nil {
 				t.Fatalf("client 1's write: %v", err)
 			}
+			<-otherDone
 			if otherErr != nil {
 				t.Fatalf("client 2's write: %v", otherErr)
 			}

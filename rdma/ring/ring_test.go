@@ -565,3 +565,64 @@ func TestShortHandlers(t *testing.T) {
 		}
 	})
 }
+
+// TestShortHandlerLater: a ShortFunc that takes its request's reply with
+// Later has it sent from another goroutine, after the spinner went on to
+// other requests; one that takes it and then declines leaves the request
+// to a worker, whose reply is the one sent.
+func TestShortHandlerLater(t *testing.T) {
+	forEnv(t, func(t *testing.T, e env) {
+		var onWorker atomic.Int64
+		held := make(chan func(), 256)
+		cfg := ServerConfig{Workers: 2, Handlers: map[uint16]HandlerFunc{
+			typeEcho: func(r *ServerRequest) Reply {
+				onWorker.Add(1)
+				return Reply{Status: StatusFirstApp + 1, Payload: r.Payload}
+			},
+		}, Short: map[uint16]ShortFunc{
+			typeEcho: func(r *ServerRequest) (Reply, bool) {
+				switch r.Payload[0] % 3 {
+				case 0: // later: answered once the requests answered now are
+					l := r.Later()
+					p := append([]byte(nil), r.Payload...)
+					held <- func() { l.Reply(Reply{Status: StatusFirstApp + 2, Payload: p}) }
+					return Reply{}, true
+				case 1: // taken, then declined: the worker's
+					r.Later()
+					return Reply{}, false
+				}
+				return Reply{Status: StatusFirstApp, Payload: r.Payload}, true
+			},
+		}}
+		s, _ := start(t, e, cfg)
+		c := dial(t, e, s, ClientConfig{})
+		const n = 30 // the client's rings hold them all: a held reply keeps its request's room
+		var wg, now sync.WaitGroup
+		now.Add(n / 3)
+		for i := range n {
+			wg.Go(func() {
+				if i%3 == 2 {
+					defer now.Done()
+				}
+				p := []byte{byte(i), 1, 2, 3}
+				rep, err := call(t, c, Request{Type: typeEcho, Payload: p})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				want := map[int]uint16{0: StatusFirstApp + 2, 1: StatusFirstApp + 1, 2: StatusFirstApp}[i%3]
+				if rep.Status != want || !bytes.Equal(rep.Payload, p) {
+					t.Errorf("request %v: reply status %d payload %v, want %d and the request's", p, rep.Status, rep.Payload, want)
+				}
+			})
+		}
+		now.Wait() // every request answered now was, with the later ones held
+		for range n / 3 {
+			(<-held)()
+		}
+		wg.Wait()
+		if st := s.Stats(); st.Requests != n || st.Short != 2*n/3 || onWorker.Load() != n/3 {
+			t.Fatalf("requests %d, short %d, on workers %d; want %d, %d, %d", st.Requests, st.Short, onWorker.Load(), n, 2*n/3, n/3)
+		}
+	})
+}

@@ -27,9 +27,11 @@ type HandlerFunc func(req *ServerRequest) Reply
 // without waiting for other goroutines (a group commit, a replication
 // acknowledgement; a file read is allowed: every ring of its spinner
 // waits meanwhile), else it returns ok false, having changed nothing,
-// and the request goes to a worker and the type's HandlerFunc. As with a
-// HandlerFunc, req.Payload is valid only during the call and the reply's
-// payload is copied out before the reply is sent.
+// and the request goes to a worker and the type's HandlerFunc. What
+// must wait once begun may go on elsewhere: the ShortFunc takes the reply
+// with req.Later and returns ok true, and the reply is sent when the wait
+// ends. As with a HandlerFunc, req.Payload is valid only during the call
+// and the reply's payload is copied out before the reply is sent.
 type ShortFunc func(req *ServerRequest) (rep Reply, ok bool)
 
 // ServerRequest is a request as a handler sees it.
@@ -43,6 +45,56 @@ type ServerRequest struct {
 
 	s *Server // the worker's server (nil on a spinner): WillBlock
 	w int     // the worker's index
+
+	c       *sconn      // on a spinner: the request's connection (Later)
+	laterTo func(Reply) // outside a server (NewShortRequest): where Later's reply goes
+	later   bool        // a ShortFunc took its reply (Later)
+}
+
+// NewShortRequest is a request as a ShortFunc sees it, for running one
+// outside a server (tests): a reply taken with Later goes to reply.
+func NewShortRequest(h Header, payload []byte, reply func(Reply)) *ServerRequest {
+	return &ServerRequest{Header: h, Payload: payload, laterTo: reply}
+}
+
+// Later is a request's reply, taken out of its ShortFunc: the reply is
+// sent by Reply, once, from any goroutine, for a request whose handling
+// goes on after the ShortFunc returned (a put waiting for its group
+// commit or its backups, without a worker held meanwhile).
+type Later struct {
+	c  *sconn
+	h  Header
+	to func(Reply) // NewShortRequest's
+}
+
+// Later takes the request's reply out of a ShortFunc. If the ShortFunc
+// then returns ok true, the spinner sends no reply: the caller must call
+// Reply exactly once (the connection is not freed before). If it returns
+// ok false, the request goes to a worker as any declined one, and Reply
+// must not be called. Only a ShortFunc may call it; on a worker it panics.
+func (r *ServerRequest) Later() Later {
+	if r.c == nil && r.laterTo == nil {
+		panic("ring: Later outside a ShortFunc")
+	}
+	r.later = true
+	return Later{c: r.c, h: r.Header, to: r.laterTo}
+}
+
+// TookLater reports whether the request's reply was taken by Later.
+func (r *ServerRequest) TookLater() bool { return r.later }
+
+// Reply sends the reply (not if the connection closed meanwhile) and
+// retires the request. As with a ShortFunc's reply, the payload is copied
+// out before Reply returns.
+func (l Later) Reply(rep Reply) {
+	if l.to != nil {
+		l.to(rep)
+		return
+	}
+	if !l.c.closed.Load() {
+		l.c.reply(l.h, rep)
+	}
+	l.c.done()
 }
 
 // ServerConfig configures a ring server.

@@ -175,16 +175,21 @@ func (sp *spinner) short(t task) bool {
 	// The request lives in the spinner (no allocation per request); it
 	// is valid only during the call.
 	sp.req = t.req
+	sp.req.c = t.c
 	rep, ok := f(&sp.req)
+	later := sp.req.later
 	sp.req = ServerRequest{}
 	if !ok {
 		return false
 	}
 	sp.s.short.Add(1)
+	putBuf(t.buf)
+	if later {
+		return true // its Later replies and retires it
+	}
 	if !t.c.closed.Load() {
 		t.c.reply(t.req.Header, rep)
 	}
-	putBuf(t.buf)
 	t.c.done()
 	return true
 }
