@@ -34,9 +34,9 @@ func (r *Region) PutOnce(key, value []byte, id RequestID) (applied bool, err err
 // polling goroutine). It applies the put only if nothing before its
 // append would wait, and otherwise reports ok false having changed
 // nothing: while another goroutine holds the region's lock, during a
-// Quiesce, when L0 is full or the record would switch log segments, for a
-// region with a listener that gates seals (a shipping primary), for a
-// duplicate (it waits as its original does), and on a closed or failed
+// Quiesce, when L0 is full or the record would switch log segments (a
+// seal, which a listener's SealGate may hold), for a duplicate (it waits
+// as its original does), and on a closed or failed
 // region (PutOnce reports why). Errors that need no wait (a malformed id,
 // a stale seq, an oversized pair) come with ok true.
 //

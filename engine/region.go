@@ -392,10 +392,11 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 		// freezing L0 under it) or by readers: not worth a wait.
 		return false, errDeclined
 	}
-	if try && (r.held > 0 || r.closed || r.bgErr != nil || r.memFull() || r.listener.sealGate() != nil || r.log.maySeal(n)) {
+	if try && (r.held > 0 || r.closed || r.bgErr != nil || r.memFull() || r.log.maySeal(n)) {
 		// A Quiesce, an error to report, a freeze, a seal: all for a
 		// caller that may wait. Nothing below waits then: with room in
-		// L0 and the tail, waitRoomLocked returns at once.
+		// L0 and the tail, waitRoomLocked returns at once, and a
+		// listener's SealGate is asked only for a seal.
 		r.mu.Unlock()
 		return false, errDeclined
 	}

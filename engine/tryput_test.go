@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,9 +67,24 @@ func TestTryPutOnce(t *testing.T) {
 			// What follows puts a pair of that size (value set below).
 			return nil
 		}},
-		{name: "seal-gating listener", mode: SyncModeAsync, decline: true, setup: func(t *testing.T, r *Region) func() {
-			r.SetListener(newSealGateListener())
-			return func() { r.SetListener(nil) }
+		{name: "seal-gating listener, shut, no seal", mode: SyncModeAsync, setup: func(t *testing.T, r *Region) func() {
+			g := newSealGateListener()
+			g.ready.Store(false) // only a seal would wait for it
+			r.SetListener(g)
+			return nil
+		}},
+		{name: "seal-gating listener, shut, record would seal", mode: SyncModeAsync, decline: true, setup: func(t *testing.T, r *Region) func() {
+			big := bytes.Repeat([]byte("x"), 4096)
+			n := int64(recordSize(len("tryput"), payloadLen(id(1), big)))
+			for i := 0; !r.log.maySeal(n); i++ {
+				if err := r.Put(key(i), big); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g := newSealGateListener()
+			g.ready.Store(false)
+			r.SetListener(g)
+			return func() { close(g.open) } // the PutOnce after the decline seals through it
 		}},
 		{name: "region lock held", mode: SyncModeAsync, decline: true, setup: func(t *testing.T, r *Region) func() {
 			r.mu.RLock() // a reader, or a writer switching segments under it
@@ -98,7 +114,7 @@ func TestTryPutOnce(t *testing.T) {
 				}
 			}
 			value := []byte("second")
-			if tc.name == "record would switch segments" {
+			if strings.Contains(tc.name, "would seal") || tc.name == "record would switch segments" {
 				value = bytes.Repeat([]byte("y"), 4096)
 			}
 			before, _ := r.Get([]byte("tryput"))

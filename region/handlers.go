@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/pprof"
+	"sync"
 	"time"
 
 	"github.com/tebis-go/tebis/client/regionmap"
@@ -203,33 +204,55 @@ func (s *Server) tryPut(req *ring.ServerRequest) (ring.Reply, bool) {
 	if rej := s.admitPut(mr, q); rej != nil {
 		return answer(*rej)
 	}
-	later := req.Later()
-	start, region := time.Now(), req.Region
+	p := putAckPool.Get().(*putAck)
+	p.s, p.later, p.region, p.start = s, req.Later(), req.Region, time.Now()
 	var ok, waits bool
 	err = labeledErrOn(labelInsert, labelPoll, func() error {
 		var err error
-		ok, waits, err = er.TryPutOnce(q.Key, q.Value, engine.RequestID(q.ID), func(err error) {
-			rep := ring.Reply{}
-			if err != nil {
-				rep = s.engineErr(err)
-			}
-			s.observe(opPut, region, rep.Status, time.Since(start))
-			later.Reply(rep)
-		})
+		ok, waits, err = er.TryPutOnce(q.Key, q.Value, engine.RequestID(q.ID), p.done)
 		return err
 	})
-	if !ok {
+	switch {
+	case !ok:
+		p.free()
 		return ring.Reply{}, false
+	case !waits:
+		p.done(err) // now, on the spinner
 	}
-	if !waits {
+	return answer(ring.Reply{}) // the reply is later's: the spinner sends nothing
+}
+
+// putAck is a put taken on a spinner until its reply is sent; pooled,
+// with done bound once, so a put costs no allocation.
+type putAck struct {
+	s      *Server
+	later  ring.Later
+	region uint64
+	start  time.Time
+	done   func(error) // replies with the put's outcome, then frees the putAck
+}
+
+var putAckPool sync.Pool
+
+func init() { putAckPool.New = newPutAck }
+
+func newPutAck() any {
+	p := &putAck{}
+	p.done = func(err error) {
 		rep := ring.Reply{}
 		if err != nil {
-			rep = s.engineErr(err)
+			rep = p.s.engineErr(err)
 		}
-		s.observe(opPut, region, rep.Status, time.Since(start))
-		later.Reply(rep)
+		p.s.observe(opPut, p.region, rep.Status, time.Since(p.start))
+		p.later.Reply(rep)
+		p.free()
 	}
-	return answer(ring.Reply{}) // later's reply: the spinner sends nothing
+	return p
+}
+
+func (p *putAck) free() {
+	p.s, p.later = nil, ring.Later{}
+	putAckPool.Put(p)
 }
 
 // keyRequest decodes and routes a get.
