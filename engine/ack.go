@@ -61,7 +61,7 @@ type pendingAck struct {
 
 // acknowledgeLater queues a's wait; then gets its outcome. The write
 // counts among the region's writers until then (Quiesce lets writes in
-// progress finish, their acknowledgement included).
+// progress finish, their wait included).
 func (r *regionCore) acknowledgeLater(a ack, then func(error)) {
 	r.writers.Add(1)
 	q := &r.acks

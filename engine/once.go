@@ -35,10 +35,12 @@ func (r *Region) PutOnce(key, value []byte, id RequestID) (applied bool, err err
 // append would wait, and otherwise reports ok false having changed
 // nothing: while another goroutine holds the region's lock, during a
 // Quiesce, when L0 is full or the record would switch log segments (a
-// seal, which a listener's SealGate may hold), for a duplicate (it waits
-// as its original does), and on a closed or failed
-// region (PutOnce reports why). Errors that need no wait (a malformed id,
-// a stale seq, an oversized pair) come with ok true.
+// seal, which a listener's SealGate may hold), for a region that mirrors
+// its records to backups (a listener that WantsRecords: a replication
+// stream, whose locks its posts to the backups hold), for a duplicate (it
+// waits as its original does), and on a closed or failed region (PutOnce
+// reports why). Errors that need no wait (a malformed id, a stale seq, an
+// oversized pair) come with ok true.
 //
 // What PutOnce waits for after the append (the group commit in sync mode,
 // the replicator's acknowledgement) is waited for by the region's

@@ -363,17 +363,19 @@ func (r *Region) CommitApplied() error {
 // (id.Client ≠ 0) is looked up in the completion table first: a duplicate
 // is not appended again, but waits like its original (see waitDuplicate)
 // and reports applied false. replicated applies a record the primary
-// applied: its seq is never refused as stale. try makes a write that
-// would wait anywhere fail with errDeclined instead, having changed
-// nothing (TryPutOnce); with then set too, only a wait before the append
-// declines it: the wait after it (the group commit, the replicator) is
-// the region's acknowledger's, which calls then with its error, and write
-// returns errLater.
+// applied: its seq is never refused as stale. try (TryPutOnce, with
+// then) makes a write that would wait before its append fail with
+// errDeclined instead, having changed nothing; the wait after the append
+// (the group commit, the replicator), if any, is the region's
+// acknowledger's, which calls then with its outcome, and write returns
+// errLater.
 func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond func() bool, sync, replicated, try bool, then func(error)) (bool, error) {
 	if err := r.checkKey(key); err != nil {
 		return false, err
 	}
-	if b := r.repl.Load(); try && then == nil && (sync || (b != nil && b.waits())) {
+	if try && r.listener.wantsRecords() {
+		// A replication stream's mirror: its locks are held while it
+		// posts to the backups, which may wait for a slow one.
 		return false, errDeclined
 	}
 	if cond == nil { // a client write: its replicator may refuse it before anything is appended
@@ -392,7 +394,7 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 		// freezing L0 under it) or by readers: not worth a wait.
 		return false, errDeclined
 	}
-	if try && (r.held > 0 || r.closed || r.bgErr != nil || r.memFull() || r.log.maySeal(n)) {
+	if try && (r.held > 0 || r.closed || r.bgErr != nil || r.memFull() || r.log.maySeal(n) || r.listener.wantsRecords()) {
 		// A Quiesce, an error to report, a freeze, a seal: all for a
 		// caller that may wait. Nothing below waits then: with room in
 		// L0 and the tail, waitRoomLocked returns at once, and a
@@ -471,9 +473,6 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 		r.acknowledgeLater(a, then)
 		return true, errLater
 	}
-	// With try, a replicator installed since the check above is waited
-	// for like any other appended after the swap: rare, and the caller
-	// then waits after all.
 	if err := r.wait(a); err != nil {
 		return false, err
 	}

@@ -86,6 +86,10 @@ func TestTryPutOnce(t *testing.T) {
 			r.SetListener(g)
 			return func() { close(g.open) } // the PutOnce after the decline seals through it
 		}},
+		{name: "mirroring listener", mode: SyncModeAsync, decline: true, setup: func(t *testing.T, r *Region) func() {
+			r.SetListener(mirroringListener{})
+			return func() { r.SetListener(nil) }
+		}},
 		{name: "region lock held", mode: SyncModeAsync, decline: true, setup: func(t *testing.T, r *Region) func() {
 			r.mu.RLock() // a reader, or a writer switching segments under it
 			return r.mu.RUnlock
@@ -183,6 +187,12 @@ func TestTryPutOnce(t *testing.T) {
 		})
 	}
 }
+
+// mirroringListener wants the log's records, as a replication stream's
+// mirror does.
+type mirroringListener struct{ NopListener }
+
+func (mirroringListener) WantsRecords() bool { return true }
 
 // TestTryPutOnceErrors: what is wrong without waiting is reported with
 // ok true.
@@ -334,5 +344,62 @@ func TestTryPutOnceFailedWaitNotRepeated(t *testing.T) {
 	}
 	if c := rep.calls.Load(); c > n/4 {
 		t.Fatalf("the replicator was waited for %d times for %d writes: a failed wait was repeated", c, n)
+	}
+}
+
+// TestTryPutOnceFailedWaitStaysOnItsReplicator: a failed wait's error is
+// given only to the writes after it on the same replicator: a write
+// appended after the replicator was replaced is waited for on its own.
+func TestTryPutOnceFailedWaitStaysOnItsReplicator(t *testing.T) {
+	o := smallOpts(vfs.NewMem())
+	o.L0Pairs = 1 << 20
+	v := mustOpen(t, o)
+	defer v.Close()
+	r := mustRegion(t, v, 1)
+	a := &blockingReplicator{release: make(chan error, 1)}
+	r.SetReplicator(a)
+	defer func() {
+		select {
+		case a.release <- errors.New("test over"):
+		default:
+		}
+	}()
+	errs := make([]chan error, 3)
+	put := func(i int) {
+		errs[i] = make(chan error, 1)
+		for try := 0; try < 1000; try++ {
+			ok, later, err := r.TryPutOnce(key(i), []byte("v"), RequestID{}, func(err error) { errs[i] <- err })
+			if err != nil || (ok && !later) {
+				t.Fatalf("put %d: ok %v later %v, %v", i, ok, later, err)
+			}
+			if ok {
+				return
+			}
+		}
+		t.Fatalf("put %d declined", i)
+	}
+	put(0) // the acknowledger's first round: it waits on a
+	for i := 0; len(a.waiting()) == 0; i++ {
+		if i > 10000 {
+			t.Fatal("the acknowledger did not wait")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	put(1) // queued behind it, on a
+	b := waiterReplicator{true}
+	if !r.ReplaceReplicator(a, b) {
+		t.Fatal("ReplaceReplicator failed")
+	}
+	put(2) // queued too, on b
+	a.release <- errors.New("backup lost")
+	for i, want := range []bool{true, true, false} {
+		select {
+		case err := <-errs[i]:
+			if (err != nil) != want {
+				t.Fatalf("put %d: %v, want failed %v", i, err, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("put %d not answered", i)
+		}
 	}
 }

@@ -186,3 +186,18 @@ func Sever(qp QP) {
 	}
 	qp.Close()
 }
+
+// PostsWithoutWaiting reports whether q's PostWrite returns without
+// waiting for its peer while the peer leaves at most n bytes, in at most k
+// WRITEs, unread: shm and loopback copy straight into the peer's memory;
+// tcp queues up to its MaxQueued bytes, frame headers included, and then
+// waits for the peer to read. Other QPs may wait.
+func PostsWithoutWaiting(q QP, n, k int) bool {
+	switch q := q.(type) {
+	case *shmQP, *loopQP:
+		return true
+	case *tcpQP:
+		return n+k*frameHeader <= q.t.maxQueued()
+	}
+	return false
+}

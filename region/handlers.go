@@ -204,6 +204,12 @@ func (s *Server) tryPut(req *ring.ServerRequest) (ring.Reply, bool) {
 	if rej := s.admitPut(mr, q); rej != nil {
 		return answer(*rej)
 	}
+	if er.WritesWait() && !req.CanReplyLater() {
+		// A reply from the acknowledger could wait for this client (a
+		// tcp client whose reply ring outgrows the transport's queue),
+		// and every acknowledgement of the region with it.
+		return ring.Reply{}, false
+	}
 	p := putAckPool.Get().(*putAck)
 	p.s, p.later, p.region, p.start = s, req.Later(), req.Region, time.Now()
 	var ok, waits bool

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tebis-go/tebis/internal/wire"
+	"github.com/tebis-go/tebis/rdma/ring"
 )
 
 func putReq(key, value string) []byte {
@@ -55,5 +56,21 @@ func TestShortPut(t *testing.T) {
 				t.Fatalf("short put after the lease lapsed: answered %v, status %d %q, want UNAVAILABLE", ok, rep.Status, rep.Payload)
 			}
 		})
+	}
+}
+
+// TestShortPutDeclinedWhereRepliesMayWait: a put that would be answered
+// later is left to a worker when its connection's replies may wait for
+// the client (ring.ServerRequest.CanReplyLater false): the region's
+// acknowledger must not wait on one client.
+func TestShortPutDeclinedWhereRepliesMayWait(t *testing.T) {
+	clk := &pausingClock{now: time.Unix(1000, 0), after: -1}
+	s, _ := leasedServer(t, clk, func(c *Config) { c.SyncMode = "sync" })
+	req := ring.NewShortRequest(ring.Header{Type: wire.TypePut, Region: 1}, putReq("k", "v1"), nil)
+	if rep, ok := s.shortHandlers()[wire.TypePut](req); ok {
+		t.Fatalf("short put answered (status %d %s), want declined", rep.Status, rep.Payload)
+	}
+	if get := call(s, wire.TypeGet, getReq("k")); get.Status != wire.StatusNotFound {
+		t.Fatalf("a declined short put left the key readable: status %d %q", get.Status, get.Payload)
 	}
 }

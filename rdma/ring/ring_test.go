@@ -521,6 +521,8 @@ func TestInflightLimit(t *testing.T) {
 // declines the rest, which the type's worker handler answers; replies
 // match their requests either way, on every transport.
 func TestShortHandlers(t *testing.T) {
+	poisonFreed = true // the echo's reply is the request's payload: freed only after the reply
+	defer func() { poisonFreed = false }()
 	forEnv(t, func(t *testing.T, e env) {
 		var onWorker atomic.Int64
 		cfg := ServerConfig{Workers: 2, Handlers: map[uint16]HandlerFunc{
@@ -625,4 +627,85 @@ func TestShortHandlerLater(t *testing.T) {
 			t.Fatalf("requests %d, short %d, on workers %d; want %d, %d, %d", st.Requests, st.Short, onWorker.Load(), n, 2*n/3, n/3)
 		}
 	})
+}
+
+// TestLaterRetiresRequest: a reply sent through Later retires its request
+// as a spinner's or a worker's does, so a connection at its in-flight
+// limit gets room again.
+func TestLaterRetiresRequest(t *testing.T) {
+	forEnv(t, func(t *testing.T, e env) {
+		cfg := ServerConfig{Workers: 1, MaxInflight: 2, Short: map[uint16]ShortFunc{
+			typeEcho: func(r *ServerRequest) (Reply, bool) {
+				l := r.Later()
+				p := append([]byte(nil), r.Payload...)
+				go l.Reply(Reply{Status: StatusFirstApp, Payload: p})
+				return Reply{}, true
+			},
+		}}
+		s, _ := start(t, e, cfg)
+		c := dial(t, e, s, ClientConfig{})
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for i := range 10 {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					rep, err := c.Call(ctx, Request{Type: typeEcho, Payload: []byte{byte(g), byte(i)}})
+					cancel()
+					if err != nil || rep.Status != StatusFirstApp {
+						t.Errorf("goroutine %d call %d: status %d, %v", g, i, rep.Status, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
+}
+
+// TestCanReplyLater: a connection may be answered later from any
+// goroutine unless its transport could wait for the client to read its
+// replies: tcp with a reply ring bigger than its queue.
+func TestCanReplyLater(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tr   rdma.Transport
+		addr func(*testing.T) string
+		ring int
+		want bool
+	}{
+		{"shm, large ring", &rdma.Shm{}, envs[1].addr, 8 << 20, true},
+		{"tcp, default ring", &rdma.TCP{}, envs[2].addr, 0, true},
+		{"tcp, ring over its queue", &rdma.TCP{MaxQueued: 1 << 20}, envs[2].addr, 1 << 20, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seen := make(chan bool, 1)
+			cfg := ServerConfig{Transport: tc.tr, Addr: tc.addr(t), Handlers: handlers(new(atomic.Int64)), Short: map[uint16]ShortFunc{
+				typeEcho: func(r *ServerRequest) (Reply, bool) {
+					select {
+					case seen <- r.CanReplyLater():
+					default:
+					}
+					return Reply{Status: StatusFirstApp, Payload: r.Payload}, true
+				},
+			}}
+			s, err := Listen(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			c, err := Dial(ctx, ClientConfig{Transport: tc.tr, Addr: s.Addr(), ReplyRing: tc.ring})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.Call(ctx, Request{Type: typeEcho, Payload: []byte("x")}); err != nil {
+				t.Fatal(err)
+			}
+			if got := <-seen; got != tc.want {
+				t.Fatalf("CanReplyLater %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

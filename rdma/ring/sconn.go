@@ -40,6 +40,9 @@ type sconn struct {
 	tasks    sync.WaitGroup
 	inflight atomic.Int32 // requests taken off the ring, not yet answered
 	closed   atomic.Bool
+	// laterOK: a reply may be sent from any goroutine at any time
+	// (ServerRequest.CanReplyLater): posting it never waits for the client.
+	laterOK bool
 }
 
 // poll takes the next request off the ring if it has arrived whole.
@@ -142,7 +145,16 @@ func getBuf(n int) []byte {
 	return (*bufPool.Get().(*[]byte))[:n]
 }
 
+// poisonFreed (tests) overwrites a buffer as it is freed, so a use after
+// putBuf shows.
+var poisonFreed bool
+
 func putBuf(b []byte) {
+	if poisonFreed {
+		for i := range b {
+			b[i] = 0xEE
+		}
+	}
 	if cap(b) == 4096 {
 		b = b[:0]
 		bufPool.Put(&b)

@@ -52,7 +52,9 @@ type ServerRequest struct {
 }
 
 // NewShortRequest is a request as a ShortFunc sees it, for running one
-// outside a server (tests): a reply taken with Later goes to reply.
+// outside a server (tests): a reply taken with Later goes to reply. With
+// reply nil it stands for a connection whose replies may wait for its
+// client (CanReplyLater false), and Later must not be called.
 func NewShortRequest(h Header, payload []byte, reply func(Reply)) *ServerRequest {
 	return &ServerRequest{Header: h, Payload: payload, laterTo: reply}
 }
@@ -78,6 +80,16 @@ func (r *ServerRequest) Later() Later {
 	}
 	r.later = true
 	return Later{c: r.c, h: r.Header, to: r.laterTo}
+}
+
+// CanReplyLater reports whether a reply taken with Later may be sent
+// from another goroutine at any time without waiting for the client: its
+// connection's transport never waits while the client leaves its whole
+// reply ring unread (shm; tcp while that fits its queue). Otherwise a
+// Later's reply may wait for the client, and a ShortFunc should send it
+// before it returns or decline.
+func (r *ServerRequest) CanReplyLater() bool {
+	return r.laterTo != nil || (r.c != nil && r.c.laterOK)
 }
 
 // TookLater reports whether the request's reply was taken by Later.
@@ -357,6 +369,9 @@ func (s *Server) acceptParams(req rdma.ConnRequest, private []byte) error {
 		c.repMR.Deregister()
 		return err
 	}
+	// Unanswered replies are at most the reply ring's bytes, each at
+	// least a header.
+	c.laterOK = rdma.PostsWithoutWaiting(c.qp, c.repSize, c.repSize/HeaderSize)
 	s.conns.Add(1)
 	select {
 	case sp.add <- c:

@@ -183,13 +183,14 @@ func (sp *spinner) short(t task) bool {
 		return false
 	}
 	sp.s.short.Add(1)
-	putBuf(t.buf)
 	if later {
-		return true // its Later replies and retires it
+		putBuf(t.buf) // the request's payload is the ShortFunc's only during the call
+		return true   // its Later replies and retires it
 	}
 	if !t.c.closed.Load() {
-		t.c.reply(t.req.Header, rep)
+		t.c.reply(t.req.Header, rep) // the reply's payload may be the request's
 	}
+	putBuf(t.buf)
 	t.c.done()
 	return true
 }
