@@ -20,10 +20,15 @@ type ack struct {
 func (a ack) waits() bool { return a.sync || (a.rep != nil && a.rep.waits()) }
 
 // wait waits for a and returns what keeps the write from being
-// acknowledged.
-func (r *regionCore) wait(a ack) error {
+// acknowledged. here flushes the log on the caller's goroutine
+// (vlog.syncHere) rather than the flusher's.
+func (r *regionCore) wait(a ack, here bool) error {
 	if a.sync {
-		if err := r.log.syncTo(a.end); err != nil {
+		sync := r.log.syncTo
+		if here {
+			sync = r.log.syncHere
+		}
+		if err := sync(a.end); err != nil {
 			return err
 		}
 	}
@@ -102,7 +107,7 @@ func (r *regionCore) acknowledge() {
 			a := batch[i].a
 			err := failed
 			if err == nil || a.sync != failedOn.sync || a.rep != failedOn.rep {
-				if err = r.wait(a); err != nil {
+				if err = r.wait(a, true); err != nil {
 					failed, failedOn = err, a
 				}
 			}

@@ -473,7 +473,7 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 		r.acknowledgeLater(a, then)
 		return true, errLater
 	}
-	if err := r.wait(a); err != nil {
+	if err := r.wait(a, false); err != nil {
 		return false, err
 	}
 	return true, nil
