@@ -517,6 +517,17 @@ func TestInflightLimit(t *testing.T) {
 	})
 }
 
+// workerEcho is an echo handler whose replies say a worker served them
+// (StatusFirstApp+1), counting them in served.
+func workerEcho(served *atomic.Int64) map[uint16]HandlerFunc {
+	return map[uint16]HandlerFunc{
+		typeEcho: func(r *ServerRequest) Reply {
+			served.Add(1)
+			return Reply{Status: StatusFirstApp + 1, Payload: r.Payload}
+		},
+	}
+}
+
 // TestShortHandlers: a ShortFunc answers on the spinner what it can and
 // declines the rest, which the type's worker handler answers; replies
 // match their requests either way, on every transport.
@@ -525,12 +536,7 @@ func TestShortHandlers(t *testing.T) {
 	defer func() { poisonFreed = false }()
 	forEnv(t, func(t *testing.T, e env) {
 		var onWorker atomic.Int64
-		cfg := ServerConfig{Workers: 2, Handlers: map[uint16]HandlerFunc{
-			typeEcho: func(r *ServerRequest) Reply {
-				onWorker.Add(1)
-				return Reply{Status: StatusFirstApp + 1, Payload: r.Payload}
-			},
-		}, Short: map[uint16]ShortFunc{
+		cfg := ServerConfig{Workers: 2, Handlers: workerEcho(&onWorker), Short: map[uint16]ShortFunc{
 			typeEcho: func(r *ServerRequest) (Reply, bool) {
 				if r.Payload[0]%2 == 1 {
 					return Reply{}, false // odd: the worker's
@@ -576,12 +582,7 @@ func TestShortHandlerLater(t *testing.T) {
 	forEnv(t, func(t *testing.T, e env) {
 		var onWorker atomic.Int64
 		held := make(chan func(), 256)
-		cfg := ServerConfig{Workers: 2, Handlers: map[uint16]HandlerFunc{
-			typeEcho: func(r *ServerRequest) Reply {
-				onWorker.Add(1)
-				return Reply{Status: StatusFirstApp + 1, Payload: r.Payload}
-			},
-		}, Short: map[uint16]ShortFunc{
+		cfg := ServerConfig{Workers: 2, Handlers: workerEcho(&onWorker), Short: map[uint16]ShortFunc{
 			typeEcho: func(r *ServerRequest) (Reply, bool) {
 				switch r.Payload[0] % 3 {
 				case 0: // later: answered once the requests answered now are
