@@ -179,7 +179,7 @@ func (l *vlog) syncTo(pos uint64) error {
 		case !l.flusherUp:
 			// No flusher (closing or recovering): flush inline.
 			l.mu.Unlock()
-			if err := l.flushOnce(); err != nil {
+			if err := l.flushTo(pos, false); err != nil {
 				return err
 			}
 			continue
@@ -208,7 +208,7 @@ func (l *vlog) syncHere(pos uint64) error {
 		if err != nil {
 			return err
 		}
-		if err := l.flushOnce(); err != nil {
+		if err := l.flushTo(pos, true); err != nil {
 			return err
 		}
 	}
@@ -225,7 +225,7 @@ func (l *vlog) wakeLocked() {
 // gatherWindow bounds how long the flusher waits for a batch to fill.
 const gatherWindow = 100 * time.Microsecond
 
-// flusher runs flushOnce whenever a writer waits, until stop closes.
+// flusher runs flushTo whenever a writer waits, until stop closes.
 //
 // Before each flush it gathers: the writers the previous flush woke are
 // likely to come back with their next record within microseconds, so it
@@ -247,7 +247,7 @@ func (l *vlog) flusher(stop <-chan struct{}, done func()) {
 		}
 		// An error sets failed and wakes the waiters; keep serving kicks
 		// so later ones get the error promptly.
-		_ = l.flushOnce()
+		_ = l.flushTo(0, false)
 	}
 }
 
@@ -259,7 +259,8 @@ func (l *vlog) gather(stop <-chan struct{}) bool {
 	deadline := time.Now().Add(gatherWindow)
 	for {
 		l.mu.Lock()
-		enough := l.waiters >= l.lastBatch || l.failed != nil
+		// Enough, or nothing left to flush (another flush took it).
+		enough := l.waiters >= l.lastBatch || l.failed != nil || l.durable.Load() >= l.posLocked()
 		l.mu.Unlock()
 		if enough || time.Now().After(deadline) {
 			return true
@@ -281,9 +282,13 @@ func (l *vlog) stopFlusher() {
 	l.mu.Unlock()
 }
 
-// flushOnce writes the unwritten tail bytes and fdatasyncs, then wakes the
+// flushTo writes the unwritten tail bytes and fdatasyncs, then wakes the
 // waiters it covered: those that registered on the batch channel it took.
-func (l *vlog) flushOnce() error {
+// With pos > 0 it does nothing once the log is durable up to pos (a flush
+// that held syncMu meanwhile covered it). here marks the acknowledger's
+// flush (syncHere): the flusher's batch size (lastBatch, what it gathers
+// for) counts only the writers waiting on it.
+func (l *vlog) flushTo(pos uint64, here bool) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
@@ -291,6 +296,10 @@ func (l *vlog) flushOnce() error {
 		l.wakeLocked()
 		defer l.mu.Unlock()
 		return l.failed
+	}
+	if pos > 0 && l.durable.Load() >= pos {
+		l.mu.Unlock()
+		return nil
 	}
 	end := l.posLocked()
 	if l.durable.Load() >= end {
@@ -302,7 +311,10 @@ func (l *vlog) flushOnce() error {
 	}
 	ch := l.batch
 	l.batch = make(chan struct{})
-	l.lastBatch, l.waiters = l.waiters, 0
+	if !here {
+		l.lastBatch = l.waiters
+	}
+	l.waiters = 0
 	seg, from, to, buf := l.tail.seg, l.flushed, l.off, l.buf
 	l.mu.Unlock()
 	// The tail cannot be sealed while syncMu is held, so buf[from:to] is
