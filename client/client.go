@@ -273,6 +273,7 @@ type request struct {
 	key       []byte                      // routes the request
 	region    *regionmap.Assignment       // or this region (scans)
 	payload   func(version uint64) []byte // encodes with the map version used
+	tail      []byte                      // follows payload (ring.Request.Tail)
 	replySize int
 	// until ends the request's attempts (zero: only ctx does): a write's
 	// retry window.
@@ -346,7 +347,7 @@ func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.As
 			_ = c.refresh(waitCtx(), 0)
 			continue
 		}
-		rep, err := rc.CallUntil(ctx, req.until, ring.Request{Type: req.typ, Region: r.ID, Epoch: r.Epoch, Payload: req.payload(m.Version), ReplySize: req.replySize})
+		rep, err := rc.CallUntil(ctx, req.until, ring.Request{Type: req.typ, Region: r.ID, Epoch: r.Epoch, Payload: req.payload(m.Version), Tail: req.tail, ReplySize: req.replySize})
 		switch {
 		case errors.Is(err, ring.ErrTooLarge):
 			return rep, r, fmt.Errorf("%w: %w", ErrTooLarge, err)
@@ -406,9 +407,9 @@ func (c *Client) Put(ctx context.Context, key, value []byte) error {
 	if len(value) > c.MaxValue(len(key)) {
 		return fmt.Errorf("%w: value of %d bytes, this client's limit %d", ErrTooLarge, len(value), c.MaxValue(len(key)))
 	}
-	return c.write(ctx, wire.TypePut, key, func(v uint64, id wire.RequestID) []byte {
-		q := wire.PutRequest{MapVersion: v, ID: id, Key: key, Value: value}
-		return q.Encode(nil)
+	return c.write(ctx, wire.TypePut, key, value, func(v uint64, id wire.RequestID) []byte {
+		q := wire.PutRequest{MapVersion: v, ID: id, Key: key}
+		return q.EncodeHead(nil)
 	})
 }
 
@@ -433,7 +434,7 @@ func (c *Client) Get(ctx context.Context, key []byte) ([]byte, error) {
 // Delete removes key (deleting a missing key is not an error), at most
 // once, like Put.
 func (c *Client) Delete(ctx context.Context, key []byte) error {
-	return c.write(ctx, wire.TypeDelete, key, func(v uint64, id wire.RequestID) []byte {
+	return c.write(ctx, wire.TypeDelete, key, nil, func(v uint64, id wire.RequestID) []byte {
 		q := wire.DeleteRequest{MapVersion: v, ID: id, Key: key}
 		return q.Encode(nil)
 	})

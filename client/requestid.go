@@ -91,12 +91,14 @@ func (s *seqTracker) ack() uint64 {
 }
 
 // write runs one identified write: a fresh seq, the same identity on every
-// attempt, attempts only within the retry window.
-func (c *Client) write(ctx context.Context, typ uint16, key []byte, encode func(v uint64, id wire.RequestID) []byte) error {
+// attempt, attempts only within the retry window. tail follows what
+// encode returns on the wire (a put's value, sent without a copy of its
+// own).
+func (c *Client) write(ctx context.Context, typ uint16, key, tail []byte, encode func(v uint64, id wire.RequestID) []byte) error {
 	seq := c.seqs.begin()
 	defer c.seqs.end(seq)
 	until := time.Now().Add(c.cfg.RetryWindow)
-	rep, _, err := c.do(ctx, request{typ: typ, key: key, until: until, payload: func(v uint64) []byte {
+	rep, _, err := c.do(ctx, request{typ: typ, key: key, until: until, tail: tail, payload: func(v uint64) []byte {
 		return encode(v, wire.RequestID{Client: c.id, Seq: seq, Ack: c.seqs.ack()})
 	}})
 	if err != nil && ctx.Err() == nil && !time.Now().Before(until) {

@@ -212,10 +212,16 @@ func DecodeKeyRequest(b []byte) (KeyRequest, error) {
 // Encode appends the request to b.
 func (q *PutRequest) Encode(b []byte) []byte {
 	b = slices.Grow(b, 8+RequestIDLen+4+len(q.Key)+len(q.Value))
+	return append(q.EncodeHead(b), q.Value...)
+}
+
+// EncodeHead appends the request without its value, which follows it
+// on the wire: EncodeHead then Value is Encode.
+func (q *PutRequest) EncodeHead(b []byte) []byte {
+	b = slices.Grow(b, 8+RequestIDLen+4+len(q.Key))
 	b = binary.LittleEndian.AppendUint64(b, q.MapVersion)
 	b = q.ID.append(b)
-	b = appendBytes(b, q.Key)
-	return append(b, q.Value...)
+	return appendBytes(b, q.Key)
 }
 
 // DecodePutRequest decodes a put; Key and Value alias b.

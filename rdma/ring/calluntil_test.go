@@ -3,6 +3,7 @@ package ring
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -136,4 +137,48 @@ func hungCallExpires(t *testing.T, c *Client, i int, wait time.Duration) {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("hung call %d with a %v deadline still waiting after 5 s", i, wait)
 	}
+}
+
+// TestAbandonedCallNotResent: a call whose caller gave up before its
+// reply is not sent again when the reply asks for a larger slot: the
+// caller may be reusing its request's memory by then.
+func TestAbandonedCallNotResent(t *testing.T) {
+	forEnv(t, func(t *testing.T, e env) {
+		release := make(chan struct{})
+		var served atomic.Int64
+		seen := make(chan []byte, 4)
+		cfg := ServerConfig{Workers: 2, Handlers: map[uint16]HandlerFunc{
+			typeEcho: func(r *ServerRequest) Reply {
+				seen <- append([]byte(nil), r.Payload...)
+				if served.Add(1) == 1 {
+					<-release
+				}
+				return Reply{Status: StatusFirstApp, Payload: make([]byte, 4096)} // over its slot: TOO_SMALL
+			},
+		}}
+		s, _ := start(t, e, cfg)
+		c := dial(t, e, s, ClientConfig{})
+		tail := []byte("original")
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		_, err := c.CallUntil(ctx, time.Time{}, Request{Type: typeEcho, Payload: []byte("p:"), Tail: tail, ReplySize: 64})
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call: %v, want its context's deadline", err)
+		}
+		copy(tail, "reused!!") // the caller's memory, its own again
+		close(release)
+		if got := <-seen; string(got) != "p:original" {
+			t.Fatalf("first request %q", got)
+		}
+		select {
+		case got := <-seen:
+			t.Fatalf("the abandoned call was sent again: %q", got)
+		case <-time.After(300 * time.Millisecond):
+		}
+		// The connection goes on: a call that waits is resent and answered.
+		rep, err := call(t, c, Request{Type: typeEcho, Payload: []byte("q"), ReplySize: 64})
+		if err != nil || len(rep.Payload) != 4096 {
+			t.Fatalf("a later call: %d bytes, %v", len(rep.Payload), err)
+		}
+	})
 }

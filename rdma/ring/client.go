@@ -2,6 +2,7 @@ package ring
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -36,9 +37,10 @@ type Request struct {
 	Region uint64
 	Epoch  uint64
 	// Payload is copied into the ring when the request is sent, and again
-	// if the server asks for a larger reply slot, possibly after Call
-	// returned on a cancelled context: the caller must not change it
-	// until the call completes.
+	// if the server asks for a larger reply slot: the caller must not
+	// change it until Call or CallUntil returns, or a Go call completes.
+	// A call whose Call returned unanswered (its context or deadline
+	// ended) is not sent again.
 	Payload []byte
 	// Tail, if any, follows Payload in the request's payload: a caller
 	// sends a header and a large body without joining them first. The
@@ -74,6 +76,9 @@ type Call struct {
 	until   time.Time
 	expire  chan struct{}
 	expired bool
+	// abandoned: its CallUntil returned before the reply (under mu): a
+	// resend must not read its request again (the caller may reuse it).
+	abandoned bool
 }
 
 // Client is one connection's client end. Safe for concurrent use.
@@ -211,11 +216,25 @@ func (c *Client) CallUntil(ctx context.Context, until time.Time, req Request) (R
 	case <-ctx.Done():
 		// The reply slot stays reserved until the reply arrives; the
 		// call is not reused.
+		c.abandon(call)
 		return Reply{}, ctx.Err()
 	case <-expire:
+		c.abandon(call)
 		return Reply{}, fmt.Errorf("ring: request %d unanswered at its deadline: %w", call.id, context.DeadlineExceeded)
 	}
 }
+
+// abandon marks a call its caller no longer waits for: a resend (a
+// larger reply slot) does not read its request, which the caller may
+// reuse once this returns (send copies it under mu).
+func (c *Client) abandon(call *Call) {
+	c.mu.Lock()
+	call.abandoned = true
+	c.mu.Unlock()
+}
+
+// errAbandoned: a call's resend found its caller gone.
+var errAbandoned = errors.New("ring: call abandoned by its caller before its resend")
 
 // Go sends req asynchronously; done (nil for a new one; else it must have
 // room, or the notification is dropped) receives the call when its reply
@@ -291,6 +310,10 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 			return errNoRoomInTime
 		}
 		c.mu.Lock()
+	}
+	if call.abandoned {
+		c.mu.Unlock()
+		return errAbandoned
 	}
 	slot, _, _ := c.rep.reserve(uint64(call.slotSize))
 	at, skip, _ := c.req.reserve(uint64(msgSize))
