@@ -69,8 +69,8 @@ func TestWriteRetriesKeepIdentityWithinWindow(t *testing.T) {
 	srv, err := ring.Listen(ring.ServerConfig{Transport: &rdma.TCP{}, Addr: "127.0.0.1:0", Handlers: map[uint16]ring.HandlerFunc{
 		wire.TypePut: func(req *ring.ServerRequest) ring.Reply {
 			q, err := wire.DecodePutRequest(req.Payload)
-			if err != nil {
-				t.Errorf("put: %v", err)
+			if err != nil || string(q.Key) != "k" || string(q.Value) != "v" {
+				t.Errorf("put: key %q value %q, %v; want k, v (every attempt)", q.Key, q.Value, err)
 			}
 			mu.Lock()
 			puts, last = append(puts, q.ID), time.Now()

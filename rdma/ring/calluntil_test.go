@@ -140,9 +140,18 @@ func hungCallExpires(t *testing.T, c *Client, i int, wait time.Duration) {
 }
 
 // TestAbandonedCallNotResent: a call whose caller gave up before its
-// reply is not sent again when the reply asks for a larger slot: the
-// caller may be reusing its request's memory by then.
+// reply (its context ended, or its CallUntil deadline passed) is not
+// sent again when the reply asks for a larger slot: the caller may be
+// reusing its request's memory by then.
 func TestAbandonedCallNotResent(t *testing.T) {
+	for _, byDeadline := range []bool{false, true} {
+		t.Run(map[bool]string{false: "context", true: "deadline"}[byDeadline], func(t *testing.T) {
+			testAbandonedCallNotResent(t, byDeadline)
+		})
+	}
+}
+
+func testAbandonedCallNotResent(t *testing.T, byDeadline bool) {
 	forEnv(t, func(t *testing.T, e env) {
 		release := make(chan struct{})
 		var served atomic.Int64
@@ -160,10 +169,15 @@ func TestAbandonedCallNotResent(t *testing.T) {
 		c := dial(t, e, s, ClientConfig{})
 		tail := []byte("original")
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		_, err := c.CallUntil(ctx, time.Time{}, Request{Type: typeEcho, Payload: []byte("p:"), Tail: tail, ReplySize: 64})
+		until := time.Time{}
+		if byDeadline {
+			ctx, cancel = context.WithCancel(context.Background())
+			until = time.Now().Add(50 * time.Millisecond)
+		}
+		_, err := c.CallUntil(ctx, until, Request{Type: typeEcho, Payload: []byte("p:"), Tail: tail, ReplySize: 64})
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("call: %v, want its context's deadline", err)
+			t.Fatalf("call: %v, want its deadline", err)
 		}
 		copy(tail, "reused!!") // the caller's memory, its own again
 		close(release)

@@ -267,6 +267,10 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 		return fmt.Errorf("%w: request of %d bytes, limit %d", ErrTooLarge, len(call.Req.Payload)+len(call.Req.Tail), c.cfg.RequestRing/2-HeaderSize-8)
 	}
 	c.mu.Lock()
+	if call.abandoned {
+		c.mu.Unlock()
+		return errAbandoned
+	}
 	replySize := call.Req.ReplySize
 	if replySize == 0 {
 		replySize = c.hint
