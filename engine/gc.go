@@ -181,7 +181,7 @@ func (r *regionCore) relocate(rec record, p ptr) (bool, error) {
 			return false, nil
 		}
 		// No sync per record: gcSegment syncs once before anything is freed.
-		applied, err := r.write(rec.Kind, rec.Key, rec.Value, RequestID{}, func() bool { return r.cur == ver && !inL0() }, false, false, false, nil)
+		applied, err := r.write(rec.Kind, rec.Key, rec.Value, RequestID{}, func() bool { return r.cur == ver && !inL0() }, false, false, nil)
 		r.release(ver)
 		if err != nil || applied {
 			return applied, err

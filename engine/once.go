@@ -27,7 +27,7 @@ import (
 // would get now. id.Client 0 is a plain Put (applied true). A malformed id
 // is ErrBadRequestID; a seq below the client's ack is ErrStaleRequest.
 func (r *Region) PutOnce(key, value []byte, id RequestID) (applied bool, err error) {
-	return r.putOnce(key, value, id, false, nil)
+	return r.putOnce(key, value, id, nil)
 }
 
 // TryPutOnce is PutOnce for a caller that must not wait (a ring server's
@@ -54,7 +54,7 @@ func (r *Region) TryPutOnce(key, value []byte, id RequestID, done func(error)) (
 	if done == nil {
 		return false, false, errors.New("engine: TryPutOnce without done")
 	}
-	_, err = r.putOnce(key, value, id, true, done)
+	_, err = r.putOnce(key, value, id, done)
 	switch {
 	case errors.Is(err, errDeclined):
 		return false, false, nil
@@ -64,15 +64,15 @@ func (r *Region) TryPutOnce(key, value []byte, id RequestID, done func(error)) (
 	return true, false, err
 }
 
-// putOnce is PutOnce, or with try TryPutOnce (errDeclined, errLater).
-func (r *Region) putOnce(key, value []byte, id RequestID, try bool, then func(error)) (bool, error) {
+// putOnce is PutOnce, or with then TryPutOnce (errDeclined, errLater).
+func (r *Region) putOnce(key, value []byte, id RequestID, then func(error)) (bool, error) {
 	if err := id.validate(); err != nil {
 		return false, err
 	}
 	if len(value) > r.v.MaxValueSize() {
 		return false, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), r.v.MaxValueSize())
 	}
-	return r.write(recPut, key, value, id, nil, r.v.opts.SyncMode == SyncModeSync, false, try, then)
+	return r.write(recPut, key, value, id, nil, r.v.opts.SyncMode == SyncModeSync, false, then)
 }
 
 // DeleteOnce removes key once per request identity, like PutOnce.
@@ -80,7 +80,7 @@ func (r *Region) DeleteOnce(key []byte, id RequestID) (applied bool, err error) 
 	if err := id.validate(); err != nil {
 		return false, err
 	}
-	return r.write(recDelete, key, nil, id, nil, r.v.opts.SyncMode == SyncModeSync, false, false, nil)
+	return r.write(recDelete, key, nil, id, nil, r.v.opts.SyncMode == SyncModeSync, false, nil)
 }
 
 // ApplyLogRecord applies the log record at the start of b, sealed in a
@@ -107,7 +107,7 @@ func (r *Region) ApplyLogRecord(b []byte, segSeq uint64) (int, error) {
 		}
 		return rec.Size, r.reqs.merge(rec.Value, r.log.pos(), r.now())
 	}
-	_, err := r.write(rec.Kind, rec.Key, rec.Value, rec.ID, nil, false, true, false, nil)
+	_, err := r.write(rec.Kind, rec.Key, rec.Value, rec.ID, nil, false, true, nil)
 	return rec.Size, err
 }
 

@@ -234,11 +234,7 @@ func (r *Region) SetReplicator(rep Replicator) {
 // behind such a write to another worker), not a promise: any write may
 // also wait for room in L0 or for a seal.
 func (r *Region) WritesWait() bool {
-	if r.v.opts.SyncMode == SyncModeSync {
-		return true
-	}
-	b := r.repl.Load()
-	return b != nil && b.waits()
+	return ack{sync: r.v.opts.SyncMode == SyncModeSync, rep: r.repl.Load()}.waits()
 }
 
 // ReplaceReplicator installs next in place of old, atomically, if old is
@@ -311,13 +307,13 @@ func (r *Region) Put(key, value []byte) error {
 	if len(value) > r.v.MaxValueSize() {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), r.v.MaxValueSize())
 	}
-	_, err := r.write(recPut, key, value, RequestID{}, nil, r.v.opts.SyncMode == SyncModeSync, false, false, nil)
+	_, err := r.write(recPut, key, value, RequestID{}, nil, r.v.opts.SyncMode == SyncModeSync, false, nil)
 	return err
 }
 
 // Delete removes key (a tombstone; dropped at the last level).
 func (r *Region) Delete(key []byte) error {
-	_, err := r.write(recDelete, key, nil, RequestID{}, nil, r.v.opts.SyncMode == SyncModeSync, false, false, nil)
+	_, err := r.write(recDelete, key, nil, RequestID{}, nil, r.v.opts.SyncMode == SyncModeSync, false, nil)
 	return err
 }
 
@@ -334,13 +330,13 @@ func (r *Region) ApplyPut(key, value []byte) error {
 	if len(value) > r.v.MaxValueSize() {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), r.v.MaxValueSize())
 	}
-	_, err := r.write(recPut, key, value, RequestID{}, nil, false, false, false, nil)
+	_, err := r.write(recPut, key, value, RequestID{}, nil, false, false, nil)
 	return err
 }
 
 // ApplyDelete is Delete without the wait for durability (CommitApplied).
 func (r *Region) ApplyDelete(key []byte) error {
-	_, err := r.write(recDelete, key, nil, RequestID{}, nil, false, false, false, nil)
+	_, err := r.write(recDelete, key, nil, RequestID{}, nil, false, false, nil)
 	return err
 }
 
@@ -363,13 +359,13 @@ func (r *Region) CommitApplied() error {
 // (id.Client ≠ 0) is looked up in the completion table first: a duplicate
 // is not appended again, but waits like its original (see waitDuplicate)
 // and reports applied false. replicated applies a record the primary
-// applied: its seq is never refused as stale. try (TryPutOnce, with
-// then) makes a write that would wait before its append fail with
-// errDeclined instead, having changed nothing; the wait after the append
-// (the group commit, the replicator), if any, is the region's
-// acknowledger's, which calls then with its outcome, and write returns
-// errLater.
-func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond func() bool, sync, replicated, try bool, then func(error)) (bool, error) {
+// applied: its seq is never refused as stale. then set (TryPutOnce)
+// makes a write that would wait before its append fail with errDeclined
+// instead, having changed nothing; the wait after the append (the group
+// commit, the replicator), if any, is the region's acknowledger's, which
+// calls then with its outcome, and write returns errLater.
+func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond func() bool, sync, replicated bool, then func(error)) (bool, error) {
+	try := then != nil
 	if err := r.checkKey(key); err != nil {
 		return false, err
 	}
@@ -469,7 +465,7 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 	if cond == nil { // GC relocations replicate, unacknowledged
 		a.rep = rep
 	}
-	if then != nil && a.waits() {
+	if try && a.waits() {
 		r.acknowledgeLater(a, then)
 		return true, errLater
 	}

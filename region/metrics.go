@@ -190,7 +190,7 @@ func (s *Server) measuredShort(k opKind, h ring.ShortFunc) ring.ShortFunc {
 // observe records one client request's outcome and latency.
 func (s *Server) observe(k opKind, region uint64, status uint16, d time.Duration) {
 	hosted := false
-	if st := s.state.Load(); st != nil {
+	if st := s.state.Load(); st != nil && k != opStats {
 		hosted = st.routes[region].how != 0
 	}
 	s.reqMetrics.observe(k, region, hosted, status, d)
@@ -200,12 +200,7 @@ func (s *Server) measured(k opKind, h ring.HandlerFunc) ring.HandlerFunc {
 	return func(req *ring.ServerRequest) ring.Reply {
 		start := time.Now()
 		rep := h(req)
-		d := time.Since(start)
-		hosted := false
-		if st := s.state.Load(); st != nil && k != opStats {
-			hosted = st.routes[req.Region].how != 0
-		}
-		s.reqMetrics.observe(k, req.Region, hosted, rep.Status, d)
+		s.observe(k, req.Region, rep.Status, time.Since(start))
 		return rep
 	}
 }

@@ -267,10 +267,6 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 		return fmt.Errorf("%w: request of %d bytes, limit %d", ErrTooLarge, len(call.Req.Payload)+len(call.Req.Tail), c.cfg.RequestRing/2-HeaderSize-8)
 	}
 	c.mu.Lock()
-	if call.abandoned {
-		c.mu.Unlock()
-		return errAbandoned
-	}
 	replySize := call.Req.ReplySize
 	if replySize == 0 {
 		replySize = c.hint
@@ -285,10 +281,16 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 	}
 	var deadline <-chan time.Time // a CallUntil's, while it waits for room
 	for {
+		// Checked under mu on every pass, the last one held until the
+		// request is copied into the ring.
 		if c.err != nil {
 			err := c.err
 			c.mu.Unlock()
 			return err
+		}
+		if call.abandoned {
+			c.mu.Unlock()
+			return errAbandoned
 		}
 		if c.roomLocked(uint64(call.slotSize), uint64(msgSize)) {
 			break
@@ -314,10 +316,6 @@ func (c *Client) send(ctx context.Context, call *Call) error {
 			return errNoRoomInTime
 		}
 		c.mu.Lock()
-	}
-	if call.abandoned {
-		c.mu.Unlock()
-		return errAbandoned
 	}
 	slot, _, _ := c.rep.reserve(uint64(call.slotSize))
 	at, skip, _ := c.req.reserve(uint64(msgSize))
