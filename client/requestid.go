@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,18 +47,18 @@ func newClientID() (uint64, error) {
 }
 
 // seqTracker hands out a client's write sequence numbers and knows the
-// lowest one still in progress (the Ack every request carries). Safe for
-// concurrent use.
+// lowest one still in progress. Safe for concurrent use.
 type seqTracker struct {
-	mu       sync.Mutex
-	next     uint64              // the next seq to hand out (from 1)
-	low      uint64              // every seq below it is complete
-	inflight map[uint64]struct{} // seqs begun and not ended
+	mu   sync.Mutex
+	next uint64 // the next seq to hand out (from 1)
+	// inflight holds the seqs begun and not ended, in increasing order
+	// (begin hands them out in order); its length is the writes in
+	// progress, so end's search and shift cost what concurrency costs,
+	// and no entry outlives its write.
+	inflight []uint64
 }
 
-func newSeqTracker() *seqTracker {
-	return &seqTracker{next: 1, low: 1, inflight: map[uint64]struct{}{}}
-}
+func newSeqTracker() *seqTracker { return &seqTracker{next: 1} }
 
 // begin returns a fresh sequence number, in progress until end.
 func (s *seqTracker) begin() uint64 {
@@ -65,21 +66,20 @@ func (s *seqTracker) begin() uint64 {
 	defer s.mu.Unlock()
 	seq := s.next
 	s.next++
-	s.inflight[seq] = struct{}{}
+	s.inflight = append(s.inflight, seq)
 	return seq
 }
 
-// end marks seq complete: the client never sends it again.
+// end marks seq complete: the client never sends it again. Ending a seq
+// not in progress does nothing.
 func (s *seqTracker) end(seq uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.inflight, seq)
-	for s.low < s.next {
-		if _, ok := s.inflight[s.low]; ok {
-			break
-		}
-		s.low++
+	i, ok := slices.BinarySearch(s.inflight, seq)
+	if !ok {
+		return
 	}
+	s.inflight = slices.Delete(s.inflight, i, i+1)
 }
 
 // ack is the lowest sequence number in progress (or the next one): at most
@@ -87,7 +87,10 @@ func (s *seqTracker) end(seq uint64) {
 func (s *seqTracker) ack() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.low
+	if len(s.inflight) > 0 {
+		return s.inflight[0]
+	}
+	return s.next
 }
 
 // write runs one identified write: a fresh seq, the same identity on every

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/testseed"
 	"github.com/tebis-go/tebis/internal/wire"
 	"github.com/tebis-go/tebis/rdma"
 	"github.com/tebis-go/tebis/rdma/ring"
@@ -40,6 +42,54 @@ func TestSeqTrackerAck(t *testing.T) {
 		}
 		if got := s.ack(); got != st.wantAck {
 			t.Fatalf("step %d: ack = %d, want %d", i, got, st.wantAck)
+		}
+	}
+}
+
+// TestSeqTrackerAckModel drives the tracker with random begins and ends
+// (any order, a seq ended twice, a seq never begun) and checks every ack
+// against a set of the seqs in progress.
+func TestSeqTrackerAckModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 0))
+	s := newSeqTracker()
+	inProgress := map[uint64]bool{}
+	var next uint64 = 1
+	for step := range 20000 {
+		switch r := rng.IntN(10); {
+		case r < 5 || len(inProgress) == 0:
+			if got := s.begin(); got != next {
+				t.Fatalf("step %d: begin = %d, want %d", step, got, next)
+			}
+			inProgress[next] = true
+			next++
+		case r < 9:
+			// Any seq in progress, in no particular order.
+			var seq uint64
+			k := rng.IntN(len(inProgress))
+			for q := range inProgress {
+				if k == 0 {
+					seq = q
+					break
+				}
+				k--
+			}
+			s.end(seq)
+			delete(inProgress, seq)
+		default:
+			// A seq already ended, or one not begun yet: nothing changes.
+			for range 8 {
+				if q := uint64(rng.IntN(int(next) + 2)); !inProgress[q] {
+					s.end(q)
+					break
+				}
+			}
+		}
+		want := next
+		for q := range inProgress {
+			want = min(want, q)
+		}
+		if got := s.ack(); got != want {
+			t.Fatalf("step %d: ack = %d, want %d (%d in progress)", step, got, want, len(inProgress))
 		}
 	}
 }
@@ -186,4 +236,19 @@ func TestWriteHungAttemptEndsAtWindow(t *testing.T) {
 			t.Fatalf("put %d to an answering server: %v", i, err)
 		}
 	}
+}
+
+// BenchmarkSeqTracker is one write's bookkeeping (begin, the ack its
+// request carries, end) from parallel writers.
+func BenchmarkSeqTracker(b *testing.B) {
+	s := newSeqTracker()
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			seq := s.begin()
+			_ = s.ack()
+			s.end(seq)
+		}
+	})
 }

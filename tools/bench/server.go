@@ -149,7 +149,19 @@ func (t *serverTarget) Sync() error { return nil }
 // WaitIdle: the server compacts on its own; there is no remote idle wait.
 func (t *serverTarget) WaitIdle() error { return nil }
 
-func (t *serverTarget) Breakdown() map[string]float64 { return nil }
+// Breakdown is the servers' engine counters, summed.
+func (t *serverTarget) Breakdown() map[string]float64 {
+	var m map[string]float64
+	for _, ss := range t.serverStats() {
+		if m == nil {
+			m = map[string]float64{}
+		}
+		for k, v := range engineBreakdown(ss.Engine) {
+			m[k] += v
+		}
+	}
+	return m
+}
 
 // netBytes is what the client's transport moved both ways plus what the
 // servers' primaries moved to their backups (replication).

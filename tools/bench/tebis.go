@@ -65,9 +65,13 @@ func (t *tebisTarget) Scan(start []byte, n int) (int, int64, error) {
 func (t *tebisTarget) Sync() error     { return t.r.Sync() }
 func (t *tebisTarget) WaitIdle() error { return t.r.WaitIdle() }
 
-func (t *tebisTarget) Breakdown() map[string]float64 {
-	st := t.vol.Stats()
+func (t *tebisTarget) Breakdown() map[string]float64 { return engineBreakdown(t.vol.Stats()) }
+
+// engineBreakdown is an engine's counters as Target.Breakdown reports
+// them (the in-process engine's, or the servers' summed).
+func engineBreakdown(st engine.Stats) map[string]float64 {
 	m := map[string]float64{
+		"syncs":         float64(st.Syncs),
 		"compactions":   float64(st.Compactions),
 		"level_moves":   float64(st.LevelMoves),
 		"gc_runs":       float64(st.GCRuns),

@@ -65,7 +65,12 @@ func runTiny(t *testing.T, cfg Config) *Result {
 
 func TestYCSBInProcess(t *testing.T) {
 	for _, e := range []string{"tebis", "pebble"} {
-		t.Run(e, func(t *testing.T) { runTiny(t, Config{Engines: []string{e}}) })
+		t.Run(e, func(t *testing.T) {
+			res := runTiny(t, Config{Engines: []string{e}})
+			if e == "tebis" {
+				checkEngineCounters(t, res)
+			}
+		})
 	}
 }
 
@@ -76,6 +81,24 @@ func TestYCSBServer(t *testing.T) {
 		if p.ServerCPUSeconds <= 0 || p.NetBytes == 0 || p.NetAmp <= 1 || p.Device.Total() == 0 {
 			t.Fatalf("%s: server cpu %v, net %d (amp %.2f), device %d", p.Phase, p.ServerCPUSeconds, p.NetBytes, p.NetAmp, p.Device.Total())
 		}
+	}
+	checkEngineCounters(t, res)
+}
+
+// checkEngineCounters: every phase reports its engine's counters (the
+// servers' summed, for the server engine), and a sync-mode load has made
+// its log durable by group commits: at least one fdatasync, at most one
+// per put.
+func checkEngineCounters(t *testing.T, res *Result) {
+	t.Helper()
+	for _, p := range res.Phases {
+		if p.Breakdown["log_bytes_written"] <= 0 {
+			t.Fatalf("%s: engine counters %v", p.Phase, p.Breakdown)
+		}
+	}
+	load := res.Phases[0]
+	if s := load.Breakdown["syncs"]; s < 1 || s > float64(load.Ops)+10 {
+		t.Fatalf("%s: %v syncs for %d synced puts", load.Phase, s, load.Ops)
 	}
 }
 
