@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/tebis-go/tebis/client/regionmap"
@@ -25,6 +26,8 @@ func benchCommand() *cli.Command {
 				&cli.StringFlag{Name: "server-map", Usage: "server engine: run against the servers of this region map instead of starting one"},
 				&cli.StringFlag{Name: "server-transport", Value: "shm", Usage: "server engine: client transport, shm or tcp"},
 				&cli.StringSliceFlag{Name: "server-arg", Usage: "server engine: extra flag for the server it starts, repeatable (e.g. --server-arg=--cpuprofile=FILE)"},
+				&cli.IntFlag{Name: "server-procs", DefaultText: "half the cores when it starts the server, else 0", Usage: "server engine: GOMAXPROCS of the server it starts (0: Go's default, every core)"},
+				&cli.IntFlag{Name: "client-procs", DefaultText: "the cores --server-procs leaves when it starts the server, else 0", Usage: "server engine: this process's GOMAXPROCS while that engine runs (0: Go's default, every core)"},
 				&cli.StringSliceFlag{Name: "phases", Value: cli.NewStringSlice(bench.DefaultPhases...), Usage: "YCSB phases in order; the first must be load-a"},
 				&cli.StringFlag{Name: "kv-sizes", Value: "SD", Usage: "S, M, L, SD, MD, LD, a fixed pair size in bytes (key included), or vN: N-byte values"},
 				&cli.Int64Flag{Name: "recordcount", Value: bench.DefaultRecordCount, Usage: "records loaded by Load A"},
@@ -62,8 +65,11 @@ func benchEngine(c *cli.Context) error {
 		return err
 	}
 	defer stopProfile()
+	serverProcs, clientProcs := benchProcs(c)
 	cfg := bench.Config{
 		Engines:         c.StringSlice("engines"),
+		ServerProcs:     serverProcs,
+		ClientProcs:     clientProcs,
 		ServerArgv:      append(serverArgv(), c.StringSlice("server-arg")...),
 		ServerMap:       serverMap(c.String("server-map")),
 		ServerTransport: c.String("server-transport"),
@@ -89,6 +95,24 @@ func benchEngine(c *cli.Context) error {
 		writeResult(c, log, res)
 	}
 	return err
+}
+
+// benchProcs are --server-procs and --client-procs. Unset, with a server
+// the bench starts on this host, they split its cores between the server
+// and this process (half each, at least one); with --server-map, whose
+// servers run elsewhere, both are Go's default.
+func benchProcs(c *cli.Context) (server, client int) {
+	server, client = c.Int("server-procs"), c.Int("client-procs")
+	if c.String("server-map") != "" {
+		return server, client
+	}
+	if !c.IsSet("server-procs") {
+		server = max(1, runtime.NumCPU()/2)
+	}
+	if !c.IsSet("client-procs") && server > 0 {
+		client = max(1, runtime.NumCPU()-server)
+	}
+	return server, client
 }
 
 // serverArgv starts this binary as a quiet region server.

@@ -29,7 +29,11 @@ type Result struct {
 	SegmentSize    int64     `json:"segment_size,omitempty"`
 	Engines        []string  `json:"engines"`
 	NumCPU         int       `json:"num_cpu"`
-	GoVersion      string    `json:"go_version"`
+	// ServerProcs and ClientProcs are Config's, for runs of the server
+	// engine (0: Go's default).
+	ServerProcs int    `json:"server_procs,omitempty"`
+	ClientProcs int    `json:"client_procs,omitempty"`
+	GoVersion   string `json:"go_version"`
 	// DiskWriteBps is the sequential write bandwidth of the data
 	// directory's device in bytes/s (0 when not measured).
 	DiskWriteBps float64 `json:"disk_seq_write_bytes_per_sec"`
@@ -86,6 +90,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		RecordCount: cfg.RecordCount, OperationCount: cfg.OperationCount,
 		Threads: cfg.Threads, SyncMode: mode, L0Pairs: cfg.L0Pairs, GrowthFactor: cfg.GrowthFactor,
 		SegmentSize: cfg.SegmentSize, Engines: cfg.Engines, NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(),
+		ServerProcs: cfg.ServerProcs, ClientProcs: cfg.ClientProcs,
 	}
 	parent := cfg.Dir
 	if parent == "" {
@@ -166,7 +171,7 @@ func runEngine(ctx context.Context, cfg Config, name, dir string, phases []ycsb.
 		FS: fs, Dir: dir, Sync: cfg.Sync, L0Pairs: cfg.L0Pairs, GrowthFactor: cfg.GrowthFactor, SegmentSize: cfg.SegmentSize,
 		MeanPairSize: meanPairSize(cfg.Sizes), Logger: cfg.Logger,
 		ServerArgv: cfg.ServerArgv, ServerMap: cfg.ServerMap, ServerTransport: cfg.ServerTransport,
-		ServerTLS: cfg.ServerTLS,
+		ServerTLS: cfg.ServerTLS, ServerProcs: cfg.ServerProcs, ClientProcs: cfg.ClientProcs,
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"text/tabwriter"
 )
 
@@ -37,6 +38,9 @@ const labelFmt = "%-7s  %-20s"
 func (r *Result) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "seed %d  kv sizes %s  records %d  operations %d  threads %d  sync %s  L0 pairs %d  growth %d  cpus %d\n",
 		r.Seed, r.Sizes, r.RecordCount, r.OperationCount, r.Threads, r.SyncMode, r.L0Pairs, r.GrowthFactor, r.NumCPU)
+	if slices.Contains(r.Engines, "server") {
+		fmt.Fprintf(w, "server engine: server procs %s  client procs %s\n", procs(r.ServerProcs), procs(r.ClientProcs))
+	}
 	if r.SegmentSize > 0 {
 		fmt.Fprintf(w, "tebis segment size %d\n", r.SegmentSize)
 	}
@@ -173,4 +177,12 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
+}
+
+// procs prints a GOMAXPROCS setting (0: Go's default).
+func procs(n int) string {
+	if n == 0 {
+		return "all (Go's default)"
+	}
+	return strconv.Itoa(n)
 }

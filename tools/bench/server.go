@@ -8,7 +8,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,6 +32,9 @@ type serverTarget struct {
 	cl   *client.Client
 	proc *child.Process // nil for running servers
 	ctx  context.Context
+	// procs is this process's GOMAXPROCS before open set ClientProcs
+	// (0: open left it alone); Close restores it.
+	procs int
 }
 
 // processUsage is implemented by targets whose work happens in another
@@ -37,13 +43,21 @@ type processUsage interface {
 	usage() (time.Duration, IOBytes, error)
 }
 
-func openServer(o TargetOptions) (Target, error) {
+func openServer(o TargetOptions) (_ Target, err error) {
 	t := &serverTarget{ctx: context.Background()}
 	src := o.ServerMap
+	if src == nil && len(o.ServerArgv) == 0 {
+		return nil, fmt.Errorf("%w: the server engine needs a server map or a binary to start one", ErrBadConfig)
+	}
+	if o.ClientProcs > 0 {
+		t.procs = runtime.GOMAXPROCS(o.ClientProcs)
+		defer func() {
+			if err != nil {
+				t.restoreProcs()
+			}
+		}()
+	}
 	if src == nil {
-		if len(o.ServerArgv) == 0 {
-			return nil, fmt.Errorf("%w: the server engine needs a server map or a binary to start one", ErrBadConfig)
-		}
 		srv, err := t.spawn(o)
 		if err != nil {
 			return nil, err
@@ -78,7 +92,7 @@ func (t *serverTarget) spawn(o TargetOptions) (regionmap.Server, error) {
 	srv := regionmap.Server{Name: "rs1", Shm: filepath.Join(dir, "server.sock"), TCP: tcp}
 	args := serverArgs(o, dir, srv)
 	// The server dies with this process, however it ends.
-	p, err := child.Start(child.Spec{Argv: append([]string{o.ServerArgv[0]}, args...), Stderr: os.Stderr})
+	p, err := child.Start(child.Spec{Argv: append([]string{o.ServerArgv[0]}, args...), Env: serverEnv(o, os.Environ()), Stderr: os.Stderr})
 	if err != nil {
 		return srv, fmt.Errorf("start server: %w", err)
 	}
@@ -118,6 +132,17 @@ func serverArgs(o TargetOptions, dir string, srv regionmap.Server) []string {
 		args = append(args, "--growth-factor", strconv.Itoa(o.GrowthFactor))
 	}
 	return args
+}
+
+// serverEnv is the environment of the server spawn starts: env, with
+// GOMAXPROCS set to o.ServerProcs if that is not 0 (nil: env unchanged,
+// which child.Spec takes as this process's).
+func serverEnv(o TargetOptions, env []string) []string {
+	if o.ServerProcs == 0 {
+		return nil
+	}
+	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") })
+	return append(out, "GOMAXPROCS="+strconv.Itoa(o.ServerProcs))
 }
 
 func (t *serverTarget) Put(key, value []byte) error { return t.cl.Put(t.ctx, key, value) }
@@ -230,11 +255,20 @@ func (t *serverTarget) usage() (time.Duration, IOBytes, error) {
 }
 
 func (t *serverTarget) Close() error {
+	defer t.restoreProcs()
 	var err error
 	if t.cl != nil {
 		err = t.cl.Close()
 	}
 	return errors.Join(err, t.stop())
+}
+
+// restoreProcs gives this process back the GOMAXPROCS it had before open.
+func (t *serverTarget) restoreProcs() {
+	if t.procs > 0 {
+		runtime.GOMAXPROCS(t.procs)
+		t.procs = 0
+	}
 }
 
 // stop shuts the started server down gracefully (SIGINT, then SIGKILL
