@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"syscall"
@@ -120,7 +121,11 @@ type ReplResult struct {
 	Threads int       `json:"threads"`
 	L0Pairs int       `json:"l0_pairs"`
 	Growth  int       `json:"growth_factor"`
-	Runs    []ReplRun `json:"runs"`
+	// ServerProcs and ClientProcs are Bench's: each server's GOMAXPROCS
+	// and this process's while a setup runs (0: Go's default).
+	ServerProcs int       `json:"server_procs,omitempty"`
+	ClientProcs int       `json:"client_procs,omitempty"`
+	Runs        []ReplRun `json:"runs"`
 }
 
 // RunReplication runs every setup in turn, each on fresh servers.
@@ -144,7 +149,10 @@ func RunReplication(ctx context.Context, cfg ReplConfig) (*ReplResult, error) {
 	b.Engines = []string{"server"}
 	b.DiskBWBytes = 0
 	res := &ReplResult{Started: time.Now(), Seed: b.Seed, Sizes: b.Sizes.String(), Records: b.RecordCount, Ops: b.OperationCount,
-		Threads: b.Threads, L0Pairs: b.L0Pairs, Growth: b.GrowthFactor}
+		Threads: b.Threads, L0Pairs: b.L0Pairs, Growth: b.GrowthFactor, ServerProcs: b.ServerProcs, ClientProcs: b.ClientProcs}
+	if b.ServerProcs < 0 || b.ClientProcs < 0 {
+		return nil, fmt.Errorf("%w: server procs %d, client procs %d: want 0 (Go's default) or more", ErrBadConfig, b.ServerProcs, b.ClientProcs)
+	}
 	parent := b.Dir
 	if parent == "" {
 		parent = os.TempDir()
@@ -176,6 +184,26 @@ func RunReplication(ctx context.Context, cfg ReplConfig) (*ReplResult, error) {
 	return res, nil
 }
 
+// replServerSpec is how runReplSetup starts server e of setup (its data
+// under dir, its CPU profile to profile).
+func replServerSpec(cfg ReplConfig, b Config, setup ReplSetup, e regionmap.Server, dir, mapFile, profile string) child.Spec {
+	mode := "async"
+	if b.Sync {
+		mode = "sync"
+	}
+	args := []string{"--log-level", "warn", "server", "--name", e.Name, "--data-dir", filepath.Join(dir, e.Name),
+		"--shm", e.Shm, "--tcp", e.TCP, "--map-file", mapFile, "--sync-mode", mode, "--segment-size", cfg.SegmentSize,
+		"--l0-pairs", strconv.Itoa(setup.l0Pairs(b.L0Pairs)), "--growth-factor", strconv.Itoa(b.GrowthFactor),
+		"--replication-transport", cfg.Transport, "--cpuprofile", profile}
+	if setup.Factor == 1 {
+		// The paper's No-Replication acknowledges from memory (async):
+		// without the flag a lone primary syncs every write.
+		args = append(args, "--unsafe-lone-ack")
+	}
+	args = append(args, cfg.ServerArgs...)
+	return child.Spec{Argv: append([]string{cfg.Binary}, args...), Env: serverEnv(TargetOptions{ServerProcs: b.ServerProcs}, os.Environ()), Stderr: os.Stderr}
+}
+
 // replServer is one started server process.
 type replServer struct {
 	entry   regionmap.Server
@@ -196,9 +224,8 @@ func runReplSetup(ctx context.Context, cfg ReplConfig, b Config, setup ReplSetup
 	if err := regionmap.WriteFile(mapFile, m); err != nil {
 		return nil, err
 	}
-	mode := "async"
-	if b.Sync {
-		mode = "sync"
+	if b.ClientProcs > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(b.ClientProcs))
 	}
 	var servers []*replServer
 	defer func() {
@@ -208,17 +235,7 @@ func runReplSetup(ctx context.Context, cfg ReplConfig, b Config, setup ReplSetup
 	}()
 	for i, e := range m.Servers {
 		s := &replServer{entry: e, profile: filepath.Join(dir, fmt.Sprintf("rs%d.pprof", i+1))}
-		args := []string{"--log-level", "warn", "server", "--name", e.Name, "--data-dir", filepath.Join(dir, e.Name),
-			"--shm", e.Shm, "--tcp", e.TCP, "--map-file", mapFile, "--sync-mode", mode, "--segment-size", cfg.SegmentSize,
-			"--l0-pairs", strconv.Itoa(setup.l0Pairs(b.L0Pairs)), "--growth-factor", strconv.Itoa(b.GrowthFactor),
-			"--replication-transport", cfg.Transport, "--cpuprofile", s.profile}
-		if setup.Factor == 1 {
-			// The paper's No-Replication acknowledges from memory (async):
-			// without the flag a lone primary syncs every write.
-			args = append(args, "--unsafe-lone-ack")
-		}
-		args = append(args, cfg.ServerArgs...)
-		if s.proc, err = child.Start(child.Spec{Argv: append([]string{cfg.Binary}, args...), Stderr: os.Stderr}); err != nil {
+		if s.proc, err = child.Start(replServerSpec(cfg, b, setup, e, dir, mapFile, s.profile)); err != nil {
 			return nil, fmt.Errorf("start server: %w", err)
 		}
 		servers = append(servers, s)

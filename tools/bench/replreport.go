@@ -17,8 +17,8 @@ var splitOrder = []string{"insert", "log-write", "log-replication", "compaction"
 // WriteTable prints the runs' figures, the CPU split and the Send-Index /
 // Build-Index ratios.
 func (r *ReplResult) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "replication: %s, %d records, %d ops, %d threads, L0 %d pairs, growth %d, seed %d\n\n",
-		r.Sizes, r.Records, r.Ops, r.Threads, r.L0Pairs, r.Growth, r.Seed)
+	fmt.Fprintf(w, "replication: %s, %d records, %d ops, %d threads, L0 %d pairs, growth %d, seed %d, server procs %s, client procs %s\n\n",
+		r.Sizes, r.Records, r.Ops, r.Threads, r.L0Pairs, r.Growth, r.Seed, procs(r.ServerProcs), procs(r.ClientProcs))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "setup\tphase\tops/s\tserver CPU us/op\tclient CPU us/op\tI/O amp (device)\tI/O amp (engine)\tnet amp\tput p50 us\tput p99 us\tL0 stall s\tservers' peak RSS MiB\t")
 	for _, run := range r.Runs {

@@ -2,9 +2,13 @@ package bench
 
 import (
 	"bytes"
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tebis-go/tebis/client/regionmap"
 )
 
 func replPhase(name string, ops, opsPerSec, cpuSeconds float64, eng ioByKind, dev IOBytes) PhaseResult {
@@ -120,6 +124,32 @@ func TestWriteTableBuildIndexRL(t *testing.T) {
 	} {
 		if !rows[want] {
 			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestReplServerSpec: every server of a setup gets the setup's L0 and,
+// with ServerProcs, GOMAXPROCS of its own; No-Replication's lone
+// primaries acknowledge from memory.
+func TestReplServerSpec(t *testing.T) {
+	cfg := ReplConfig{Binary: "tebis", SegmentSize: "2MiB", Transport: "shm", ServerArgs: []string{"--spin-time=1us"}}
+	e := regionmap.Server{Name: "rs2", Shm: "s2", TCP: "127.0.0.1:2"}
+	for _, procs := range []int{0, 1} {
+		b := Config{L0Pairs: 96 << 10, GrowthFactor: 4, ServerProcs: procs}
+		for _, setup := range []ReplSetup{{Name: "no-rep", Factor: 1}, {Name: "build-index-rl-3", Mode: "build-index", Factor: 3, SharedL0: true}} {
+			spec := replServerSpec(cfg, b, setup, e, "d", "m.yaml", "p")
+			args := strings.Join(spec.Argv, " ")
+			wantL0 := fmt.Sprintf("--l0-pairs %d", setup.l0Pairs(b.L0Pairs))
+			if !strings.Contains(args, wantL0) || !strings.HasSuffix(args, "--spin-time=1us") || strings.Contains(args, "--unsafe-lone-ack") != (setup.Factor == 1) {
+				t.Errorf("%s: argv %q", setup.Name, args)
+			}
+			procsEnv := slices.DeleteFunc(slices.Clone(spec.Env), func(kv string) bool { return !strings.HasPrefix(kv, "GOMAXPROCS=") })
+			switch {
+			case procs == 0 && spec.Env != nil:
+				t.Errorf("%s, procs 0: env set (%d vars), want this process's", setup.Name, len(spec.Env))
+			case procs > 0 && !slices.Equal(procsEnv, []string{fmt.Sprintf("GOMAXPROCS=%d", procs)}):
+				t.Errorf("%s, procs %d: GOMAXPROCS in env %q", setup.Name, procs, procsEnv)
+			}
 		}
 	}
 }
