@@ -26,8 +26,6 @@ func benchCommand() *cli.Command {
 				&cli.StringFlag{Name: "server-map", Usage: "server engine: run against the servers of this region map instead of starting one"},
 				&cli.StringFlag{Name: "server-transport", Value: "shm", Usage: "server engine: client transport, shm or tcp"},
 				&cli.StringSliceFlag{Name: "server-arg", Usage: "server engine: extra flag for the server it starts, repeatable (e.g. --server-arg=--cpuprofile=FILE)"},
-				&cli.IntFlag{Name: "server-procs", DefaultText: "half the cores when it starts the server, else 0", Usage: "server engine: GOMAXPROCS of the server it starts (0: Go's default, every core)"},
-				&cli.IntFlag{Name: "client-procs", DefaultText: "the cores --server-procs leaves when it starts the server, else 0", Usage: "server engine: this process's GOMAXPROCS while that engine runs (0: Go's default, every core)"},
 				&cli.StringSliceFlag{Name: "phases", Value: cli.NewStringSlice(bench.DefaultPhases...), Usage: "YCSB phases in order; the first must be load-a"},
 				&cli.StringFlag{Name: "kv-sizes", Value: "SD", Usage: "S, M, L, SD, MD, LD, a fixed pair size in bytes (key included), or vN: N-byte values"},
 				&cli.Int64Flag{Name: "recordcount", Value: bench.DefaultRecordCount, Usage: "records loaded by Load A"},
@@ -43,7 +41,7 @@ func benchCommand() *cli.Command {
 				&cli.Int64Flag{Name: "disk-bw-bytes", Value: bench.DefaultDiskBWBytes, Usage: "size of the sequential write test (0: skip)"},
 				&cli.StringFlag{Name: "json", Usage: "also write the results as JSON to this file"},
 				&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the whole run to this file"},
-			}, tlsFlags()...),
+			}, append(procsFlags(), tlsFlags()...)...),
 			Action: benchEngine,
 		}}, append(benchRDMACommands(), benchYCSBCommand(), benchReplicationCommand(), benchCurvesCommand(), benchPlotCommand())...),
 	}
@@ -65,7 +63,7 @@ func benchEngine(c *cli.Context) error {
 		return err
 	}
 	defer stopProfile()
-	serverProcs, clientProcs := benchProcs(c)
+	serverProcs, clientProcs := benchProcs(c, runtime.GOMAXPROCS(0), c.String("server-map") == "")
 	cfg := bench.Config{
 		Engines:         c.StringSlice("engines"),
 		ServerProcs:     serverProcs,
@@ -97,20 +95,31 @@ func benchEngine(c *cli.Context) error {
 	return err
 }
 
-// benchProcs are --server-procs and --client-procs. Unset, with a server
-// the bench starts on this host, they split its cores between the server
-// and this process (half each, at least one); with --server-map, whose
-// servers run elsewhere, both are Go's default.
-func benchProcs(c *cli.Context) (server, client int) {
-	server, client = c.Int("server-procs"), c.Int("client-procs")
-	if c.String("server-map") != "" {
-		return server, client
+// procsFlags are --server-procs and --client-procs of the commands whose
+// server engine may start a server on this host (benchProcs).
+func procsFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "server-procs", DefaultText: "half this process's Ps when it starts the server", Usage: "server engine: GOMAXPROCS of the server it starts (0: Go's default)"},
+		&cli.IntFlag{Name: "client-procs", DefaultText: "the Ps --server-procs leaves when it starts the server, else 0", Usage: "server engine: this process's GOMAXPROCS while that engine runs (0: unchanged)"},
 	}
+}
+
+// benchProcs are --server-procs and --client-procs for a run with cores
+// Ps (GOMAXPROCS(0): the cores, or the cgroup's CPU limit, or the
+// user's GOMAXPROCS). Unset, when the run starts a server on this host
+// they split its Ps between that server and this process (half each, at
+// least one); a run against running servers (a map) starts none, so it
+// sets no server procs, and leaves this process's Ps alone unless asked.
+func benchProcs(c *cli.Context, cores int, startsServer bool) (server, client int) {
+	if !startsServer {
+		return 0, c.Int("client-procs")
+	}
+	server, client = c.Int("server-procs"), c.Int("client-procs")
 	if !c.IsSet("server-procs") {
-		server = max(1, runtime.NumCPU()/2)
+		server = max(1, cores/2)
 	}
 	if !c.IsSet("client-procs") && server > 0 {
-		client = max(1, runtime.NumCPU()-server)
+		client = max(1, cores-server)
 	}
 	return server, client
 }

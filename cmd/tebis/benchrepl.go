@@ -43,8 +43,8 @@ func replFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "keep", Usage: "keep the scratch data directory"},
 		&cli.Uint64Flag{Name: "seed", Usage: "workload seed (0: from the clock; printed)"},
 		&cli.StringFlag{Name: "server-memory", Usage: "limit each server's memory, page cache included, in a cgroup of its own (e.g. 600MiB; needs a writable memory cgroup): the paper limits the cache to a quarter of the data set"},
-		&cli.IntFlag{Name: "server-procs", DefaultText: "a quarter of the cores, at least 1", Usage: "GOMAXPROCS of every server (0: Go's default, every core; 3 servers and the client share this host's cores)"},
-		&cli.IntFlag{Name: "client-procs", DefaultText: "a quarter of the cores, at least 1", Usage: "this process's GOMAXPROCS while a setup runs (0: Go's default, every core)"},
+		&cli.IntFlag{Name: "server-procs", DefaultText: "a quarter of this process's Ps, at least 1", Usage: "GOMAXPROCS of every server (0: Go's default; 3 servers and the client share this host's cores)"},
+		&cli.IntFlag{Name: "client-procs", DefaultText: "a quarter of this process's Ps, at least 1", Usage: "this process's GOMAXPROCS while a setup runs (0: unchanged)"},
 		&cli.StringSliceFlag{Name: "server-arg", Value: cli.NewStringSlice("--spin-time=1us"), Usage: "extra flag for every server, repeatable (default: pollers barely spin: 3 servers and the client share this host's cores)"},
 	}
 }
@@ -97,7 +97,7 @@ func replConfig(c *cli.Context, log *zap.Logger) (bench.ReplConfig, error) {
 		Bench: bench.Config{
 			Phases: c.StringSlice("phases"), Sizes: sizes, OperationCount: c.Int64("operationcount"),
 			Sync: sync, Dir: c.String("dir"), Keep: c.Bool("keep"), L0Pairs: c.Int("l0-pairs"),
-			GrowthFactor: c.Int("growth-factor"), Seed: seed, ServerProcs: replProcs(c, "server-procs"), ClientProcs: replProcs(c, "client-procs"), Progress: progress.Reporter{W: os.Stderr, Bar: stderrIsTerminal()}, Logger: log,
+			GrowthFactor: c.Int("growth-factor"), Seed: seed, ServerProcs: replProcs(c, "server-procs", runtime.GOMAXPROCS(0)), ClientProcs: replProcs(c, "client-procs", runtime.GOMAXPROCS(0)), Progress: progress.Reporter{W: os.Stderr, Bar: stderrIsTerminal()}, Logger: log,
 		},
 		Binary: exe, SegmentSize: c.String("segment-size"), Transport: c.String("transport"), ServerArgs: c.StringSlice("server-arg"),
 	}
@@ -111,11 +111,12 @@ func replConfig(c *cli.Context, log *zap.Logger) (bench.ReplConfig, error) {
 	return cfg, nil
 }
 
-// replProcs is the flag's GOMAXPROCS, by default a quarter of the cores
-// (at least 1): the 3 servers and this process share them.
-func replProcs(c *cli.Context, flag string) int {
+// replProcs is the flag's GOMAXPROCS, by default a quarter of cores
+// (this process's Ps, at least 1): the 3 servers and this process share
+// them.
+func replProcs(c *cli.Context, flag string, cores int) int {
 	if c.IsSet(flag) {
 		return c.Int(flag)
 	}
-	return max(1, runtime.NumCPU()/4)
+	return max(1, cores/4)
 }

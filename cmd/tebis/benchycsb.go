@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/tebis-go/tebis/client/regionmap"
@@ -37,7 +38,7 @@ func benchYCSBCommand() *cli.Command {
 			&cli.StringFlag{Name: "dir", Usage: "parent of the scratch data directory (in-process and server targets)"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text, json or csv"},
 			&cli.StringFlag{Name: "out", Usage: "write the results here instead of stdout"},
-		}, tlsFlags()...),
+		}, append(procsFlags(), tlsFlags()...)...),
 		Action: benchYCSB,
 	}
 }
@@ -118,8 +119,11 @@ func benchYCSB(c *cli.Context) error {
 	default:
 		return fmt.Errorf("--target %q: want tebis, pebble, server or cluster", engine)
 	}
+	serverProcs, clientProcs := benchProcs(c, runtime.GOMAXPROCS(0), engine == "server" && srvMap == nil)
 	res, err := bench.Run(c.Context, bench.Config{
 		Engines:         []string{engine},
+		ServerProcs:     serverProcs,
+		ClientProcs:     clientProcs,
 		Workloads:       workloads,
 		Sizes:           w.Sizes,
 		RecordCount:     w.RecordCount,

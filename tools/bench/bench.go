@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -84,6 +85,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	mode := "async"
 	if cfg.Sync {
 		mode = "sync"
+	}
+	// Procs apply to the server engine only, and ServerProcs only to a
+	// server it starts: unused, they are neither set nor recorded.
+	if !slices.Contains(cfg.Engines, "server") {
+		cfg.ServerProcs, cfg.ClientProcs = 0, 0
+	}
+	if cfg.ServerMap != nil {
+		cfg.ServerProcs = 0
 	}
 	res := &Result{
 		Started: time.Now(), Seed: cfg.Seed, Sizes: cfg.Sizes.String(),

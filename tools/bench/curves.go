@@ -67,16 +67,20 @@ type Curve struct {
 
 // CurvesResult is a curves run's results.
 type CurvesResult struct {
-	Started     time.Time    `json:"started"`
-	Seed        uint64       `json:"seed"`
-	Sizes       string       `json:"kv_sizes"`
-	Ops         int64        `json:"operationcount"`
-	L0Pairs     int          `json:"l0_pairs"`
-	Growth      int          `json:"growth_factor"`
-	Setup       ReplSetup    `json:"setup"`
-	BaseRecords int64        `json:"base_records"`
-	BaseRegions int          `json:"base_regions_per_server"`
-	BaseThreads int          `json:"base_threads"`
+	Started     time.Time `json:"started"`
+	Seed        uint64    `json:"seed"`
+	Sizes       string    `json:"kv_sizes"`
+	Ops         int64     `json:"operationcount"`
+	L0Pairs     int       `json:"l0_pairs"`
+	Growth      int       `json:"growth_factor"`
+	Setup       ReplSetup `json:"setup"`
+	BaseRecords int64     `json:"base_records"`
+	BaseRegions int       `json:"base_regions_per_server"`
+	BaseThreads int       `json:"base_threads"`
+	// ServerProcs and ClientProcs are the replication bench's: each
+	// server's GOMAXPROCS and this process's (0: Go's default).
+	ServerProcs int          `json:"server_procs,omitempty"`
+	ClientProcs int          `json:"client_procs,omitempty"`
 	Points      []CurvePoint `json:"points"`
 	Curves      []Curve      `json:"curves"`
 }
@@ -132,7 +136,8 @@ func RunCurves(ctx context.Context, cfg CurvesConfig) (*CurvesResult, error) {
 	}
 	b := cfg.Repl.Bench.withDefaults()
 	res := &CurvesResult{Started: time.Now(), Seed: b.Seed, Sizes: b.Sizes.String(), Ops: b.OperationCount, L0Pairs: b.L0Pairs,
-		Growth: b.GrowthFactor, Setup: CurvesSetup, BaseRecords: cfg.BaseRecords, BaseRegions: cfg.BaseRegions, BaseThreads: cfg.BaseThreads}
+		Growth: b.GrowthFactor, Setup: CurvesSetup, BaseRecords: cfg.BaseRecords, BaseRegions: cfg.BaseRegions, BaseThreads: cfg.BaseThreads,
+		ServerProcs: b.ServerProcs, ClientProcs: b.ClientProcs}
 	base := curveKey{cfg.BaseRecords, cfg.BaseRegions, cfg.BaseThreads}
 	var curves []Curve
 	var keys [][]curveKey
@@ -256,8 +261,8 @@ func (r *CurvesResult) phaseNames() []string {
 
 // WriteTable prints every curve's points and the targets' ratios.
 func (r *CurvesResult) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "curves: %s, %s, %d ops per run phase, L0 %d pairs, growth %d, seed %d; base point %d records, %d regions per server, %d threads\n",
-		r.Setup.Name, r.Sizes, r.Ops, r.L0Pairs, r.Growth, r.Seed, r.BaseRecords, r.BaseRegions, r.BaseThreads)
+	fmt.Fprintf(w, "curves: %s, %s, %d ops per run phase, L0 %d pairs, growth %d, seed %d; base point %d records, %d regions per server, %d threads; server procs %s, client procs %s\n",
+		r.Setup.Name, r.Sizes, r.Ops, r.L0Pairs, r.Growth, r.Seed, r.BaseRecords, r.BaseRegions, r.BaseThreads, procs(r.ServerProcs), procs(r.ClientProcs))
 	for _, c := range r.Curves {
 		fmt.Fprintf(w, "\n%s:\n", c.Parameter)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
