@@ -63,7 +63,7 @@ func benchEngine(c *cli.Context) error {
 		return err
 	}
 	defer stopProfile()
-	serverProcs, clientProcs := benchProcs(c, runtime.GOMAXPROCS(0), c.String("server-map") == "")
+	serverProcs, clientProcs := benchProcs(c, runtime.GOMAXPROCS(0), engineStartsServer(c))
 	cfg := bench.Config{
 		Engines:         c.StringSlice("engines"),
 		ServerProcs:     serverProcs,
@@ -99,10 +99,14 @@ func benchEngine(c *cli.Context) error {
 // server engine may start a server on this host (benchProcs).
 func procsFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.IntFlag{Name: "server-procs", DefaultText: "half this process's Ps when it starts the server", Usage: "server engine: GOMAXPROCS of the server it starts (0: Go's default)"},
-		&cli.IntFlag{Name: "client-procs", DefaultText: "the Ps --server-procs leaves when it starts the server, else 0", Usage: "server engine: this process's GOMAXPROCS while that engine runs (0: unchanged)"},
+		&cli.IntFlag{Name: "server-procs", DefaultText: "half this process's Ps when it starts the server", Usage: "server engine: GOMAXPROCS of the server it starts (0: not set, the server inherits this process's environment; no effect on running servers)"},
+		&cli.IntFlag{Name: "client-procs", DefaultText: "the Ps --server-procs leaves when it starts the server, else 0", Usage: "server engine: this process's GOMAXPROCS while that engine runs (0: unchanged; no effect on other engines)"},
 	}
 }
+
+// engineStartsServer: `bench engine`'s server engine starts a server on
+// this host (no --server-map).
+func engineStartsServer(c *cli.Context) bool { return c.String("server-map") == "" }
 
 // benchProcs are --server-procs and --client-procs for a run with cores
 // Ps (GOMAXPROCS(0): the cores, or the cgroup's CPU limit, or the

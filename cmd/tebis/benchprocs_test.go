@@ -62,9 +62,9 @@ func TestBenchProcsDefaults(t *testing.T) {
 		runFlags(t, flagsOf(t, tc.cmd), tc.args, func(ctx *cli.Context) {
 			switch tc.cmd {
 			case "engine":
-				s, c = benchProcs(ctx, tc.cores, ctx.String("server-map") == "")
+				s, c = benchProcs(ctx, tc.cores, engineStartsServer(ctx))
 			case "ycsb":
-				s, c = benchProcs(ctx, tc.cores, ctx.String("target") == "server")
+				s, c = benchProcs(ctx, tc.cores, ycsbStartsServer(ctx))
 			default:
 				s, c = replProcs(ctx, "server-procs", tc.cores), replProcs(ctx, "client-procs", tc.cores)
 			}

@@ -43,7 +43,7 @@ func replFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "keep", Usage: "keep the scratch data directory"},
 		&cli.Uint64Flag{Name: "seed", Usage: "workload seed (0: from the clock; printed)"},
 		&cli.StringFlag{Name: "server-memory", Usage: "limit each server's memory, page cache included, in a cgroup of its own (e.g. 600MiB; needs a writable memory cgroup): the paper limits the cache to a quarter of the data set"},
-		&cli.IntFlag{Name: "server-procs", DefaultText: "a quarter of this process's Ps, at least 1", Usage: "GOMAXPROCS of every server (0: Go's default; 3 servers and the client share this host's cores)"},
+		&cli.IntFlag{Name: "server-procs", DefaultText: "a quarter of this process's Ps, at least 1", Usage: "GOMAXPROCS of every server (0: not set, the servers inherit this process's environment; 3 servers and the client share this host's cores)"},
 		&cli.IntFlag{Name: "client-procs", DefaultText: "a quarter of this process's Ps, at least 1", Usage: "this process's GOMAXPROCS while a setup runs (0: unchanged)"},
 		&cli.StringSliceFlag{Name: "server-arg", Value: cli.NewStringSlice("--spin-time=1us"), Usage: "extra flag for every server, repeatable (default: pollers barely spin: 3 servers and the client share this host's cores)"},
 	}

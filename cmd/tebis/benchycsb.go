@@ -119,7 +119,7 @@ func benchYCSB(c *cli.Context) error {
 	default:
 		return fmt.Errorf("--target %q: want tebis, pebble, server or cluster", engine)
 	}
-	serverProcs, clientProcs := benchProcs(c, runtime.GOMAXPROCS(0), engine == "server" && srvMap == nil)
+	serverProcs, clientProcs := benchProcs(c, runtime.GOMAXPROCS(0), ycsbStartsServer(c))
 	res, err := bench.Run(c.Context, bench.Config{
 		Engines:         []string{engine},
 		ServerProcs:     serverProcs,
@@ -213,3 +213,7 @@ func clusterPIDs(c *cli.Context, src regionmap.Source) []int {
 	}
 	return pids
 }
+
+// ycsbStartsServer: `bench ycsb` starts a server on this host (--target
+// server; cluster runs against running servers).
+func ycsbStartsServer(c *cli.Context) bool { return c.String("target") == "server" }

@@ -179,10 +179,11 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// procs prints a GOMAXPROCS setting (0: Go's default).
+// procs prints a GOMAXPROCS setting (0: not set, so the process has
+// Go's default or its environment's GOMAXPROCS).
 func procs(n int) string {
 	if n == 0 {
-		return "all (Go's default)"
+		return "not set"
 	}
 	return strconv.Itoa(n)
 }

@@ -7,6 +7,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -66,7 +67,11 @@ func runTiny(t *testing.T, cfg Config) *Result {
 func TestYCSBInProcess(t *testing.T) {
 	for _, e := range []string{"tebis", "pebble"} {
 		t.Run(e, func(t *testing.T) {
-			res := runTiny(t, Config{Engines: []string{e}})
+			// Procs are the server engine's: neither set nor recorded here.
+			res := runTiny(t, Config{Engines: []string{e}, ServerProcs: 1, ClientProcs: 1})
+			if res.ServerProcs != 0 || res.ClientProcs != 0 {
+				t.Fatalf("procs recorded for %s: server %d, client %d", e, res.ServerProcs, res.ClientProcs)
+			}
 			if e == "tebis" {
 				checkEngineCounters(t, res)
 			}
@@ -109,9 +114,16 @@ func TestYCSBCluster(t *testing.T) {
 	p := proctest.Start(t, "--log-level", "warn", "server", "--data-dir", filepath.Join(dir, "d"), "--tcp", tcp, "--shm", filepath.Join(dir, "s"))
 	proctest.WaitTCP(t, p, tcp)
 	m := regionmap.Single(regionmap.Server{Name: "rs1", TCP: tcp, Shm: filepath.Join(dir, "s")})
-	res := runTiny(t, Config{Engines: []string{"server"}, ServerMap: regionmap.Static{M: m}, ServerTransport: "tcp", PIDs: []int{p.PID()}})
+	procs := runtime.GOMAXPROCS(0)
+	res := runTiny(t, Config{Engines: []string{"server"}, ServerMap: regionmap.Static{M: m}, ServerTransport: "tcp", PIDs: []int{p.PID()},
+		ServerProcs: 3, ClientProcs: procs + 1})
 	if res.Phases[0].ServerCPUSeconds <= 0 {
 		t.Fatalf("cluster server CPU not accounted: %+v", res.Phases[0])
+	}
+	// No server started: no server procs set or recorded; this
+	// process's, set while the engine ran, are back.
+	if res.ServerProcs != 0 || res.ClientProcs != procs+1 || runtime.GOMAXPROCS(0) != procs {
+		t.Fatalf("server procs %d, client procs %d recorded, GOMAXPROCS %d after (want 0, %d, %d)", res.ServerProcs, res.ClientProcs, runtime.GOMAXPROCS(0), procs+1, procs)
 	}
 }
 
