@@ -31,7 +31,7 @@ type Result struct {
 	Engines        []string  `json:"engines"`
 	NumCPU         int       `json:"num_cpu"`
 	// ServerProcs and ClientProcs are Config's, for runs of the server
-	// engine (0: Go's default).
+	// engine (0: not set).
 	ServerProcs int    `json:"server_procs,omitempty"`
 	ClientProcs int    `json:"client_procs,omitempty"`
 	GoVersion   string `json:"go_version"`

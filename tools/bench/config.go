@@ -67,8 +67,8 @@ type Config struct {
 	// servers that require TLS on tcp (none: plaintext).
 	ServerTLS pki.Files
 	// ServerProcs is GOMAXPROCS of the server the "server" engine starts,
-	// and ClientProcs this process's while that engine runs (0: Go's
-	// default, a P per core, for each). Two processes on the same cores
+	// and ClientProcs this process's while that engine runs (0: not set;
+	// the server inherits this process's environment). Two processes on the same cores
 	// with a P per core each run twice as many Ps as there are cores, and
 	// the threads of one's idle Ps, looking for work, take the cores the
 	// other needs; split, they share the cores the in-process engine has.
@@ -106,10 +106,18 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// checkProcs rejects a negative ServerProcs or ClientProcs.
+func (c Config) checkProcs() error {
+	if c.ServerProcs < 0 || c.ClientProcs < 0 {
+		return fmt.Errorf("%w: server procs %d, client procs %d: want 0 (not set) or more", ErrBadConfig, c.ServerProcs, c.ClientProcs)
+	}
+	return nil
+}
+
 // validate checks a config with defaults applied and resolves its phases.
 func (c Config) validate() ([]ycsb.Workload, error) {
-	if c.ServerProcs < 0 || c.ClientProcs < 0 {
-		return nil, fmt.Errorf("%w: server procs %d, client procs %d: want 0 (Go's default) or more", ErrBadConfig, c.ServerProcs, c.ClientProcs)
+	if err := c.checkProcs(); err != nil {
+		return nil, err
 	}
 	if c.RecordCount < 1 || c.OperationCount < 0 || c.Threads < 1 {
 		return nil, fmt.Errorf("%w: recordcount %d, operationcount %d, threads %d", ErrBadConfig, c.RecordCount, c.OperationCount, c.Threads)

@@ -78,7 +78,7 @@ type CurvesResult struct {
 	BaseRegions int       `json:"base_regions_per_server"`
 	BaseThreads int       `json:"base_threads"`
 	// ServerProcs and ClientProcs are the replication bench's: each
-	// server's GOMAXPROCS and this process's (0: Go's default).
+	// server's GOMAXPROCS and this process's (0: not set).
 	ServerProcs int          `json:"server_procs,omitempty"`
 	ClientProcs int          `json:"client_procs,omitempty"`
 	Points      []CurvePoint `json:"points"`

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"syscall"
@@ -122,7 +121,7 @@ type ReplResult struct {
 	L0Pairs int       `json:"l0_pairs"`
 	Growth  int       `json:"growth_factor"`
 	// ServerProcs and ClientProcs are Bench's: each server's GOMAXPROCS
-	// and this process's while a setup runs (0: Go's default).
+	// and this process's while a setup runs (0: not set).
 	ServerProcs int       `json:"server_procs,omitempty"`
 	ClientProcs int       `json:"client_procs,omitempty"`
 	Runs        []ReplRun `json:"runs"`
@@ -150,8 +149,8 @@ func RunReplication(ctx context.Context, cfg ReplConfig) (*ReplResult, error) {
 	b.DiskBWBytes = 0
 	res := &ReplResult{Started: time.Now(), Seed: b.Seed, Sizes: b.Sizes.String(), Records: b.RecordCount, Ops: b.OperationCount,
 		Threads: b.Threads, L0Pairs: b.L0Pairs, Growth: b.GrowthFactor, ServerProcs: b.ServerProcs, ClientProcs: b.ClientProcs}
-	if b.ServerProcs < 0 || b.ClientProcs < 0 {
-		return nil, fmt.Errorf("%w: server procs %d, client procs %d: want 0 (Go's default) or more", ErrBadConfig, b.ServerProcs, b.ClientProcs)
+	if err := b.checkProcs(); err != nil {
+		return nil, err
 	}
 	parent := b.Dir
 	if parent == "" {
@@ -224,9 +223,7 @@ func runReplSetup(ctx context.Context, cfg ReplConfig, b Config, setup ReplSetup
 	if err := regionmap.WriteFile(mapFile, m); err != nil {
 		return nil, err
 	}
-	if b.ClientProcs > 0 {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(b.ClientProcs))
-	}
+	defer setProcs(b.ClientProcs)()
 	var servers []*replServer
 	defer func() {
 		for _, s := range servers {

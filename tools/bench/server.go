@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,9 +33,9 @@ type serverTarget struct {
 	cl   *client.Client
 	proc *child.Process // nil for running servers
 	ctx  context.Context
-	// procs is this process's GOMAXPROCS before open set ClientProcs
-	// (0: open left it alone); Close restores it.
-	procs int
+	// restoreProcs gives this process back the GOMAXPROCS it had
+	// before open set ClientProcs (setProcs); Close calls it.
+	restoreProcs func()
 }
 
 // processUsage is implemented by targets whose work happens in another
@@ -49,14 +50,12 @@ func openServer(o TargetOptions) (_ Target, err error) {
 	if src == nil && len(o.ServerArgv) == 0 {
 		return nil, fmt.Errorf("%w: the server engine needs a server map or a binary to start one", ErrBadConfig)
 	}
-	if o.ClientProcs > 0 {
-		t.procs = runtime.GOMAXPROCS(o.ClientProcs)
-		defer func() {
-			if err != nil {
-				t.restoreProcs()
-			}
-		}()
-	}
+	t.restoreProcs = setProcs(o.ClientProcs)
+	defer func() {
+		if err != nil {
+			t.restoreProcs()
+		}
+	}()
 	if src == nil {
 		srv, err := t.spawn(o)
 		if err != nil {
@@ -263,12 +262,16 @@ func (t *serverTarget) Close() error {
 	return errors.Join(err, t.stop())
 }
 
-// restoreProcs gives this process back the GOMAXPROCS it had before open.
-func (t *serverTarget) restoreProcs() {
-	if t.procs > 0 {
-		runtime.GOMAXPROCS(t.procs)
-		t.procs = 0
+// setProcs sets this process's GOMAXPROCS to n (0: leaves it alone) and
+// returns what gives it back the value it had; that may be called more
+// than once, and only the first call restores.
+func setProcs(n int) (restore func()) {
+	if n <= 0 {
+		return func() {}
 	}
+	prev := runtime.GOMAXPROCS(n)
+	var once sync.Once
+	return func() { once.Do(func() { runtime.GOMAXPROCS(prev) }) }
 }
 
 // stop shuts the started server down gracefully (SIGINT, then SIGKILL

@@ -69,7 +69,7 @@ type TargetOptions struct {
 	ServerMap       regionmap.Source
 	ServerTransport string
 	ServerTLS       pki.Files // the client's certificate files (none: plaintext)
-	ServerProcs     int       // GOMAXPROCS of the server it starts (0: Go's default)
+	ServerProcs     int       // GOMAXPROCS of the server it starts (0: not set)
 	ClientProcs     int       // this process's GOMAXPROCS from open to Close (0: unchanged)
 }
 
