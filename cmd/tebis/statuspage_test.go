@@ -30,18 +30,27 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// browser starts headless chromium for the test.
+// browser starts headless chromium for the test. A start that fails
+// (the browser exits before it serves; seen once under a loaded `make
+// test`) is tried again, three times in all.
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.WindowSize(1400, 1000))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil { // starts the browser
-		t.Fatalf("start chromium: %v", err)
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+		if err = chromedp.Do(ctx); err == nil { // starts the browser
+			t.Cleanup(func() { cancel(); cancelAlloc() })
+			return ctx
+		}
+		cancel()
+		cancelAlloc()
+		t.Logf("start chromium, attempt %d: %v", attempt, err)
 	}
-	return ctx
+	t.Fatalf("start chromium: %v", err)
+	return nil
 }
 
 // shownRegion is a region row of the master's page, as the browser shows
