@@ -20,6 +20,7 @@ func (c *Client) poller() {
 		calls []*Call
 		cqbuf [16]rdma.Completion
 		spin  = newSpinPolicy(c.cfg.SpinTime, time.Now())
+		clk   coarseClock
 		// deadlines wakes a parked poller at the earliest deadline of the
 		// pending calls (CallUntil), armed for Client.armed.
 		deadlines = time.NewTimer(time.Hour)
@@ -32,14 +33,14 @@ func (c *Client) poller() {
 			return
 		default:
 		}
-		now := time.Now()
+		now := clk.read()
 		calls = c.pendingCalls(calls)
 		progressed, arriving := c.scan(calls, now)
 		if n := c.cq.Poll(cqbuf[:]); n > 0 {
 			c.events(cqbuf[:n])
 		}
 		if progressed {
-			spin.progress(now)
+			spin.progress(clk.fresh())
 			continue
 		}
 		if len(calls) > 0 && (arriving || spin.spinning(now)) {
@@ -56,7 +57,7 @@ func (c *Client) poller() {
 			calls = c.pendingCalls(calls)
 			p, arriving := c.scan(calls, now)
 			if p {
-				spin.progress(time.Now())
+				spin.progress(clk.fresh())
 				continue
 			}
 			if arriving {
@@ -77,6 +78,7 @@ func (c *Client) poller() {
 				c.mu.Unlock()
 			}
 		}
+		clk.forget()
 		select {
 		case <-c.stop:
 			return

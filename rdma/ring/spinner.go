@@ -36,13 +36,18 @@ func (sp *spinner) run() {
 	}()
 	var cqbuf [16]rdma.Completion
 	spin := newSpinPolicy(sp.s.cfg.SpinTime, time.Now())
+	clk := coarseClock{}
+	waiting, round := false, 0
 	for {
+		// One-channel checks: a select over both would lock both
+		// channels on every round.
 		select {
 		case <-sp.s.stop:
 			return
-		case c := <-sp.add:
-			sp.conns = append(sp.conns, c)
 		default:
+		}
+		if len(sp.add) > 0 { // the spinner is add's only receiver
+			sp.conns = append(sp.conns, <-sp.add)
 		}
 		progressed := sp.pollAll()
 		if n := sp.cq.Poll(cqbuf[:]); n > 0 {
@@ -51,13 +56,17 @@ func (sp *spinner) run() {
 		// Requests queued behind a stalled handler go to idle workers;
 		// ones queued behind a handler that may yet stall keep the
 		// spinner from parking (a timer that short would sleep a
-		// millisecond in an idle process).
-		waiting := sp.s.unstick()
+		// millisecond in an idle process). Looked at every clockEvery
+		// rounds, a few microseconds against stallAfter; the spinner
+		// looks again before it parks.
+		if round++; round%clockEvery == 1 {
+			waiting = sp.s.unstick()
+		}
 		if progressed {
-			spin.progress(time.Now())
+			spin.progress(clk.fresh())
 			continue
 		}
-		if waiting || sp.incomplete() || spin.spinning(time.Now()) {
+		if waiting || sp.incomplete() || spin.spinning(clk.read()) {
 			runtime.Gosched()
 			continue
 		}
@@ -65,7 +74,7 @@ func (sp *spinner) run() {
 			c.qp.ReqNotify()
 		}
 		if sp.pollAll() {
-			spin.progress(time.Now())
+			spin.progress(clk.fresh())
 			continue
 		}
 		if sp.incomplete() {
@@ -78,9 +87,11 @@ func (sp *spinner) run() {
 		// Parked from here on: a worker that starts a handler with
 		// requests queued behind it now wakes us (watch); look once
 		// more for one that started before it could see us.
+		clk.forget()
 		sp.s.parked.Add(1)
 		if sp.s.unstick() {
 			sp.s.parked.Add(-1)
+			waiting = true
 			continue
 		}
 		select {

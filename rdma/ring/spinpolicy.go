@@ -41,3 +41,36 @@ func (p *spinPolicy) spinning(now time.Time) bool {
 	}
 	return now.Sub(p.last) < budget
 }
+
+// clockEvery is how many rounds of a spinning poller share one clock
+// reading (coarseClock): reading the clock was a tenth of a spinning
+// poller's round, and a spin that ends a few rounds late costs
+// nanoseconds against a budget of microseconds.
+const clockEvery = 8
+
+// coarseClock is a poller's clock for deciding whether to go on spinning:
+// read returns a reading at most clockEvery-1 rounds old (never later
+// than now; forget it after a park), fresh a new one. Used by one goroutine only.
+type coarseClock struct {
+	left int
+	now  time.Time
+}
+
+// read returns the current reading, taking a new one every clockEvery
+// calls.
+func (c *coarseClock) read() time.Time {
+	if c.left <= 0 {
+		return c.fresh()
+	}
+	c.left--
+	return c.now
+}
+
+// forget makes the next read take a new reading (after a park).
+func (c *coarseClock) forget() { c.left = 0 }
+
+// fresh takes a new reading and returns it.
+func (c *coarseClock) fresh() time.Time {
+	c.now, c.left = time.Now(), clockEvery-1
+	return c.now
+}

@@ -51,3 +51,33 @@ func TestSpinPolicy(t *testing.T) {
 		t.Fatal("20 µs gaps: want to spin about 40 µs")
 	}
 }
+
+// TestCoarseClock: read repeats a reading for clockEvery-1 calls after
+// it was taken and then takes a new one; forget makes the next read take
+// a new one at once.
+func TestCoarseClock(t *testing.T) {
+	var c coarseClock
+	t0 := c.fresh()
+	time.Sleep(time.Millisecond) // the clock moves on
+	for i := range clockEvery - 1 {
+		if got := c.read(); !got.Equal(t0) {
+			t.Fatalf("read %d after fresh: %v, want the reading %v", i+1, got, t0)
+		}
+	}
+	t1 := c.read()
+	if !t1.After(t0) {
+		t.Fatalf("read %d after fresh: %v, want a new reading after %v", clockEvery, t1, t0)
+	}
+	if got := c.read(); !got.Equal(t1) {
+		t.Fatalf("read after a new reading: %v, want it (%v) again", got, t1)
+	}
+	time.Sleep(time.Millisecond)
+	c.forget()
+	if got := c.read(); !got.After(t1) {
+		t.Fatalf("read after forget: %v, want a new reading after %v", got, t1)
+	}
+	var zero coarseClock
+	if got := zero.read(); got.IsZero() {
+		t.Fatal("a zero coarseClock's first read returned the zero time")
+	}
+}
