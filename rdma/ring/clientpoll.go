@@ -11,7 +11,7 @@ import (
 )
 
 // poller watches the reply slots of pending calls: it spins after a reply
-// while replies come faster than SpinTime (spinPolicy), then arms the
+// or after a new call that woke it (spinPolicy), then arms the
 // doorbell and parks until a new call, a doorbell or a CQ event; not while
 // a reply is seen incomplete.
 func (c *Client) poller() {
@@ -83,6 +83,7 @@ func (c *Client) poller() {
 		case <-c.stop:
 			return
 		case <-c.kick:
+			spin.woke(time.Now()) // a new call: its reply may come soon
 		case <-c.cq.Notify():
 		case <-deadlines.C:
 			c.mu.Lock()

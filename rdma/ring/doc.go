@@ -12,8 +12,8 @@
 // outstanding; Call blocks until its reply, its context ends or the
 // connection breaks. A Server's Handler runs on worker goroutines,
 // concurrently; the request payload it gets is valid only during the call.
-// Spinners spin while messages come faster than SpinTime (spinPolicy),
-// then arm their doorbells and park: an idle server or client uses no CPU.
+// Pollers spin for a while after each message (spinPolicy: SpinTime at the
+// default), then arm their doorbells and park: an idle server or client uses no CPU.
 // Request types with a ShortFunc are answered on the spinner when they
 // can be without blocking.
 package ring

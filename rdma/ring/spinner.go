@@ -10,7 +10,7 @@ import (
 )
 
 // spinner polls the request rings of its connections. It spins after a
-// request while requests come faster than SpinTime (spinPolicy), then
+// request (spinPolicy: SpinTime at the default), then
 // arms every connection's doorbell, checks once more and parks on its CQ;
 // not while a ring holds a message seen incomplete.
 type spinner struct {

@@ -3,43 +3,59 @@ package ring
 import "time"
 
 // spinPolicy decides how long a poller (a server's spinner, a client's
-// reply poller) spins after its last progress before it arms its
-// doorbell and parks. Spinning pays only while the next message comes
-// sooner than a doorbell would wake the poller; otherwise it takes a core
-// from the goroutines (and processes) that produce the messages. So a
-// poller spins for twice the recent gap between its progress events (an
-// average over the last few), at most max, and not at all while that
-// exceeds max (messages come slower than spinning can catch: park at
-// once, the doorbell wakes it). Messages often come in bursts (the
-// replies of one group commit, the requests that follow them): the gap
-// that counts is the lesser of the average and the latest, so the first
-// message of a burst, after a long gap, makes the poller spin for the
-// rest. Used by one goroutine only.
+// reply poller) spins after its last progress, or after a wake-up that
+// announces a message (woke), before it arms its doorbell and parks: at
+// least minSpin (bounded by max), and longer, up to max, while messages
+// come within half of it (twice the recent gap between progress events,
+// the lesser of an average over the last few and the latest, so the
+// first message of a burst after a long gap does not cut the spin short).
+//
+// The floor is what keeps a closed loop fast. The gaps a poller sees
+// include the doorbell wake-ups of a parked peer, so a poller that parks
+// at once when gaps exceed max makes its peer's gaps long too: one call
+// at a time then pays two wake-ups per round trip for good (about 65 µs
+// against 2 µs on the machine of docs/benchmarks.md, "tebis bench rdma"),
+// and 16 callers a fifth of the messages. Used by one goroutine only.
 type spinPolicy struct {
 	max     time.Duration
+	floor   time.Duration // min(minSpin, max)
 	gap     time.Duration // moving average of the gaps between progress
 	lastGap time.Duration // the latest gap
 	last    time.Time     // the last progress
+	since   time.Time     // the last progress or wake-up (woke)
 }
 
+// minSpin is how long a poller spins after progress or a wake-up however
+// slowly messages came before (bounded by its SpinTime).
+const minSpin = DefaultSpin
+
 func newSpinPolicy(max time.Duration, now time.Time) spinPolicy {
-	return spinPolicy{max: max, last: now}
+	return spinPolicy{max: max, floor: min(minSpin, max), last: now, since: now}
 }
 
 // progress records progress at now.
 func (p *spinPolicy) progress(now time.Time) {
 	gap := now.Sub(p.last)
-	p.last, p.lastGap = now, gap
+	p.last, p.lastGap, p.since = now, gap, now
 	p.gap += (gap - p.gap) / 4
+}
+
+// woke records that the poller woke at now for a message it expects
+// soon (a client's new call): it spins at least the floor from now, and
+// the gaps between progress are unchanged.
+func (p *spinPolicy) woke(now time.Time) {
+	if now.After(p.since) {
+		p.since = now
+	}
 }
 
 // spinning reports whether the poller should still spin at now.
 func (p *spinPolicy) spinning(now time.Time) bool {
 	budget := 2 * min(p.gap, p.lastGap)
 	if budget > p.max {
-		return false
+		budget = 0
 	}
-	return now.Sub(p.last) < budget
+	return now.Sub(p.since) < max(budget, p.floor)
 }
 
 // clockEvery is how many rounds of a spinning poller share one clock
