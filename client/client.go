@@ -27,6 +27,12 @@ type Config struct {
 	// rdma.Loopback, in tests).
 	DialTransport rdma.Transport
 	RingSize      int // bytes per ring (default ring.DefaultRing)
+	// SpinTime is how long a connection's reply poller spins after a
+	// reply, or a call that woke it, before it parks on its doorbell
+	// (default ring.DefaultSpin). A client that shares its cores with
+	// the servers it calls wants less: a spinning poller takes the core
+	// a server needs.
+	SpinTime time.Duration
 	// Retries bounds the WRONG_REGION redirects (and reconnections) of
 	// one operation (default 8). A region the map shows moving its
 	// primary (regionmap.Assignment.MoveTo), and a server that has not
@@ -116,6 +122,9 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.RetryWindow < 0 || cfg.RetryWindow > MaxRetryWindow {
 		return nil, fmt.Errorf("client: RetryWindow %v outside (0, %v]", cfg.RetryWindow, MaxRetryWindow)
 	}
+	if cfg.SpinTime < 0 || cfg.SpinTime > time.Second {
+		return nil, fmt.Errorf("client: SpinTime %v outside [0, 1s]", cfg.SpinTime)
+	}
 	tlsCfg, err := pki.Load(pki.Files{Cert: cfg.TLSCert, Key: cfg.TLSKey, CA: cfg.TLSCA})
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
@@ -199,7 +208,7 @@ func (c *Client) conn(ctx context.Context, m *regionmap.Map, name string) (*ring
 	case tname == "shm":
 		tr = &rdma.Shm{}
 	}
-	rc, err := ring.Dial(ctx, ring.ClientConfig{Transport: tr, Addr: addr, RequestRing: c.cfg.RingSize, ReplyRing: c.cfg.RingSize, ReplyHint: c.cfg.ReplyHint})
+	rc, err := ring.Dial(ctx, ring.ClientConfig{Transport: tr, Addr: addr, RequestRing: c.cfg.RingSize, ReplyRing: c.cfg.RingSize, ReplyHint: c.cfg.ReplyHint, SpinTime: c.cfg.SpinTime})
 	if err != nil {
 		return nil, fmt.Errorf("%w: server %s at %s %s: %w", ErrUnavailable, name, tname, addr, err)
 	}

@@ -46,6 +46,7 @@ func replFlags() []cli.Flag {
 		&cli.IntFlag{Name: "server-procs", DefaultText: "a quarter of this process's Ps, at least 1", Usage: "GOMAXPROCS of every server (0: not set, the servers inherit this process's environment; 3 servers and the client share this host's cores)"},
 		&cli.IntFlag{Name: "client-procs", DefaultText: "a quarter of this process's Ps, at least 1", Usage: "this process's GOMAXPROCS while a setup runs (0: unchanged)"},
 		&cli.StringSliceFlag{Name: "server-arg", Value: cli.NewStringSlice("--spin-time=1us"), Usage: "extra flag for every server, repeatable (default: pollers barely spin: 3 servers and the client share this host's cores)"},
+		&cli.DurationFlag{Name: "client-spin-time", Usage: "the client's reply-poller spin before parking (0: the ring's default, 50us)"},
 	}
 }
 
@@ -97,7 +98,7 @@ func replConfig(c *cli.Context, log *zap.Logger) (bench.ReplConfig, error) {
 		Bench: bench.Config{
 			Phases: c.StringSlice("phases"), Sizes: sizes, OperationCount: c.Int64("operationcount"),
 			Sync: sync, Dir: c.String("dir"), Keep: c.Bool("keep"), L0Pairs: c.Int("l0-pairs"),
-			GrowthFactor: c.Int("growth-factor"), Seed: seed, ServerProcs: replProcs(c, "server-procs", runtime.GOMAXPROCS(0)), ClientProcs: replProcs(c, "client-procs", runtime.GOMAXPROCS(0)), Progress: progress.Reporter{W: os.Stderr, Bar: stderrIsTerminal()}, Logger: log,
+			GrowthFactor: c.Int("growth-factor"), Seed: seed, ServerProcs: replProcs(c, "server-procs", runtime.GOMAXPROCS(0)), ClientProcs: replProcs(c, "client-procs", runtime.GOMAXPROCS(0)), ClientSpin: c.Duration("client-spin-time"), Progress: progress.Reporter{W: os.Stderr, Bar: stderrIsTerminal()}, Logger: log,
 		},
 		Binary: exe, SegmentSize: c.String("segment-size"), Transport: c.String("transport"), ServerArgs: c.StringSlice("server-arg"),
 	}

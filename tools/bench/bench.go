@@ -180,7 +180,7 @@ func runEngine(ctx context.Context, cfg Config, name, dir string, phases []ycsb.
 		FS: fs, Dir: dir, Sync: cfg.Sync, L0Pairs: cfg.L0Pairs, GrowthFactor: cfg.GrowthFactor, SegmentSize: cfg.SegmentSize,
 		MeanPairSize: meanPairSize(cfg.Sizes), Logger: cfg.Logger,
 		ServerArgv: cfg.ServerArgv, ServerMap: cfg.ServerMap, ServerTransport: cfg.ServerTransport,
-		ServerTLS: cfg.ServerTLS, ServerProcs: cfg.ServerProcs, ClientProcs: cfg.ClientProcs,
+		ServerTLS: cfg.ServerTLS, ServerProcs: cfg.ServerProcs, ClientProcs: cfg.ClientProcs, ClientSpin: cfg.ClientSpin,
 	})
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/pki"
@@ -73,6 +74,9 @@ type Config struct {
 	// the threads of one's idle Ps, looking for work, take the cores the
 	// other needs; split, they share the cores the in-process engine has.
 	ServerProcs, ClientProcs int
+	// ClientSpin is the "server" engine client's reply-poller spin
+	// (client.Config.SpinTime; 0: the ring's default).
+	ClientSpin time.Duration
 	// Workloads, if set, replace Phases: explicit workloads (from YCSB
 	// property files), run in order; each keeps its own record and
 	// operation counts and sizes.

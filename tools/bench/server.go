@@ -67,7 +67,7 @@ func openServer(o TargetOptions) (_ Target, err error) {
 	if transport == "" {
 		transport = "shm"
 	}
-	cl, err := client.Open(t.ctx, client.Config{Map: src, Transport: transport,
+	cl, err := client.Open(t.ctx, client.Config{Map: src, Transport: transport, SpinTime: o.ClientSpin,
 		TLSCert: o.ServerTLS.Cert, TLSKey: o.ServerTLS.Key, TLSCA: o.ServerTLS.CA})
 	if err != nil {
 		return nil, errors.Join(err, t.stop())

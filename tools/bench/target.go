@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/tebis-go/tebis/client/regionmap"
@@ -68,9 +69,10 @@ type TargetOptions struct {
 	ServerArgv      []string
 	ServerMap       regionmap.Source
 	ServerTransport string
-	ServerTLS       pki.Files // the client's certificate files (none: plaintext)
-	ServerProcs     int       // GOMAXPROCS of the server it starts (0: not set)
-	ClientProcs     int       // this process's GOMAXPROCS from open to Close (0: unchanged)
+	ServerTLS       pki.Files     // the client's certificate files (none: plaintext)
+	ServerProcs     int           // GOMAXPROCS of the server it starts (0: not set)
+	ClientProcs     int           // this process's GOMAXPROCS from open to Close (0: unchanged)
+	ClientSpin      time.Duration // the client's reply-poller spin (client.Config.SpinTime; 0: default)
 }
 
 // Opener creates a Target.
