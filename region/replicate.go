@@ -476,7 +476,7 @@ func (s *Server) peer(ctx context.Context, tr rdma.Transport, addr string) (*rin
 		return c, nil
 	}
 	s.replMu.Unlock()
-	c, err := ring.Dial(ctx, ring.ClientConfig{Transport: tr, Addr: addr, RequestRing: int(4*s.vol.SegmentSize() + 64<<10), PrivatePrefix: commandPrefix})
+	c, err := ring.Dial(ctx, ring.ClientConfig{Transport: tr, Addr: addr, RequestRing: int(4*s.vol.SegmentSize() + 64<<10), PrivatePrefix: commandPrefix, SpinTime: time.Duration(s.cfg.SpinTime)})
 	if err != nil {
 		return nil, err
 	}

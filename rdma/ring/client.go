@@ -193,7 +193,7 @@ func (c *Client) Call(ctx context.Context, req Request) (Reply, error) {
 // CallUntil is Call that also ends once until has passed (zero: never),
 // with an error wrapping context.DeadlineExceeded, without a timer of its
 // own: the poller watches the pending calls' deadlines (a wait may end
-// up to a poller round late); only a wait for ring room (rings full of
+// a few poller rounds late, never early: coarseClock); only a wait for ring room (rings full of
 // unanswered calls) takes a timer. As when ctx ends, the call's reply
 // slot stays reserved until its reply arrives.
 func (c *Client) CallUntil(ctx context.Context, until time.Time, req Request) (Reply, error) {

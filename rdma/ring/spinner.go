@@ -56,10 +56,11 @@ func (sp *spinner) run() {
 		// Requests queued behind a stalled handler go to idle workers;
 		// ones queued behind a handler that may yet stall keep the
 		// spinner from parking (a timer that short would sleep a
-		// millisecond in an idle process). Looked at every clockEvery
-		// rounds, a few microseconds against stallAfter; the spinner
-		// looks again before it parks.
-		if round++; round%clockEvery == 1 {
+		// millisecond in an idle process). Looked at after every round
+		// that took requests and every clockEvery idle rounds (a few
+		// microseconds against stallAfter); again before the spinner
+		// arms its doorbells and once more before it parks.
+		if round++; progressed || round%clockEvery == 1 {
 			waiting = sp.s.unstick()
 		}
 		if progressed {
@@ -68,6 +69,9 @@ func (sp *spinner) run() {
 		}
 		if waiting || sp.incomplete() || spin.spinning(clk.read()) {
 			runtime.Gosched()
+			continue
+		}
+		if waiting = sp.s.unstick(); waiting { // the cached answer may be stale
 			continue
 		}
 		for _, c := range sp.conns {

@@ -13,9 +13,11 @@ import "time"
 // The floor is what keeps a closed loop fast. The gaps a poller sees
 // include the doorbell wake-ups of a parked peer, so a poller that parks
 // at once when gaps exceed max makes its peer's gaps long too: one call
-// at a time then pays two wake-ups per round trip for good (about 65 µs
-// against 2 µs on the machine of docs/benchmarks.md, "tebis bench rdma"),
-// and 16 callers a fifth of the messages. Used by one goroutine only.
+// at a time then pays two wake-ups per round trip for good (75-80 µs
+// against 2-3 µs on the machine of docs/benchmarks.md, "tebis bench
+// rdma"), and 16 callers get a fifth of the messages through. With a max
+// at or under minSpin (the default) the gaps change nothing: the poller
+// spins max. Used by one goroutine only.
 type spinPolicy struct {
 	max     time.Duration
 	floor   time.Duration // min(minSpin, max)
@@ -65,8 +67,9 @@ func (p *spinPolicy) spinning(now time.Time) bool {
 const clockEvery = 8
 
 // coarseClock is a poller's clock for deciding whether to go on spinning:
-// read returns a reading at most clockEvery-1 rounds old (never later
-// than now; forget it after a park), fresh a new one. Used by one goroutine only.
+// read returns a reading taken at most clockEvery-1 reads before (never
+// later than now, but as old as the time since those reads: forget it
+// after a park), fresh a new one. Used by one goroutine only.
 type coarseClock struct {
 	left int
 	now  time.Time

@@ -35,7 +35,7 @@ func (s *Server) stalled(i int, now int64) bool {
 
 // wakeStealers wakes idle workers to steal n queued requests: as many as
 // are idle, less those woken already and not yet stealing (a spinner
-// asks again on every round while the requests wait).
+// asks again, every few rounds, while the requests wait).
 func (s *Server) wakeStealers(n int) {
 	for range min(n-int(s.waking.Load()), int(s.idle.Load())) {
 		s.waking.Add(1)
@@ -52,7 +52,8 @@ func (s *Server) wakeStealers(n int) {
 // handler, and reports whether requests wait behind a running handler not
 // stalled yet while a worker is idle (the spinner must not park: it looks
 // again until that handler finishes or stalls, at most stallAfter).
-// Spinners call it on every round.
+// Spinners call it after every round that took requests, every few idle
+// rounds, and before they arm their doorbells and park.
 func (s *Server) unstick() (waiting bool) {
 	if s.cfg.Inline || s.idle.Load() == 0 {
 		return false

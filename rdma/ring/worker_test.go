@@ -157,7 +157,7 @@ func TestParkedSpinnerWatchesStartedHandler(t *testing.T) {
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	defer close(release)
 	s := holdServer(t, ServerConfig{stallAfter: 20 * time.Millisecond, SpinTime: time.Nanosecond}, started, nil, release)
-	c := dial(t, envs[0], s, ClientConfig{})
+	c := dial(t, envs[0], s, ClientConfig{SpinTime: time.Nanosecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	hold := c.Go(ctx, Request{Type: typeHold}, nil)
