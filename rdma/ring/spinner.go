@@ -21,6 +21,9 @@ type spinner struct {
 	conns []*sconn
 	cur   int           // the worker it currently feeds
 	req   ServerRequest // the request its ShortFunc serves
+	// dispatched is set by pollAll when it queued a request on a worker
+	// (cleared by run when it looks for stalled handlers).
+	dispatched bool
 }
 
 // perConnBatch bounds the requests taken from one ring per round, so one
@@ -57,10 +60,11 @@ func (sp *spinner) run() {
 		// ones queued behind a handler that may yet stall keep the
 		// spinner from parking (a timer that short would sleep a
 		// millisecond in an idle process). Looked at after every round
-		// that took requests and every clockEvery idle rounds (a few
-		// microseconds against stallAfter); again before the spinner
-		// arms its doorbells and once more before it parks.
-		if round++; progressed || round%clockEvery == 1 {
+		// that queued requests on workers and every clockEvery other
+		// rounds (a few microseconds against stallAfter); again before
+		// the spinner arms its doorbells and once more before it parks.
+		if round++; sp.dispatched || round%clockEvery == 1 {
+			sp.dispatched = false
 			waiting = sp.s.unstick()
 		}
 		if progressed {
@@ -142,6 +146,7 @@ func (sp *spinner) pollAll() bool {
 				c.inflight.Add(1)
 				if !sp.short(t) {
 					sp.dispatch(t)
+					sp.dispatched = true
 				}
 			}
 		}

@@ -52,8 +52,8 @@ func (s *Server) wakeStealers(n int) {
 // handler, and reports whether requests wait behind a running handler not
 // stalled yet while a worker is idle (the spinner must not park: it looks
 // again until that handler finishes or stalls, at most stallAfter).
-// Spinners call it after every round that took requests, every few idle
-// rounds, and before they arm their doorbells and park.
+// Spinners call it after every round that queued requests on workers,
+// every few other rounds, and before they arm their doorbells and park.
 func (s *Server) unstick() (waiting bool) {
 	if s.cfg.Inline || s.idle.Load() == 0 {
 		return false
