@@ -22,6 +22,7 @@ func benchReplicationCommand() *cli.Command {
 			&cli.Int64Flag{Name: "recordcount", Value: 1_000_000, Usage: "records loaded by Load A"},
 			&cli.IntFlag{Name: "threads", Value: 16, Usage: "client goroutines"},
 			&cli.StringFlag{Name: "json", Usage: "also write the results as JSON to this file"},
+			&cli.IntFlag{Name: "rounds", Value: 1, Usage: fmt.Sprintf("run the setups this many times (at most %d), every other round in reverse order; ratios are taken within a round, then their median and range", bench.MaxReplRounds)},
 		}, replFlags()...),
 		Action: benchReplication,
 	}
@@ -51,6 +52,9 @@ func replFlags() []cli.Flag {
 }
 
 func benchReplication(c *cli.Context) error {
+	if n := c.Int("rounds"); n < 1 || n > bench.MaxReplRounds {
+		return fmt.Errorf("--rounds %d: want 1 to %d", n, bench.MaxReplRounds)
+	}
 	log, err := newLogger(c)
 	if err != nil {
 		return err
@@ -61,6 +65,7 @@ func benchReplication(c *cli.Context) error {
 		return err
 	}
 	cfg.Bench.RecordCount, cfg.Bench.Threads = c.Int64("recordcount"), c.Int("threads")
+	cfg.Rounds = c.Int("rounds")
 	for _, name := range c.StringSlice("setups") {
 		found := false
 		for _, s := range bench.ReplSetups {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"syscall"
@@ -80,6 +81,25 @@ type ReplConfig struct {
 	// the loaded keys, each with its backups on the next servers round
 	// the ring.
 	RegionsPerServer int
+	// Rounds runs the setups this many times (0: once), each round on
+	// fresh servers, every other round in reverse order (roundOrder): on
+	// a host whose speed drifts, each ratio is then taken within a round
+	// and the report gives their median and range.
+	Rounds int
+}
+
+// MaxReplRounds bounds ReplConfig.Rounds.
+const MaxReplRounds = 20
+
+// roundOrder is the order in which round (1-based) runs the setups: as
+// given in odd rounds, reversed in even ones, so that a setup run early
+// in one round runs late in the next.
+func roundOrder(setups []ReplSetup, round int) []ReplSetup {
+	order := slices.Clone(setups)
+	if round%2 == 0 {
+		slices.Reverse(order)
+	}
+	return order
 }
 
 // ServerMemory is one server process's peak memory over a setup's run.
@@ -97,6 +117,8 @@ type ServerMemory struct {
 type ReplRun struct {
 	Setup  ReplSetup     `json:"setup"`
 	Phases []PhaseResult `json:"phases"`
+	// Round is the round the run belongs to (1-based; ReplConfig.Rounds).
+	Round int `json:"round,omitempty"`
 	// CPUSplit is the servers' CPU seconds by component (pprof label) over
 	// the whole run (load and run phases).
 	CPUSplit map[string]float64 `json:"cpu_split_seconds"`
@@ -122,9 +144,11 @@ type ReplResult struct {
 	Growth  int       `json:"growth_factor"`
 	// ServerProcs and ClientProcs are Bench's: each server's GOMAXPROCS
 	// and this process's while a setup runs (0: not set).
-	ServerProcs int       `json:"server_procs,omitempty"`
-	ClientProcs int       `json:"client_procs,omitempty"`
-	Runs        []ReplRun `json:"runs"`
+	ServerProcs int `json:"server_procs,omitempty"`
+	ClientProcs int `json:"client_procs,omitempty"`
+	// Rounds is how many times every setup ran (ReplConfig.Rounds).
+	Rounds int       `json:"rounds,omitempty"`
+	Runs   []ReplRun `json:"runs"`
 }
 
 // RunReplication runs every setup in turn, each on fresh servers.
@@ -148,7 +172,10 @@ func RunReplication(ctx context.Context, cfg ReplConfig) (*ReplResult, error) {
 	b.Engines = []string{"server"}
 	b.DiskBWBytes = 0
 	res := &ReplResult{Started: time.Now(), Seed: b.Seed, Sizes: b.Sizes.String(), Records: b.RecordCount, Ops: b.OperationCount,
-		Threads: b.Threads, L0Pairs: b.L0Pairs, Growth: b.GrowthFactor, ServerProcs: b.ServerProcs, ClientProcs: b.ClientProcs}
+		Threads: b.Threads, L0Pairs: b.L0Pairs, Growth: b.GrowthFactor, ServerProcs: b.ServerProcs, ClientProcs: b.ClientProcs, Rounds: max(cfg.Rounds, 1)}
+	if cfg.Rounds < 0 || cfg.Rounds > MaxReplRounds {
+		return nil, fmt.Errorf("%w: %d rounds (0 to %d)", ErrBadConfig, cfg.Rounds, MaxReplRounds)
+	}
 	if err := b.checkProcs(); err != nil {
 		return nil, err
 	}
@@ -170,14 +197,20 @@ func RunReplication(ctx context.Context, cfg ReplConfig) (*ReplResult, error) {
 		if setup.l0Pairs(b.L0Pairs) < 16 {
 			return res, fmt.Errorf("%w: setup %s: L0 of %d pairs per replica (at least 16)", ErrBadConfig, setup.Name, setup.l0Pairs(b.L0Pairs))
 		}
-		b.Logger.Info("replication setup", zap.String("setup", setup.Name))
-		run, err := runReplSetup(ctx, cfg, b, setup, filepath.Join(work, setup.Name))
-		if err != nil {
-			return res, fmt.Errorf("%s: %w", setup.Name, err)
-		}
-		res.Runs = append(res.Runs, *run)
-		if !b.Keep {
-			_ = os.RemoveAll(filepath.Join(work, setup.Name))
+	}
+	for round := 1; round <= res.Rounds; round++ {
+		for _, setup := range roundOrder(cfg.Setups, round) {
+			b.Logger.Info("replication setup", zap.String("setup", setup.Name), zap.Int("round", round))
+			dir := filepath.Join(work, fmt.Sprintf("%s-%d", setup.Name, round))
+			run, err := runReplSetup(ctx, cfg, b, setup, dir)
+			if err != nil {
+				return res, fmt.Errorf("%s (round %d): %w", setup.Name, round, err)
+			}
+			run.Round = round
+			res.Runs = append(res.Runs, *run)
+			if !b.Keep {
+				_ = os.RemoveAll(dir)
+			}
 		}
 	}
 	return res, nil

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -17,10 +19,26 @@ var splitOrder = []string{"insert", "log-write", "log-replication", "compaction"
 // WriteTable prints the runs' figures, the CPU split and the Send-Index /
 // Build-Index ratios.
 func (r *ReplResult) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "replication: %s, %d records, %d ops, %d threads, L0 %d pairs, growth %d, seed %d, server procs %s, client procs %s\n\n",
+	fmt.Fprintf(w, "replication: %s, %d records, %d ops, %d threads, L0 %d pairs, growth %d, seed %d, server procs %s, client procs %s",
 		r.Sizes, r.Records, r.Ops, r.Threads, r.L0Pairs, r.Growth, r.Seed, procs(r.ServerProcs), procs(r.ClientProcs))
+	if r.Rounds > 1 {
+		fmt.Fprintf(w, ", %d rounds (every other one in reverse order)", r.Rounds)
+	}
+	fmt.Fprint(w, "\n\n")
+	multi := len(r.rounds()) > 1
+	// roundCol is a run's first column when the setups ran in rounds.
+	roundCol := func(run ReplRun) string {
+		if !multi {
+			return ""
+		}
+		return fmt.Sprintf("%d\t", run.Round)
+	}
+	roundHead := ""
+	if multi {
+		roundHead = "round\t"
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "setup\tphase\tops/s\tserver CPU us/op\tclient CPU us/op\tI/O amp (device)\tI/O amp (engine)\tnet amp\tput p50 us\tput p99 us\tL0 stall s\tservers' peak RSS MiB\t")
+	fmt.Fprintln(tw, roundHead+"setup\tphase\tops/s\tserver CPU us/op\tclient CPU us/op\tI/O amp (device)\tI/O amp (engine)\tnet amp\tput p50 us\tput p99 us\tL0 stall s\tservers' peak RSS MiB\t")
 	for _, run := range r.Runs {
 		for _, p := range run.Phases {
 			put := putLatency(p)
@@ -28,7 +46,7 @@ func (r *ReplResult) WriteTable(w io.Writer) error {
 			for _, v := range p.ServerPeakRSS {
 				rss += v
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%.1f\t%.0f\t\n", run.Setup.Name, p.Phase, p.OpsPerSec,
+			fmt.Fprintf(tw, "%s%s\t%s\t%.0f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%.1f\t%.0f\t\n", roundCol(run), run.Setup.Name, p.Phase, p.OpsPerSec,
 				serverCPUPerOp(p), p.CPUPerOp-serverCPUPerOp(p), p.IOAmp, p.EngineIOAmp, p.NetAmp, put.P50, put.P99, p.StallSeconds, mib(rss))
 		}
 	}
@@ -41,13 +59,13 @@ func (r *ReplResult) WriteTable(w io.Writer) error {
 	fmt.Fprintln(w, "\nserver CPU by component (whole run, % of the servers' profiled CPU):")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	cols := r.splitColumns()
-	fmt.Fprintf(tw, "setup\t%s\ttotal s\t\n", strings.Join(cols, "\t"))
+	fmt.Fprintf(tw, "%ssetup\t%s\ttotal s\t\n", roundHead, strings.Join(cols, "\t"))
 	for _, run := range r.Runs {
 		var total float64
 		for _, v := range run.CPUSplit {
 			total += v
 		}
-		fmt.Fprintf(tw, "%s", run.Setup.Name)
+		fmt.Fprintf(tw, "%s%s", roundCol(run), run.Setup.Name)
 		for _, c := range cols {
 			fmt.Fprintf(tw, "\t%.1f", 100*run.CPUSplit[c]/max(total, 1e-9))
 		}
@@ -67,34 +85,136 @@ func (r *ReplResult) WriteTable(w io.Writer) error {
 
 // writeRatios prints Send-Index's gains over the Build-Index setups of
 // the run (with shared: the Build-IndexRL ones), for the replica counts
-// where both ran; nothing when none did.
+// where both ran, each ratio within one round; with several rounds, their
+// median and range follow. Over Build-Index it adds how much of the CPU
+// ceiling (No-Replication of the same round) the CPU gain is: (gain - 1)
+// / (ceiling - 1). Nothing is printed when no round has both setups.
 func (r *ReplResult) writeRatios(w io.Writer, title string, shared bool) error {
-	var rows []string
+	rounds := r.rounds()
+	multi := len(rounds) > 1
+	type key struct {
+		f     int
+		phase string
+	}
+	var keys []key
+	vals := map[key][][]float64{} // per key, per round: the columns
 	for _, f := range []int{2, 3} {
-		si, bi := r.run("send-index", f, false), r.run("build-index", f, shared)
-		if si == nil || bi == nil {
-			continue
-		}
-		for i := range si.Phases {
-			if i >= len(bi.Phases) {
-				break
+		for _, round := range rounds {
+			si, bi := r.runIn(round, "send-index", f, false), r.runIn(round, "build-index", f, shared)
+			if si == nil || bi == nil {
+				continue
 			}
-			s, b := si.Phases[i], bi.Phases[i]
-			rows = append(rows, fmt.Sprintf("%d\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", f, s.Phase, s.OpsPerSec/b.OpsPerSec,
-				serverCPUPerOp(b)/serverCPUPerOp(s), b.IOAmp/s.IOAmp, b.EngineIOAmp/s.EngineIOAmp, b.NetAmp/s.NetAmp,
-				float64(bi.PeakRSSSum)/float64(max(si.PeakRSSSum, 1))))
+			nr := r.runIn(round, "", 1, false)
+			for i := range si.Phases {
+				if i >= len(bi.Phases) {
+					break
+				}
+				s, b := si.Phases[i], bi.Phases[i]
+				cpu := serverCPUPerOp(b) / serverCPUPerOp(s)
+				row := []float64{s.OpsPerSec / b.OpsPerSec, cpu, b.IOAmp / s.IOAmp, b.EngineIOAmp / s.EngineIOAmp, b.NetAmp / s.NetAmp,
+					float64(bi.PeakRSSSum) / float64(max(si.PeakRSSSum, 1))}
+				if !shared {
+					share := math.NaN()
+					if nr != nil && i < len(nr.Phases) {
+						if c := ceilings(b, &nr.Phases[i], f).cpu; c > 1 {
+							share = 100 * (cpu - 1) / (c - 1)
+						}
+					}
+					row = append(row, share)
+				}
+				k := key{f, s.Phase}
+				if _, ok := vals[k]; !ok {
+					keys = append(keys, k)
+				}
+				vals[k] = append(vals[k], row)
+			}
 		}
 	}
-	if len(rows) == 0 {
+	if len(keys) == 0 {
 		return nil
 	}
 	fmt.Fprintf(w, "\n%s\n", title)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "replicas\tphase\tthroughput x\tCPU/op lower x\tI/O amp (device) lower x\tI/O amp (engine) lower x\tnet amp lower x\tpeak RSS lower x\t")
-	for _, row := range rows {
-		fmt.Fprint(tw, row)
+	head := "replicas\tphase\t"
+	if multi {
+		head += "round\t"
+	}
+	head += "throughput x\tCPU/op lower x\tI/O amp (device) lower x\tI/O amp (engine) lower x\tnet amp lower x\tpeak RSS lower x\t"
+	if !shared {
+		head += "of CPU ceiling %\t"
+	}
+	fmt.Fprintln(tw, head)
+	cells := func(row []float64, format func(i int, v float64) string) string {
+		var b strings.Builder
+		for i, v := range row {
+			b.WriteString(format(i, v))
+			b.WriteByte('\t')
+		}
+		return b.String()
+	}
+	plain := func(i int, v float64) string {
+		switch {
+		case math.IsNaN(v):
+			return "-"
+		case !shared && i == 6:
+			return fmt.Sprintf("%.0f", v)
+		}
+		return fmt.Sprintf("%.2f", v)
+	}
+	for _, k := range keys {
+		rows := vals[k]
+		for j, row := range rows {
+			lead := fmt.Sprintf("%d\t%s\t", k.f, k.phase)
+			if multi {
+				lead += fmt.Sprintf("%d\t", rounds[j])
+			}
+			fmt.Fprintf(tw, "%s%s\n", lead, cells(row, plain))
+		}
+		if len(rows) < 2 {
+			continue
+		}
+		med, lo, hi := columnStats(rows)
+		fmt.Fprintf(tw, "%d\t%s\tmedian\t%s\n", k.f, k.phase, cells(med, plain))
+		fmt.Fprintf(tw, "%d\t%s\trange\t%s\n", k.f, k.phase, cells(lo, func(i int, v float64) string {
+			if math.IsNaN(v) {
+				return "-"
+			}
+			return plain(i, v) + ".." + plain(i, hi[i])
+		}))
 	}
 	return tw.Flush()
+}
+
+// columnStats is the median, least and greatest of every column of rows
+// (NaN, not measured, left out; NaN when a column has no value).
+func columnStats(rows [][]float64) (med, lo, hi []float64) {
+	n := len(rows[0])
+	med, lo, hi = make([]float64, n), make([]float64, n), make([]float64, n)
+	for i := range n {
+		var col []float64
+		for _, row := range rows {
+			if !math.IsNaN(row[i]) {
+				col = append(col, row[i])
+			}
+		}
+		if len(col) == 0 {
+			med[i], lo[i], hi[i] = math.NaN(), math.NaN(), math.NaN()
+			continue
+		}
+		med[i], lo[i], hi[i] = median(col), slices.Min(col), slices.Max(col)
+	}
+	return med, lo, hi
+}
+
+// median of a non-empty sample (the mean of the middle two for an even
+// count).
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // writeMemory prints every setup's L0 per replica and its servers' peak
@@ -102,8 +222,16 @@ func (r *ReplResult) writeRatios(w io.Writer, title string, shared bool) error {
 func (r *ReplResult) writeMemory(w io.Writer) error {
 	fmt.Fprintln(w, "\nserver memory (whole run, MiB: peak RSS, VmHWM; cgroup peak, page cache included, with --server-memory):")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "setup\tL0 pairs per replica\tregions\tpeak RSS per server\tsum\tcgroup peak per server\t")
+	multi := len(r.rounds()) > 1
+	head := "setup\tL0 pairs per replica\tregions\tpeak RSS per server\tsum\tcgroup peak per server\t"
+	if multi {
+		head = "round\t" + head
+	}
+	fmt.Fprintln(tw, head)
 	for _, run := range r.Runs {
+		if multi {
+			fmt.Fprintf(tw, "%d\t", run.Round)
+		}
 		var rss, cg []string
 		for _, m := range run.Memory {
 			rss = append(rss, fmt.Sprintf("%s %.0f", m.Name, mib(m.PeakRSS)))
@@ -129,24 +257,31 @@ func (r *ReplResult) writeCeilings(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "replicas\tphase\tCPU/op lower x\tI/O amp (device) lower x\tI/O amp (engine) lower x\t")
 	var gcNotes []string
+	rounds := r.rounds()
 	for _, f := range []int{2, 3} {
-		bi := r.run("build-index", f, false)
-		if bi == nil {
-			continue
-		}
-		nr := r.run("", 1, false)
-		for i, b := range bi.Phases {
-			var n *PhaseResult
-			if nr != nil && i < len(nr.Phases) {
-				n = &nr.Phases[i]
+		for _, round := range rounds {
+			bi := r.runIn(round, "build-index", f, false)
+			if bi == nil {
+				continue
 			}
-			c := ceilings(b, n, f)
-			mark := ""
-			if gc := b.EngineIOByKind["gc"].Total(); gc > 0 {
-				mark = "*"
-				gcNotes = append(gcNotes, fmt.Sprintf("%d-way %s: %.0f MB", f, b.Phase, float64(gc)/1e6))
+			nr := r.runIn(round, "", 1, false)
+			for i, b := range bi.Phases {
+				var n *PhaseResult
+				if nr != nil && i < len(nr.Phases) {
+					n = &nr.Phases[i]
+				}
+				c := ceilings(b, n, f)
+				mark := ""
+				if gc := b.EngineIOByKind["gc"].Total(); gc > 0 {
+					mark = "*"
+					gcNotes = append(gcNotes, fmt.Sprintf("%d-way %s: %.0f MB", f, b.Phase, float64(gc)/1e6))
+				}
+				label := b.Phase
+				if len(rounds) > 1 {
+					label = fmt.Sprintf("%s, round %d", b.Phase, round)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f%s\t%.2f%s\t\n", f, label, optRatio(c.cpu), c.device, mark, c.engine, mark)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f%s\t%.2f%s\t\n", f, b.Phase, optRatio(c.cpu), c.device, mark, c.engine, mark)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -195,11 +330,22 @@ func optRatio(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-// run is the first run of the setup of that mode, replica count and L0
-// sharing, or nil.
-func (r *ReplResult) run(mode string, factor int, sharedL0 bool) *ReplRun {
+// rounds lists the rounds of the runs, in the order they first appear.
+func (r *ReplResult) rounds() []int {
+	var rounds []int
+	for _, run := range r.Runs {
+		if !slices.Contains(rounds, run.Round) {
+			rounds = append(rounds, run.Round)
+		}
+	}
+	return rounds
+}
+
+// runIn is the first run of round of the setup of that mode, replica
+// count and L0 sharing, or nil.
+func (r *ReplResult) runIn(round int, mode string, factor int, sharedL0 bool) *ReplRun {
 	for i := range r.Runs {
-		if s := r.Runs[i].Setup; s.Mode == mode && s.Factor == factor && s.SharedL0 == sharedL0 {
+		if s := r.Runs[i].Setup; r.Runs[i].Round == round && s.Mode == mode && s.Factor == factor && s.SharedL0 == sharedL0 {
 			return &r.Runs[i]
 		}
 	}

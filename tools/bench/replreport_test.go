@@ -153,3 +153,92 @@ func TestReplServerSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundOrder: odd rounds run the setups as given, even ones reversed.
+func TestRoundOrder(t *testing.T) {
+	setups := []ReplSetup{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	names := func(s []ReplSetup) string {
+		var n []string
+		for _, x := range s {
+			n = append(n, x.Name)
+		}
+		return strings.Join(n, "")
+	}
+	for round, want := range map[int]string{1: "abc", 2: "cba", 3: "abc"} {
+		if got := names(roundOrder(setups, round)); got != want {
+			t.Errorf("round %d: %s, want %s", round, got, want)
+		}
+	}
+	if names(setups) != "abc" {
+		t.Errorf("roundOrder changed its argument: %s", names(setups))
+	}
+}
+
+// TestWriteRatiosRounds: each ratio is taken within its round (round 2's
+// Send-Index over round 2's Build-Index, not round 1's), the CPU gain is
+// given as a share of the same round's ceiling, and the median and range
+// over the rounds follow.
+func TestWriteRatiosRounds(t *testing.T) {
+	eng := ioByKind{"log": {Written: 300}, "compaction": {Read: 240, Written: 300}}
+	phase := func(opsPerSec, cpuSeconds float64) PhaseResult {
+		p := replPhase("Load A", 1000, opsPerSec, cpuSeconds, eng, IOBytes{Written: 300})
+		p.IOAmp, p.EngineIOAmp, p.NetAmp = 1, 1, 1
+		return p
+	}
+	var runs []ReplRun
+	// Per round: No-Replication, Build-Index, Send-Index server CPU
+	// seconds for 1000 ops and throughputs. Ceiling 2x in every round;
+	// Send-Index's CPU gains 1.5x (50 % of the ceiling's gain), 1.25x
+	// (25 %) and 2x (100 %); throughput 1.2x, 0.8x, 1.5x.
+	for i, c := range []struct{ nr, bi, si, biOps, siOps float64 }{
+		{10, 20, 20.0 / 1.5, 100, 120},
+		{5, 10, 8, 200, 160},
+		{10, 20, 10, 100, 150},
+	} {
+		round := i + 1
+		runs = append(runs,
+			ReplRun{Round: round, Setup: ReplSetup{Name: "no-rep", Factor: 1}, Phases: []PhaseResult{phase(300, c.nr/1e3)}},
+			ReplRun{Round: round, Setup: ReplSetup{Name: "build-index-3", Mode: "build-index", Factor: 3}, Phases: []PhaseResult{phase(c.biOps, c.bi/1e3)}, PeakRSSSum: 200},
+			ReplRun{Round: round, Setup: ReplSetup{Name: "send-index-3", Mode: "send-index", Factor: 3}, Phases: []PhaseResult{phase(c.siOps, c.si/1e3)}, PeakRSSSum: 100})
+	}
+	r := &ReplResult{Rounds: 3, Runs: runs}
+	var buf bytes.Buffer
+	if err := r.writeRatios(&buf, "SI vs BI", false); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]bool{}
+	for _, line := range strings.Split(buf.String(), "\n") {
+		rows[strings.Join(strings.Fields(line), " ")] = true
+	}
+	for _, want := range []string{
+		"3 Load A 1 1.20 1.50 1.00 1.00 1.00 2.00 50",
+		"3 Load A 2 0.80 1.25 1.00 1.00 1.00 2.00 25",
+		"3 Load A 3 1.50 2.00 1.00 1.00 1.00 2.00 100",
+		"3 Load A median 1.20 1.50 1.00 1.00 1.00 2.00 50",
+		"3 Load A range 0.80..1.50 1.25..2.00 1.00..1.00 1.00..1.00 1.00..1.00 2.00..2.00 25..100",
+	} {
+		if !rows[want] {
+			t.Errorf("ratios lack %q:\n%s", want, buf.String())
+		}
+	}
+	// Without No-Replication the share is not measured.
+	r.Runs = slices.DeleteFunc(slices.Clone(runs), func(run ReplRun) bool { return run.Setup.Factor == 1 })
+	buf.Reset()
+	if err := r.writeRatios(&buf, "SI vs BI", false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(strings.Fields(buf.String()), " "), "3 Load A 1 1.20 1.50 1.00 1.00 1.00 2.00 - ") {
+		t.Errorf("a share without No-Replication:\n%s", buf.String())
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{[]float64{3}, 3}, {[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
