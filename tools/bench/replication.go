@@ -201,7 +201,10 @@ func RunReplication(ctx context.Context, cfg ReplConfig) (*ReplResult, error) {
 	for round := 1; round <= res.Rounds; round++ {
 		for _, setup := range roundOrder(cfg.Setups, round) {
 			b.Logger.Info("replication setup", zap.String("setup", setup.Name), zap.Int("round", round))
-			dir := filepath.Join(work, fmt.Sprintf("%s-%d", setup.Name, round))
+			dir := filepath.Join(work, setup.Name)
+			if res.Rounds > 1 {
+				dir += fmt.Sprintf(".r%d", round)
+			}
 			run, err := runReplSetup(ctx, cfg, b, setup, dir)
 			if err != nil {
 				return res, fmt.Errorf("%s (round %d): %w", setup.Name, round, err)

@@ -21,8 +21,8 @@ var splitOrder = []string{"insert", "log-write", "log-replication", "compaction"
 func (r *ReplResult) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "replication: %s, %d records, %d ops, %d threads, L0 %d pairs, growth %d, seed %d, server procs %s, client procs %s",
 		r.Sizes, r.Records, r.Ops, r.Threads, r.L0Pairs, r.Growth, r.Seed, procs(r.ServerProcs), procs(r.ClientProcs))
-	if r.Rounds > 1 {
-		fmt.Fprintf(w, ", %d rounds (every other one in reverse order)", r.Rounds)
+	if n := len(r.rounds()); n > 1 || r.Rounds > 1 {
+		fmt.Fprintf(w, ", %d of %d rounds (every other one in reverse order)", n, max(r.Rounds, n))
 	}
 	fmt.Fprint(w, "\n\n")
 	multi := len(r.rounds()) > 1
@@ -98,6 +98,7 @@ func (r *ReplResult) writeRatios(w io.Writer, title string, shared bool) error {
 	}
 	var keys []key
 	vals := map[key][][]float64{} // per key, per round: the columns
+	of := map[key][]int{}         // per key: the round of each row
 	for _, f := range []int{2, 3} {
 		for _, round := range rounds {
 			si, bi := r.runIn(round, "send-index", f, false), r.runIn(round, "build-index", f, shared)
@@ -114,8 +115,9 @@ func (r *ReplResult) writeRatios(w io.Writer, title string, shared bool) error {
 				row := []float64{s.OpsPerSec / b.OpsPerSec, cpu, b.IOAmp / s.IOAmp, b.EngineIOAmp / s.EngineIOAmp, b.NetAmp / s.NetAmp,
 					float64(bi.PeakRSSSum) / float64(max(si.PeakRSSSum, 1))}
 				if !shared {
-					share := math.NaN()
+					share := math.NaN() // not measured: no No-Replication run
 					if nr != nil && i < len(nr.Phases) {
+						share = math.Inf(1) // no gain possible: a ceiling of 1x or less
 						if c := ceilings(b, &nr.Phases[i], f).cpu; c > 1 {
 							share = 100 * (cpu - 1) / (c - 1)
 						}
@@ -127,6 +129,7 @@ func (r *ReplResult) writeRatios(w io.Writer, title string, shared bool) error {
 					keys = append(keys, k)
 				}
 				vals[k] = append(vals[k], row)
+				of[k] = append(of[k], round)
 			}
 		}
 	}
@@ -156,6 +159,8 @@ func (r *ReplResult) writeRatios(w io.Writer, title string, shared bool) error {
 		switch {
 		case math.IsNaN(v):
 			return "-"
+		case math.IsInf(v, 1):
+			return "n/a"
 		case !shared && i == 6:
 			return fmt.Sprintf("%.0f", v)
 		}
@@ -166,7 +171,7 @@ func (r *ReplResult) writeRatios(w io.Writer, title string, shared bool) error {
 		for j, row := range rows {
 			lead := fmt.Sprintf("%d\t%s\t", k.f, k.phase)
 			if multi {
-				lead += fmt.Sprintf("%d\t", rounds[j])
+				lead += fmt.Sprintf("%d\t", of[k][j])
 			}
 			fmt.Fprintf(tw, "%s%s\n", lead, cells(row, plain))
 		}
@@ -176,8 +181,8 @@ func (r *ReplResult) writeRatios(w io.Writer, title string, shared bool) error {
 		med, lo, hi := columnStats(rows)
 		fmt.Fprintf(tw, "%d\t%s\tmedian\t%s\n", k.f, k.phase, cells(med, plain))
 		fmt.Fprintf(tw, "%d\t%s\trange\t%s\n", k.f, k.phase, cells(lo, func(i int, v float64) string {
-			if math.IsNaN(v) {
-				return "-"
+			if math.IsNaN(v) || math.IsInf(v, 1) {
+				return plain(i, v)
 			}
 			return plain(i, v) + ".." + plain(i, hi[i])
 		}))
@@ -186,14 +191,15 @@ func (r *ReplResult) writeRatios(w io.Writer, title string, shared bool) error {
 }
 
 // columnStats is the median, least and greatest of every column of rows
-// (NaN, not measured, left out; NaN when a column has no value).
+// (NaN, not measured, and +Inf, nothing to measure, left out; NaN when a
+// column has no value left).
 func columnStats(rows [][]float64) (med, lo, hi []float64) {
 	n := len(rows[0])
 	med, lo, hi = make([]float64, n), make([]float64, n), make([]float64, n)
 	for i := range n {
 		var col []float64
 		for _, row := range rows {
-			if !math.IsNaN(row[i]) {
+			if !math.IsNaN(row[i]) && !math.IsInf(row[i], 1) {
 				col = append(col, row[i])
 			}
 		}
@@ -274,11 +280,13 @@ func (r *ReplResult) writeCeilings(w io.Writer) error {
 				mark := ""
 				if gc := b.EngineIOByKind["gc"].Total(); gc > 0 {
 					mark = "*"
-					gcNotes = append(gcNotes, fmt.Sprintf("%d-way %s: %.0f MB", f, b.Phase, float64(gc)/1e6))
 				}
 				label := b.Phase
 				if len(rounds) > 1 {
 					label = fmt.Sprintf("%s, round %d", b.Phase, round)
+				}
+				if mark != "" {
+					gcNotes = append(gcNotes, fmt.Sprintf("%d-way %s: %.0f MB", f, label, float64(b.EngineIOByKind["gc"].Total())/1e6))
 				}
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f%s\t%.2f%s\t\n", f, label, optRatio(c.cpu), c.device, mark, c.engine, mark)
 			}

@@ -242,3 +242,62 @@ func TestMedian(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteTableRounds: with runs of two rounds every table says which
+// round a row is (the runs, memory and CPU split tables first, the ratio
+// tables after the phase), a round without the pair compared is left out
+// of that table without renumbering the others, the Build-IndexRL table
+// has no ceiling share, and a ceiling of 1x or less shows as n/a.
+func TestWriteTableRounds(t *testing.T) {
+	eng := ioByKind{"log": {Written: 300}, "compaction": {Read: 240, Written: 300}}
+	phase := func(opsPerSec, cpuSeconds float64) PhaseResult {
+		p := replPhase("Load A", 1000, opsPerSec, cpuSeconds, eng, IOBytes{Written: 300})
+		p.IOAmp, p.EngineIOAmp, p.NetAmp = 1, 1, 1
+		return p
+	}
+	run := func(round int, setup ReplSetup, opsPerSec, cpuSeconds float64) ReplRun {
+		return ReplRun{Round: round, Setup: setup, Phases: []PhaseResult{phase(opsPerSec, cpuSeconds)}, PeakRSSSum: 100,
+			CPUSplit: map[string]float64{"insert": 1}, Memory: []ServerMemory{{Name: "rs1", PeakRSS: 100 << 20}}}
+	}
+	nr := ReplSetup{Name: "no-rep", Factor: 1}
+	bi := ReplSetup{Name: "build-index-3", Mode: "build-index", Factor: 3}
+	rl := ReplSetup{Name: "build-index-rl-3", Mode: "build-index", Factor: 3, SharedL0: true}
+	si := ReplSetup{Name: "send-index-3", Mode: "send-index", Factor: 3}
+	r := &ReplResult{Rounds: 3, Runs: []ReplRun{
+		// Round 1: no-rep slower than Build-Index (a ceiling below 1x).
+		run(1, nr, 100, 30e-3), run(1, bi, 100, 20e-3), run(1, si, 120, 10e-3), run(1, rl, 100, 40e-3),
+		// Round 2: no Send-Index.
+		run(2, rl, 100, 40e-3), run(2, bi, 100, 20e-3), run(2, nr, 100, 10e-3),
+		run(3, nr, 100, 10e-3), run(3, bi, 100, 20e-3), run(3, si, 150, 10e-3), run(3, rl, 100, 20e-3),
+	}}
+	var buf bytes.Buffer
+	if err := r.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	rows := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		rows[strings.Join(strings.Fields(line), " ")] = true
+	}
+	for _, want := range []string{
+		"2 build-index-rl-3 Load A 100 40.0 -40.0 1.00 1.00 1.00 0 0 0.0 0", // runs: round first
+		"2 build-index-rl-3 0 0 rs1 100 0 -",                                // memory
+		"3 Load A 1 1.20 2.00 1.00 1.00 1.00 1.00 n/a",                      // SI over BI, round 1: ceiling 0.67x
+		"3 Load A 3 1.50 2.00 1.00 1.00 1.00 1.00 100",                      // round 3, not renumbered 2
+		"3 Load A median 1.35 2.00 1.00 1.00 1.00 1.00 100",
+		"3 Load A range 1.20..1.50 2.00..2.00 1.00..1.00 1.00..1.00 1.00..1.00 1.00..1.00 100..100",
+		"3 Load A 1 1.20 4.00 1.00 1.00 1.00 1.00", // SI over BI-RL: no share column
+		"3 Load A 3 1.50 2.00 1.00 1.00 1.00 1.00",
+		"3 Load A, round 2 2.00 1.00 1.24",
+	} {
+		if !rows[want] {
+			t.Errorf("tables lack %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(out, ", 3 of 3 rounds (every other one in reverse order)") {
+		t.Errorf("the header does not say the rounds:\n%s", out)
+	}
+	if strings.Contains(out, "3 Load A 2 ") {
+		t.Errorf("a ratio row for round 2, which has no Send-Index run:\n%s", out)
+	}
+}
