@@ -377,11 +377,24 @@ func (c *inprocCluster) readBack(what string, acked map[string]string) {
 	t := c.t
 	t.Helper()
 	ctx := ctxFor(t, 30*time.Second)
+	unavailable := 0
 	for k, want := range acked {
 		got, err := c.cl.Get(ctx, []byte(k))
+		// A server may refuse reads for a while (its lease lapses when a
+		// loaded machine delays its session's renewal; a region being
+		// promoted): safe, and what a client retries. A wrong value, or a
+		// refusal for the whole 30 s, fails.
+		for errors.Is(err, client.ErrUnavailable) && ctx.Err() == nil {
+			unavailable++
+			time.Sleep(10 * time.Millisecond)
+			got, err = c.cl.Get(ctx, []byte(k))
+		}
 		if err != nil || string(got) != want {
 			t.Fatalf("%s: get %s = %q, %v; want %q", what, k, got, err, want)
 		}
+	}
+	if unavailable > 0 {
+		t.Logf("%s: %d reads answered UNAVAILABLE first, retried", what, unavailable)
 	}
 }
 
