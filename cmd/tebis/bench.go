@@ -42,6 +42,7 @@ func benchCommand() *cli.Command {
 				&cli.Int64Flag{Name: "disk-bw-bytes", Value: bench.DefaultDiskBWBytes, Usage: "size of the sequential write test (0: skip)"},
 				&cli.StringFlag{Name: "json", Usage: "also write the results as JSON to this file"},
 				&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the whole run to this file"},
+				&cli.IntFlag{Name: "rounds", Value: 1, Usage: fmt.Sprintf("run the engines this many times (at most %d), every other round in reverse order; with two engines, their ratios within each round, then the median and range", bench.MaxRounds)},
 			}, append(procsFlags(), tlsFlags()...)...),
 			Action: benchEngine,
 		}}, append(benchRDMACommands(), benchYCSBCommand(), benchReplicationCommand(), benchCurvesCommand(), benchPlotCommand())...),
@@ -49,6 +50,9 @@ func benchCommand() *cli.Command {
 }
 
 func benchEngine(c *cli.Context) error {
+	if n := c.Int("rounds"); n < 1 || n > bench.MaxRounds {
+		return fmt.Errorf("--rounds %d: want 1 to %d", n, bench.MaxRounds)
+	}
 	log, err := newLogger(c)
 	if err != nil {
 		return err
@@ -87,6 +91,7 @@ func benchEngine(c *cli.Context) error {
 		SegmentSize:     c.Int64("segment-size"),
 		Seed:            seed,
 		DiskBWBytes:     c.Int64("disk-bw-bytes"),
+		Rounds:          c.Int("rounds"),
 		Progress:        progress.Reporter{W: os.Stderr, Bar: stderrIsTerminal()},
 		Logger:          log,
 	}

@@ -22,7 +22,7 @@ func benchReplicationCommand() *cli.Command {
 			&cli.Int64Flag{Name: "recordcount", Value: 1_000_000, Usage: "records loaded by Load A"},
 			&cli.IntFlag{Name: "threads", Value: 16, Usage: "client goroutines"},
 			&cli.StringFlag{Name: "json", Usage: "also write the results as JSON to this file"},
-			&cli.IntFlag{Name: "rounds", Value: 1, Usage: fmt.Sprintf("run the setups this many times (at most %d), every other round in reverse order; ratios are taken within a round, then their median and range", bench.MaxReplRounds)},
+			&cli.IntFlag{Name: "rounds", Value: 1, Usage: fmt.Sprintf("run the setups this many times (at most %d), every other round in reverse order; ratios are taken within a round, then their median and range", bench.MaxRounds)},
 		}, replFlags()...),
 		Action: benchReplication,
 	}
@@ -52,8 +52,8 @@ func replFlags() []cli.Flag {
 }
 
 func benchReplication(c *cli.Context) error {
-	if n := c.Int("rounds"); n < 1 || n > bench.MaxReplRounds {
-		return fmt.Errorf("--rounds %d: want 1 to %d", n, bench.MaxReplRounds)
+	if n := c.Int("rounds"); n < 1 || n > bench.MaxRounds {
+		return fmt.Errorf("--rounds %d: want 1 to %d", n, bench.MaxRounds)
 	}
 	log, err := newLogger(c)
 	if err != nil {

@@ -35,6 +35,8 @@ type Result struct {
 	ServerProcs int    `json:"server_procs,omitempty"`
 	ClientProcs int    `json:"client_procs,omitempty"`
 	GoVersion   string `json:"go_version"`
+	// Rounds is how many times every engine ran (Config.Rounds).
+	Rounds int `json:"rounds,omitempty"`
 	// DiskWriteBps is the sequential write bandwidth of the data
 	// directory's device in bytes/s (0 when not measured).
 	DiskWriteBps float64 `json:"disk_seq_write_bytes_per_sec"`
@@ -139,15 +141,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.DiskSyncedWriteBps, res.DiskSyncChunk = bw, chunk
 		log.Info("disk sequential write, synced per segment", zap.Float64("MB/s", bw/1e6), zap.Int64("chunk", chunk))
 	}
-	for _, name := range cfg.Engines {
-		dir := filepath.Join(work, name)
-		pr, err := runEngine(ctx, cfg, name, dir, phases)
-		res.Phases = append(res.Phases, pr...)
-		if !cfg.Keep {
-			_ = os.RemoveAll(dir) // free the space before the next engine
-		}
-		if err != nil {
-			return res, err
+	res.Rounds = max(cfg.Rounds, 1)
+	for round := 1; round <= res.Rounds; round++ {
+		for _, name := range roundEngines(cfg.Engines, round) {
+			dir := filepath.Join(work, name)
+			if res.Rounds > 1 {
+				dir += fmt.Sprintf(".r%d", round)
+			}
+			pr, err := runEngine(ctx, cfg, name, dir, phases)
+			for i := range pr {
+				pr[i].Round = round
+			}
+			res.Phases = append(res.Phases, pr...)
+			if !cfg.Keep {
+				_ = os.RemoveAll(dir) // free the space before the next engine
+			}
+			if err != nil {
+				return res, err
+			}
 		}
 	}
 	if cfg.DiskBWBytes > 0 {
@@ -220,4 +231,14 @@ func runEngine(ctx context.Context, cfg Config, name, dir string, phases []ycsb.
 			zap.Float64("ops/s", r.OpsPerSec), zap.Float64("idle_wait_s", r.IdleWait))
 	}
 	return out, nil
+}
+
+// roundEngines is the order in which round (1-based) runs the engines:
+// as given in odd rounds, reversed in even ones.
+func roundEngines(engines []string, round int) []string {
+	order := slices.Clone(engines)
+	if round%2 == 0 {
+		slices.Reverse(order)
+	}
+	return order
 }

@@ -103,6 +103,8 @@ func TestConfigErrors(t *testing.T) {
 		{Engines: []string{"rocksdb"}, RecordCount: 10},
 		{Engines: []string{"pebble"}, RecordCount: 0},
 		{Engines: []string{"pebble"}, RecordCount: 10, Phases: []string{"a"}},
+		{Engines: []string{"pebble"}, RecordCount: 10, Rounds: -1},
+		{Engines: []string{"pebble"}, RecordCount: 10, Rounds: MaxRounds + 1},
 	} {
 		_, err := Run(context.Background(), cfg)
 		if !errors.Is(err, ErrBadConfig) && !errors.Is(err, ErrUnknownEngine) {

@@ -86,7 +86,12 @@ type Config struct {
 	TargetRate float64
 	// PIDs are server processes whose CPU and device I/O each phase adds
 	// to its figures (resource accounting for a running cluster).
-	PIDs     []int
+	PIDs []int
+	// Rounds runs the engines this many times (0: once), each round on
+	// fresh data, every other round in reverse order (so neither engine
+	// always runs first on a host whose speed drifts): with two engines
+	// the report gives each round's ratios, their median and range.
+	Rounds   int
 	Progress progress.Reporter
 	Logger   *zap.Logger
 }
@@ -122,6 +127,9 @@ func (c Config) checkProcs() error {
 func (c Config) validate() ([]ycsb.Workload, error) {
 	if err := c.checkProcs(); err != nil {
 		return nil, err
+	}
+	if c.Rounds < 0 || c.Rounds > MaxRounds {
+		return nil, fmt.Errorf("%w: %d rounds (0 to %d)", ErrBadConfig, c.Rounds, MaxRounds)
 	}
 	if c.RecordCount < 1 || c.OperationCount < 0 || c.Threads < 1 {
 		return nil, fmt.Errorf("%w: recordcount %d, operationcount %d, threads %d", ErrBadConfig, c.RecordCount, c.OperationCount, c.Threads)

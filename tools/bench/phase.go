@@ -15,7 +15,9 @@ import (
 
 // PhaseResult is one engine's measurements for one workload phase.
 type PhaseResult struct {
-	Engine     string  `json:"engine"`
+	Engine string `json:"engine"`
+	// Round is the round of the engine's run (1-based; Config.Rounds).
+	Round      int     `json:"round,omitempty"`
 	Phase      string  `json:"phase"`
 	Ops        int64   `json:"ops"`
 	Seconds    float64 `json:"seconds"`     // time the operations took

@@ -88,8 +88,8 @@ type ReplConfig struct {
 	Rounds int
 }
 
-// MaxReplRounds bounds ReplConfig.Rounds.
-const MaxReplRounds = 20
+// MaxRounds bounds ReplConfig.Rounds and Config.Rounds.
+const MaxRounds = 20
 
 // roundOrder is the order in which round (1-based) runs the setups: as
 // given in odd rounds, reversed in even ones, so that a setup run early
@@ -173,8 +173,8 @@ func RunReplication(ctx context.Context, cfg ReplConfig) (*ReplResult, error) {
 	b.DiskBWBytes = 0
 	res := &ReplResult{Started: time.Now(), Seed: b.Seed, Sizes: b.Sizes.String(), Records: b.RecordCount, Ops: b.OperationCount,
 		Threads: b.Threads, L0Pairs: b.L0Pairs, Growth: b.GrowthFactor, ServerProcs: b.ServerProcs, ClientProcs: b.ClientProcs, Rounds: max(cfg.Rounds, 1)}
-	if cfg.Rounds < 0 || cfg.Rounds > MaxReplRounds {
-		return nil, fmt.Errorf("%w: %d rounds (0 to %d)", ErrBadConfig, cfg.Rounds, MaxReplRounds)
+	if cfg.Rounds < 0 || cfg.Rounds > MaxRounds {
+		return nil, fmt.Errorf("%w: %d rounds (0 to %d)", ErrBadConfig, cfg.Rounds, MaxRounds)
 	}
 	if err := b.checkProcs(); err != nil {
 		return nil, err

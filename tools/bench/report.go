@@ -68,6 +68,76 @@ func (r *Result) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintln(w)
 	}
+	rounds := r.rounds()
+	if len(rounds) <= 1 {
+		return r.writeBody(w)
+	}
+	fmt.Fprintf(w, "%d of %d rounds, the engines' order reversed every other round\n", len(rounds), max(r.Rounds, len(rounds)))
+	for _, round := range rounds {
+		sub := *r
+		sub.Phases = slices.DeleteFunc(slices.Clone(r.Phases), func(p PhaseResult) bool { return p.Round != round })
+		fmt.Fprintf(w, "\nround %d (%s first):\n", round, sub.Phases[0].Engine)
+		if err := sub.writeBody(w); err != nil {
+			return err
+		}
+	}
+	return r.writeRoundRatios(w, rounds)
+}
+
+// rounds lists the rounds of the phases, in the order they first appear.
+func (r *Result) rounds() []int {
+	var rounds []int
+	for _, p := range r.Phases {
+		if !slices.Contains(rounds, p.Round) {
+			rounds = append(rounds, p.Round)
+		}
+	}
+	return rounds
+}
+
+// writeRoundRatios prints, with two engines, each phase's throughput and
+// CPU-per-operation ratios (first engine over second) in every round that
+// ran both, then their median and range.
+func (r *Result) writeRoundRatios(w io.Writer, rounds []int) error {
+	if len(r.Engines) != 2 {
+		return nil
+	}
+	a, b := r.Engines[0], r.Engines[1]
+	fmt.Fprintf(w, "\n%s/%s within each round:\n", a, b)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "phase\tround\tops/s ratio\tcpu µs/op ratio\t\n")
+	for _, phase := range r.phaseNames() {
+		var ops, cpu []float64
+		for _, round := range rounds {
+			pa, okA := r.phaseIn(round, a, phase)
+			pb, okB := r.phaseIn(round, b, phase)
+			if !okA || !okB || pb.OpsPerSec == 0 || pb.CPUPerOp == 0 {
+				continue
+			}
+			ops, cpu = append(ops, pa.OpsPerSec/pb.OpsPerSec), append(cpu, pa.CPUPerOp/pb.CPUPerOp)
+			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t\n", phase, round, ops[len(ops)-1], cpu[len(cpu)-1])
+		}
+		if len(ops) > 1 {
+			fmt.Fprintf(tw, "%s\tmedian\t%.2f\t%.2f\t\n", phase, median(ops), median(cpu))
+			fmt.Fprintf(tw, "%s\trange\t%.2f..%.2f\t%.2f..%.2f\t\n", phase, slices.Min(ops), slices.Max(ops), slices.Min(cpu), slices.Max(cpu))
+		}
+	}
+	return tw.Flush()
+}
+
+// phaseIn is the engine's phase of that name in round.
+func (r *Result) phaseIn(round int, engine, phase string) (PhaseResult, bool) {
+	for _, p := range r.Phases {
+		if p.Round == round && p.Engine == engine && p.Phase == phase {
+			return p, true
+		}
+	}
+	return PhaseResult{}, false
+}
+
+// writeBody prints the side-by-side table, warnings and counters of the
+// result's phases.
+func (r *Result) writeBody(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	ratio := len(r.Engines) == 2
 	fmt.Fprintf(tw, labelFmt+"\t", "phase", "metric")
