@@ -112,10 +112,7 @@ func TestWriteTableBuildIndexRL(t *testing.T) {
 	if strings.Contains(out, "Send-Index vs Build-Index (same run)") {
 		t.Errorf("a Build-Index table without a Build-Index run:\n%s", out)
 	}
-	rows := map[string]bool{}
-	for _, line := range strings.Split(out, "\n") {
-		rows[strings.Join(strings.Fields(line), " ")] = true
-	}
+	rows := tableRows(out)
 	for _, want := range []string{
 		"3 Load A 1.32 2.00 3.00 1.00 1.00 1.50", // throughput, CPU, device I/O, engine I/O, net, memory
 		"build-index-rl-3 32 3 rs1 150 150 rs1 300",
@@ -154,6 +151,16 @@ func TestReplServerSpec(t *testing.T) {
 	}
 }
 
+// roundPhase is a Load A of 1000 operations whose amplifications are all
+// 1, at opsPerSec with the servers' cpuSeconds: the rounds tests' runs
+// differ in these two only.
+func roundPhase(opsPerSec, cpuSeconds float64) PhaseResult {
+	eng := ioByKind{"log": {Written: 300}, "compaction": {Read: 240, Written: 300}}
+	p := replPhase("Load A", 1000, opsPerSec, cpuSeconds, eng, IOBytes{Written: 300})
+	p.IOAmp, p.EngineIOAmp, p.NetAmp = 1, 1, 1
+	return p
+}
+
 // TestRoundOrder: odd rounds run the setups as given, even ones reversed.
 func TestRoundOrder(t *testing.T) {
 	setups := []ReplSetup{{Name: "a"}, {Name: "b"}, {Name: "c"}}
@@ -179,12 +186,7 @@ func TestRoundOrder(t *testing.T) {
 // given as a share of the same round's ceiling, and the median and range
 // over the rounds follow.
 func TestWriteRatiosRounds(t *testing.T) {
-	eng := ioByKind{"log": {Written: 300}, "compaction": {Read: 240, Written: 300}}
-	phase := func(opsPerSec, cpuSeconds float64) PhaseResult {
-		p := replPhase("Load A", 1000, opsPerSec, cpuSeconds, eng, IOBytes{Written: 300})
-		p.IOAmp, p.EngineIOAmp, p.NetAmp = 1, 1, 1
-		return p
-	}
+	phase := roundPhase
 	var runs []ReplRun
 	// Per round: No-Replication, Build-Index, Send-Index server CPU
 	// seconds for 1000 ops and throughputs. Ceiling 2x in every round;
@@ -206,10 +208,7 @@ func TestWriteRatiosRounds(t *testing.T) {
 	if err := r.writeRatios(&buf, "SI vs BI", false); err != nil {
 		t.Fatal(err)
 	}
-	rows := map[string]bool{}
-	for _, line := range strings.Split(buf.String(), "\n") {
-		rows[strings.Join(strings.Fields(line), " ")] = true
-	}
+	rows := tableRows(buf.String())
 	for _, want := range []string{
 		"3 Load A 1 1.20 1.50 1.00 1.00 1.00 2.00 50",
 		"3 Load A 2 0.80 1.25 1.00 1.00 1.00 2.00 25",
@@ -249,12 +248,7 @@ func TestMedian(t *testing.T) {
 // of that table without renumbering the others, the Build-IndexRL table
 // has no ceiling share, and a ceiling of 1x or less shows as n/a.
 func TestWriteTableRounds(t *testing.T) {
-	eng := ioByKind{"log": {Written: 300}, "compaction": {Read: 240, Written: 300}}
-	phase := func(opsPerSec, cpuSeconds float64) PhaseResult {
-		p := replPhase("Load A", 1000, opsPerSec, cpuSeconds, eng, IOBytes{Written: 300})
-		p.IOAmp, p.EngineIOAmp, p.NetAmp = 1, 1, 1
-		return p
-	}
+	phase := roundPhase
 	run := func(round int, setup ReplSetup, opsPerSec, cpuSeconds float64) ReplRun {
 		return ReplRun{Round: round, Setup: setup, Phases: []PhaseResult{phase(opsPerSec, cpuSeconds)}, PeakRSSSum: 100,
 			CPUSplit: map[string]float64{"insert": 1}, Memory: []ServerMemory{{Name: "rs1", PeakRSS: 100 << 20}}}
@@ -270,15 +264,8 @@ func TestWriteTableRounds(t *testing.T) {
 		run(2, rl, 100, 40e-3), run(2, bi, 100, 20e-3), run(2, nr, 100, 10e-3),
 		run(3, nr, 100, 10e-3), run(3, bi, 100, 20e-3), run(3, si, 150, 10e-3), run(3, rl, 100, 20e-3),
 	}}
-	var buf bytes.Buffer
-	if err := r.WriteTable(&buf); err != nil {
-		t.Fatal(err)
-	}
-	out := buf.String()
-	rows := map[string]bool{}
-	for _, line := range strings.Split(out, "\n") {
-		rows[strings.Join(strings.Fields(line), " ")] = true
-	}
+	out := tableOf(t, r)
+	rows := tableRows(out)
 	for _, want := range []string{
 		"2 build-index-rl-3 Load A 100 40.0 -40.0 1.00 1.00 1.00 0 0 0.0 0", // runs: round first
 		"2 build-index-rl-3 0 0 rs1 100 0 -",                                // memory

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -37,15 +38,8 @@ func TestWriteTableEngineRounds(t *testing.T) {
 		ph("tebis", "Run C", 2, 100, 4), // the server's Run C of round 2 missing
 		ph("server", "Run C", 3, 40, 8), ph("tebis", "Run C", 3, 100, 4),
 	}}
-	var buf bytes.Buffer
-	if err := r.WriteTable(&buf); err != nil {
-		t.Fatal(err)
-	}
-	out := buf.String()
-	rows := map[string]bool{}
-	for _, line := range strings.Split(out, "\n") {
-		rows[strings.Join(strings.Fields(line), " ")] = true
-	}
+	out := tableOf(t, r)
+	rows := tableRows(out)
 	for _, want := range []string{
 		"3 of 3 rounds, the engines' order reversed every other round",
 		"round 1 (server first):",
@@ -66,4 +60,24 @@ func TestWriteTableEngineRounds(t *testing.T) {
 	if rows["Run C 2 1.00 1.00"] || strings.Contains(out, "Run C 2 ") {
 		t.Errorf("a ratio for a round without both engines' phase:\n%s", out)
 	}
+}
+
+// tableRows is the set of out's lines, each with its runs of spaces as
+// one space (tabwriter's alignment removed).
+func tableRows(out string) map[string]bool {
+	rows := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		rows[strings.Join(strings.Fields(line), " ")] = true
+	}
+	return rows
+}
+
+// tableOf is what r's WriteTable prints.
+func tableOf(t *testing.T, r interface{ WriteTable(io.Writer) error }) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := r.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
 }
