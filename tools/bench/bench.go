@@ -143,11 +143,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Rounds = max(cfg.Rounds, 1)
 	for round := 1; round <= res.Rounds; round++ {
-		for _, name := range roundEngines(cfg.Engines, round) {
-			dir := filepath.Join(work, name)
-			if res.Rounds > 1 {
-				dir += fmt.Sprintf(".r%d", round)
-			}
+		for _, name := range roundOrder(cfg.Engines, round) {
+			dir := roundDir(filepath.Join(work, name), res.Rounds, round)
 			pr, err := runEngine(ctx, cfg, name, dir, phases)
 			for i := range pr {
 				pr[i].Round = round
@@ -231,14 +228,4 @@ func runEngine(ctx context.Context, cfg Config, name, dir string, phases []ycsb.
 			zap.Float64("ops/s", r.OpsPerSec), zap.Float64("idle_wait_s", r.IdleWait))
 	}
 	return out, nil
-}
-
-// roundEngines is the order in which round (1-based) runs the engines:
-// as given in odd rounds, reversed in even ones.
-func roundEngines(engines []string, round int) []string {
-	order := slices.Clone(engines)
-	if round%2 == 0 {
-		slices.Reverse(order)
-	}
-	return order
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"syscall"
@@ -86,20 +85,6 @@ type ReplConfig struct {
 	// a host whose speed drifts, each ratio is then taken within a round
 	// and the report gives their median and range.
 	Rounds int
-}
-
-// MaxRounds bounds ReplConfig.Rounds and Config.Rounds.
-const MaxRounds = 20
-
-// roundOrder is the order in which round (1-based) runs the setups: as
-// given in odd rounds, reversed in even ones, so that a setup run early
-// in one round runs late in the next.
-func roundOrder(setups []ReplSetup, round int) []ReplSetup {
-	order := slices.Clone(setups)
-	if round%2 == 0 {
-		slices.Reverse(order)
-	}
-	return order
 }
 
 // ServerMemory is one server process's peak memory over a setup's run.
@@ -201,10 +186,7 @@ func RunReplication(ctx context.Context, cfg ReplConfig) (*ReplResult, error) {
 	for round := 1; round <= res.Rounds; round++ {
 		for _, setup := range roundOrder(cfg.Setups, round) {
 			b.Logger.Info("replication setup", zap.String("setup", setup.Name), zap.Int("round", round))
-			dir := filepath.Join(work, setup.Name)
-			if res.Rounds > 1 {
-				dir += fmt.Sprintf(".r%d", round)
-			}
+			dir := roundDir(filepath.Join(work, setup.Name), res.Rounds, round)
 			run, err := runReplSetup(ctx, cfg, b, setup, dir)
 			if err != nil {
 				return res, fmt.Errorf("%s (round %d): %w", setup.Name, round, err)

@@ -21,11 +21,12 @@ var splitOrder = []string{"insert", "log-write", "log-replication", "compaction"
 func (r *ReplResult) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "replication: %s, %d records, %d ops, %d threads, L0 %d pairs, growth %d, seed %d, server procs %s, client procs %s",
 		r.Sizes, r.Records, r.Ops, r.Threads, r.L0Pairs, r.Growth, r.Seed, procs(r.ServerProcs), procs(r.ClientProcs))
-	if n := len(r.rounds()); n > 1 || r.Rounds > 1 {
+	n := len(r.rounds())
+	if n > 1 || r.Rounds > 1 {
 		fmt.Fprintf(w, ", %d of %d rounds (every other one in reverse order)", n, max(r.Rounds, n))
 	}
 	fmt.Fprint(w, "\n\n")
-	multi := len(r.rounds()) > 1
+	multi := n > 1
 	// roundCol is a run's first column when the setups ran in rounds.
 	roundCol := func(run ReplRun) string {
 		if !multi {
@@ -212,17 +213,6 @@ func columnStats(rows [][]float64) (med, lo, hi []float64) {
 	return med, lo, hi
 }
 
-// median of a non-empty sample (the mean of the middle two for an even
-// count).
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 // writeMemory prints every setup's L0 per replica and its servers' peak
 // memory over the whole run.
 func (r *ReplResult) writeMemory(w io.Writer) error {
@@ -340,13 +330,7 @@ func optRatio(v float64) string {
 
 // rounds lists the rounds of the runs, in the order they first appear.
 func (r *ReplResult) rounds() []int {
-	var rounds []int
-	for _, run := range r.Runs {
-		if !slices.Contains(rounds, run.Round) {
-			rounds = append(rounds, run.Round)
-		}
-	}
-	return rounds
+	return distinct(r.Runs, func(run ReplRun) int { return run.Round })
 }
 
 // runIn is the first run of round of the setup of that mode, replica

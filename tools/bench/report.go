@@ -86,13 +86,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 
 // rounds lists the rounds of the phases, in the order they first appear.
 func (r *Result) rounds() []int {
-	var rounds []int
-	for _, p := range r.Phases {
-		if !slices.Contains(rounds, p.Round) {
-			rounds = append(rounds, p.Round)
-		}
-	}
-	return rounds
+	return distinct(r.Phases, func(p PhaseResult) int { return p.Round })
 }
 
 // writeRoundRatios prints, with two engines, each phase's throughput and
@@ -212,13 +206,7 @@ func (r *Result) writeBreakdown(w io.Writer) {
 }
 
 func (r *Result) phaseNames() []string {
-	var names []string
-	for _, p := range r.Phases {
-		if !slices.Contains(names, p.Phase) {
-			names = append(names, p.Phase)
-		}
-	}
-	return names
+	return distinct(r.Phases, func(p PhaseResult) string { return p.Phase })
 }
 
 func (r *Result) phase(engine, phase string) (PhaseResult, bool) {

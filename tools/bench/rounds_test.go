@@ -9,16 +9,16 @@ import (
 )
 
 // TestRoundEngines: odd rounds run the engines as given, even ones
-// reversed, and the argument is left alone.
+// reversed, and the argument is left alone (roundOrder, as for setups).
 func TestRoundEngines(t *testing.T) {
 	engines := []string{"server", "tebis"}
 	for round, want := range map[int][]string{1: {"server", "tebis"}, 2: {"tebis", "server"}, 3: {"server", "tebis"}} {
-		if got := roundEngines(engines, round); !slices.Equal(got, want) {
+		if got := roundOrder(engines, round); !slices.Equal(got, want) {
 			t.Errorf("round %d: %v, want %v", round, got, want)
 		}
 	}
 	if !slices.Equal(engines, []string{"server", "tebis"}) {
-		t.Errorf("roundEngines changed its argument: %v", engines)
+		t.Errorf("roundOrder changed its argument: %v", engines)
 	}
 }
 
