@@ -154,7 +154,7 @@ func (r *Backup) adoptLocked(primarySeg, primarySeq uint64, image []byte, end in
 			return 0, err
 		}
 	}
-	err := r.v.writeAt(image[from:end], g.fileOff(c.seg)+from, IOLog)
+	err := r.v.writeSpan(image, g.fileOff(c.seg), from, end, IOLog, true, false)
 	if err == nil {
 		err = r.v.syncData()
 	}

@@ -27,6 +27,9 @@ type builder struct {
 	logRefs   map[uint64]struct{}
 	allocated []segRef
 	lastKey   []byte
+	// direct: the region is a follower, its segments written past the
+	// page cache (Volume.writeSpan).
+	direct bool
 }
 
 func newBuilder(v *Volume, region uint64, level int, onSegment func(BuiltSegment) error) *builder {
@@ -117,7 +120,7 @@ func (b *builder) finishSegment() error {
 	segHeader{Kind: segKindIndex, Level: uint8(b.level), Height: uint8(b.segHeight), Region: b.region,
 		PrimarySeg: b.seg.seg, Seq: b.seg.seq, SegNo: b.seg.seg}.encode(b.segBuf)
 	data := b.segBuf[:b.segOff]
-	if err := b.v.writeAt(data, b.g.fileOff(b.seg.seg), IOCompaction); err != nil {
+	if err := b.v.writeSpan(b.segBuf, b.g.fileOff(b.seg.seg), 0, b.segOff, IOCompaction, b.direct, true); err != nil {
 		return err
 	}
 	b.desc.segs = append(b.desc.segs, b.seg)

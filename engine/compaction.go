@@ -229,6 +229,7 @@ func (r *regionCore) mergeInstall(info CompactionInfo, srcs []source, ver *versi
 		r.listener.SegmentBuilt(info, s)
 		return nil
 	})
+	b.direct = r.follower.Load()
 	// A level's pointers name records below the recovery point (an L0
 	// compaction's: below rp, the end of the frozen L0), so the segments
 	// a pointer may still be read in are those of the log up to it: every

@@ -36,7 +36,7 @@ func (v *Volume) WriteSegment(seg uint64, data []byte) error {
 	if h.SegNo != seg || h.Seq != v.alloc.seqOf(seg) {
 		return fmt.Errorf("%w: image is for segment %d seq %d, not segment %d seq %d", ErrBadOptions, h.SegNo, h.Seq, seg, v.alloc.seqOf(seg))
 	}
-	return v.writeAt(data, v.g.fileOff(seg), IOCompaction)
+	return v.writeSpan(data, v.g.fileOff(seg), 0, int64(len(data)), IOCompaction, true, true)
 }
 
 // InstalledLevel describes a level whose segments were written with

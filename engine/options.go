@@ -125,6 +125,17 @@ type Options struct {
 	// parents a segment at a time, lookups a node at a time. Best effort
 	// (fadvise; no effect on an in-memory FS but the merges' reads).
 	CompactionBypassCache bool
+	// BufferedReplicaWrites writes replicas' data through the OS page
+	// cache like a primary's. By default a Send-Index backup's log and
+	// index segments and a Build-Index backup's (a follower's) log and
+	// levels are written with direct I/O (O_DIRECT), in whole 4 KiB
+	// blocks: a replica's data is read only after a promotion, so it
+	// neither takes the page cache from the data primaries serve nor pays
+	// a copy into it. Where the file system refuses O_DIRECT, or the FS
+	// is not the OS's (an in-memory or fault-injecting one), writes are
+	// buffered whatever this says. Durability is unchanged: the same
+	// fdatasync calls make either kind durable.
+	BufferedReplicaWrites bool
 	// RequestRetention is how long a region keeps a client's write
 	// outcomes (its completion table row) after it last saw the client:
 	// a retry of a write older than that is applied again. It must exceed

@@ -65,6 +65,9 @@ type Stats struct {
 	// IndexSegmentsBuilt counts index segments written by this volume's
 	// compactions (each is shipped to Send-Index backups as it is built).
 	IndexSegmentsBuilt uint64
+	// DirectBytesWritten counts the bytes of BytesWritten that replicas
+	// wrote past the page cache (Options.BufferedReplicaWrites).
+	DirectBytesWritten uint64
 	SegmentsUsed       int64
 	SegmentsFree       int64
 }
@@ -101,6 +104,7 @@ type counters struct {
 	logSeals    atomic.Uint64
 	sealWaits   atomic.Uint64
 	segsBuilt   atomic.Uint64
+	direct      atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -119,5 +123,6 @@ func (c *counters) snapshot() Stats {
 	s.LogSeals = c.logSeals.Load()
 	s.SealWaits = c.sealWaits.Load()
 	s.IndexSegmentsBuilt = c.segsBuilt.Load()
+	s.DirectBytesWritten = c.direct.Load()
 	return s
 }

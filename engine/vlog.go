@@ -128,10 +128,17 @@ func (l *vlog) append(kind uint8, key, value []byte, id RequestID) (ptr, uint64,
 	return p, end, nil
 }
 
+// write writes img[from:to] of log segment seg, whose image img is (the
+// bytes before from are on the device already): past the page cache if
+// the region is a follower (Options.BufferedReplicaWrites).
+func (l *vlog) write(img []byte, seg uint64, from, to int64) error {
+	return l.v.writeSpan(img, l.g.fileOff(seg), from, to, IOLog, l.r.follower.Load(), true)
+}
+
 // flushLocked writes the unwritten part of the tail and syncs the device.
 func (l *vlog) flushLocked() error {
 	if l.flushed < l.off {
-		if err := l.v.writeAt(l.buf[l.flushed:l.off], l.g.fileOff(l.tail.seg)+l.flushed, IOLog); err != nil {
+		if err := l.write(l.buf, l.tail.seg, l.flushed, l.off); err != nil {
 			return l.fail(err)
 		}
 	}
@@ -321,7 +328,7 @@ func (l *vlog) flushTo(pos uint64, here bool) error {
 	// stable and the write runs without blocking appenders.
 	var err error
 	if from < to {
-		err = l.v.writeAt(buf[from:to], l.g.fileOff(seg)+from, IOLog)
+		err = l.write(buf, seg, from, to)
 	}
 	if err == nil {
 		err = l.v.syncData()

@@ -272,7 +272,7 @@ func (l *vlog) seal(j *pendingSeal, start uint64) {
 	defer l.syncMu.Unlock()
 	var err error
 	if j.from < j.to {
-		err = l.v.writeAt(j.buf[j.from:j.to], l.g.fileOff(j.ls.seg)+j.from, IOLog)
+		err = l.write(j.buf, j.ls.seg, j.from, j.to)
 	}
 	if err == nil {
 		err = l.v.syncData()

@@ -21,16 +21,19 @@ import (
 // pebble metadata store, and the regions stored in them. It is safe for
 // concurrent use.
 type Volume struct {
-	opts  Options
-	g     geometry
-	fs    vfs.FS
-	lock  io.Closer
-	file  vfs.File
-	meta  *pebble.DB
-	alloc *allocator
-	cache *ristretto.Cache[uint64, *node]
-	ctr   counters
-	log   *zap.Logger
+	opts Options
+	g    geometry
+	fs   vfs.FS
+	lock io.Closer
+	file vfs.File
+	// direct is file opened for direct I/O (direct.go), nil if the
+	// volume writes everything buffered.
+	direct atomic.Pointer[directBox]
+	meta   *pebble.DB
+	alloc  *allocator
+	cache  *ristretto.Cache[uint64, *node]
+	ctr    counters
+	log    *zap.Logger
 
 	mu         sync.Mutex
 	regions    map[uint64]handle // one live handle per region, in its role
@@ -274,6 +277,14 @@ func (v *Volume) open(explicitSeg int64, explicitNode int) error {
 	if v.opts.CompactionBypassCache {
 		noReadahead(v.file) // or a merge's node reads would cache what follows them
 	}
+	if !v.opts.BufferedReplicaWrites {
+		d, err := openDirect(v.fs, path)
+		if err != nil {
+			v.log.Warn("direct I/O unavailable: replicas' writes go through the page cache", zap.Error(err))
+		} else if d != nil {
+			v.direct.Store(&directBox{f: d})
+		}
+	}
 	if err := v.syncDir(); err != nil {
 		return err
 	}
@@ -515,6 +526,9 @@ func (v *Volume) closeFiles() {
 	}
 	if v.file != nil {
 		v.file.Close()
+	}
+	if d := v.direct.Swap(nil); d != nil {
+		d.f.Close()
 	}
 	if v.cache != nil {
 		v.cache.Close()

@@ -55,6 +55,8 @@ type Config struct {
 	CacheSize    ByteSize `yaml:"cache_size"`
 	// CompactionBypassCache: engine.Options.CompactionBypassCache.
 	CompactionBypassCache bool `yaml:"compaction_bypass_cache"`
+	// BufferedReplicaWrites: engine.Options.BufferedReplicaWrites.
+	BufferedReplicaWrites bool `yaml:"buffered_replica_writes"`
 
 	MaxKeySize   ByteSize `yaml:"max_key_size"`
 	MaxValueSize ByteSize `yaml:"max_value_size"`

@@ -133,7 +133,8 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
 	vol, err := engine.Open(engine.Options{
 		FS: fs, GrowStep: int64(cfg.GrowStep), SpaceReserve: spaceReserve(cfg.SpaceReserve),
 		Dir: cfg.DataDir, SegmentSize: int64(cfg.SegmentSize), L0Pairs: cfg.L0Pairs, GrowthFactor: cfg.GrowthFactor,
-		SyncMode: mode, CacheBytes: int64(cfg.CacheSize), CompactionBypassCache: cfg.CompactionBypassCache, Logger: log.Named("engine"),
+		SyncMode: mode, CacheBytes: int64(cfg.CacheSize), CompactionBypassCache: cfg.CompactionBypassCache,
+		BufferedReplicaWrites: cfg.BufferedReplicaWrites, Logger: log.Named("engine"),
 		// A region replicating to backups starts compacting only once they
 		// are attached (install, attachLocked).
 		HoldBackground: true,

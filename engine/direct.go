@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap"
+)
+
+// A replica's data (a Send-Index backup's log and installed index
+// segments, a Build-Index backup's log and levels) is read only after a
+// promotion, so the volume writes it past the OS page cache when it can
+// (Options.BufferedReplicaWrites off, the default): with O_DIRECT, from
+// the image itself, in whole dioBlock blocks. The page cache is then left
+// to the data primaries serve, and a replica's write costs no copy into
+// it. Reads stay buffered; the kernel keeps the two views coherent (a
+// direct write writes back and drops the cached pages it covers).
+
+// dioBlock is the alignment of direct I/O: of file offsets, lengths and
+// memory. 4 KiB covers every Linux file system's logical block size.
+const dioBlock = 4096
+
+// directFile is the segment file opened for direct I/O: every call's
+// offset, length and buffer address are multiples of dioBlock.
+type directFile interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+}
+
+// directOpener is implemented by a vfs.FS that can open a file for direct
+// I/O (tests' twins; the OS file system is handled by openDirect itself).
+type directOpener interface {
+	OpenDirect(path string) (directFile, error)
+}
+
+// openDirect opens path for direct I/O if fs can: the OS file system
+// where the kernel allows it, or an FS implementing directOpener. nil
+// (and no error) means the volume writes everything through fs.
+func openDirect(fs vfs.FS, path string) (directFile, error) {
+	if d, ok := fs.(directOpener); ok {
+		return d.OpenDirect(path)
+	}
+	if fs != vfs.Default {
+		return nil, nil // a wrapped FS (fault injection): its writes must go through it
+	}
+	return openOSDirect(path)
+}
+
+// bounces are dioBlock-aligned blocks for the partial first and last
+// blocks of a direct write.
+var bounces = sync.Pool{New: func() any { return alignedBlock() }}
+
+// alignedBlock returns a dioBlock-sized slice whose address is a multiple
+// of dioBlock.
+func alignedBlock() *[]byte {
+	b := make([]byte, 2*dioBlock)
+	off := int(dioBlock-uintptr(unsafe.Pointer(&b[0]))%dioBlock) % dioBlock
+	b = b[off : off+dioBlock : off+dioBlock]
+	return &b
+}
+
+func aligned(b []byte) bool {
+	return len(b) > 0 && uintptr(unsafe.Pointer(&b[0]))%dioBlock == 0
+}
+
+// writeSpan writes img[from:to] at file offset base+from, where base is
+// the file offset of img[0] and a multiple of dioBlock (a segment's
+// start). With direct set and the volume able to, it writes past the page
+// cache: the first block's bytes before from are read back from the file
+// (or, with headIsFile, taken from img, which the caller vouches holds
+// what the file holds there), the last block's bytes after to are zeros,
+// and the blocks between come straight from img (which must then start at
+// a dioBlock-aligned address; otherwise the span is written buffered).
+// Counted under cat as to-from bytes written (the first block's read, if
+// any, as read).
+func (v *Volume) writeSpan(img []byte, base, from, to int64, cat IOCategory, direct, headIsFile bool) error {
+	if from >= to {
+		return nil
+	}
+	d := v.direct.Load()
+	if !direct || d == nil || base%dioBlock != 0 || !aligned(img) {
+		return v.writeAt(img[from:to], base+from, cat)
+	}
+	err := v.writeSpanDirect(d.f, img, base, from, to, cat, headIsFile)
+	if errors.Is(err, syscall.EINVAL) {
+		// The file system takes O_DIRECT at open but not these writes:
+		// write buffered from now on.
+		if v.direct.CompareAndSwap(d, nil) {
+			v.log.Warn("direct I/O refused: replicas' writes go through the page cache", zap.Error(err))
+			_ = d.f.Close()
+		}
+		return v.writeAt(img[from:to], base+from, cat)
+	}
+	if err != nil {
+		err = fmt.Errorf("engine: direct write at %d: %w", base+from, ioErr(err))
+		v.setNoSpace(err)
+		return err
+	}
+	v.ctr.written[cat].Add(uint64(to - from))
+	v.ctr.direct.Add(uint64(to - from))
+	return nil
+}
+
+func (v *Volume) writeSpanDirect(f directFile, img []byte, base, from, to int64, cat IOCategory, headIsFile bool) error {
+	pos := from &^ (dioBlock - 1)
+	if pos < from {
+		// The first block holds bytes before the span: keep them.
+		bp := bounces.Get().(*[]byte)
+		defer bounces.Put(bp)
+		blk := *bp
+		end := min(pos+dioBlock, to)
+		if headIsFile {
+			copy(blk, img[pos:from])
+		} else {
+			n, err := f.ReadAt(blk, base+pos)
+			v.ctr.read[cat].Add(uint64(n))
+			if err != nil && !errors.Is(err, io.EOF) {
+				return err
+			}
+			clear(blk[n:])
+		}
+		copy(blk[from-pos:], img[from:end])
+		clear(blk[end-pos:])
+		if _, err := f.WriteAt(blk, base+pos); err != nil {
+			return err
+		}
+		pos += dioBlock
+	}
+	if pos >= to {
+		return nil
+	}
+	if whole := to &^ (dioBlock - 1); whole > pos {
+		if _, err := f.WriteAt(img[pos:whole], base+pos); err != nil {
+			return err
+		}
+		pos = whole
+	}
+	if pos < to {
+		bp := bounces.Get().(*[]byte)
+		defer bounces.Put(bp)
+		blk := *bp
+		n := copy(blk, img[pos:to])
+		clear(blk[n:])
+		if _, err := f.WriteAt(blk, base+pos); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// directBox holds the volume's direct file (an atomic pointer's target).
+type directBox struct{ f directFile }

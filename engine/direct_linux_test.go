@@ -1,0 +1,86 @@
+//go:build linux
+
+package engine
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"unsafe"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"golang.org/x/sys/unix"
+)
+
+// TestReplicaWritesBypassPageCache: on the OS file system a replica's
+// segment written direct leaves no page of it in the page cache, while
+// the same write buffered (a primary's) leaves every page cached: what
+// BufferedReplicaWrites trades.
+func TestReplicaWritesBypassPageCache(t *testing.T) {
+	dir := t.TempDir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type == unix.TMPFS_MAGIC {
+		t.Skip("the temporary directory is a tmpfs: its files live in the page cache")
+	}
+	o := smallOpts(vfs.Default)
+	o.Dir = dir
+	v := mustOpen(t, o)
+	defer v.Close()
+	if v.direct.Load() == nil {
+		t.Fatal("the OS file system gave no direct file")
+	}
+	f, err := os.Open(filepath.Join(dir, dataFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, direct := range []bool{true, false} {
+		s, err := v.allocSegment()
+		if err != nil {
+			t.Fatal(err)
+		}
+		base, size := v.g.fileOff(s.seg), v.g.segSize
+		img := alignedImage(int(size))
+		for i := range img {
+			img[i] = byte(i%253 + 1)
+		}
+		if err := v.writeSpan(img, base, segHeaderSize, size-100, IOLog, direct, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.syncData(); err != nil {
+			t.Fatal(err)
+		}
+		m, err := unix.Mmap(int(f.Fd()), base, int(size), unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vec := make([]byte, size/int64(os.Getpagesize()))
+		_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0])))
+		unix.Munmap(m)
+		if errno != 0 {
+			t.Fatal(errno)
+		}
+		resident := 0
+		for _, p := range vec[1:] { // the header's page is not written here
+			resident += int(p & 1)
+		}
+		if direct && resident != 0 {
+			t.Errorf("direct write: %d of %d pages in the page cache", resident, len(vec)-1)
+		}
+		if !direct && resident != len(vec)-1 {
+			t.Errorf("buffered write: %d of %d pages in the page cache", resident, len(vec)-1)
+		}
+		got := make([]byte, size-100-segHeaderSize)
+		if _, err := v.file.ReadAt(got, base+segHeaderSize); err != nil {
+			t.Fatal(err)
+		}
+		for i, b := range got {
+			if b != img[segHeaderSize+i] {
+				t.Fatalf("direct %v: byte %d reads back %d, wrote %d", direct, segHeaderSize+i, b, img[segHeaderSize+i])
+			}
+		}
+	}
+}
