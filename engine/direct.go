@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -42,15 +43,26 @@ type directOpener interface {
 // openDirect opens path for direct I/O if fs can: the OS file system
 // where the kernel allows it, or an FS implementing directOpener. nil
 // (and no error) means the volume writes everything through fs.
-func openDirect(fs vfs.FS, path string) (directFile, error) {
+//
+// On the OS file system segments must be at least minDirectSegment long
+// and pages 4 KiB: a direct write drops the cached pages it covers, and
+// fails to (leaving them stale) if a buffered write dirties them
+// meanwhile; the page cache's folios reach 2 MiB there, naturally
+// aligned, so one never spans two segments, which are written by one
+// writer at a time.
+func openDirect(fs vfs.FS, path string, segSize int64) (directFile, error) {
 	if d, ok := fs.(directOpener); ok {
 		return d.OpenDirect(path)
 	}
-	if fs != vfs.Default {
+	if fs != vfs.Default || segSize < minDirectSegment || os.Getpagesize() != dioBlock {
 		return nil, nil // a wrapped FS (fault injection): its writes must go through it
 	}
 	return openOSDirect(path)
 }
+
+// minDirectSegment is the smallest segment size written direct on the OS
+// file system (openDirect).
+const minDirectSegment = 2 << 20
 
 // bounces are dioBlock-aligned blocks for the partial first and last
 // blocks of a direct write.
@@ -59,10 +71,16 @@ var bounces = sync.Pool{New: func() any { return alignedBlock() }}
 // alignedBlock returns a dioBlock-sized slice whose address is a multiple
 // of dioBlock.
 func alignedBlock() *[]byte {
-	b := make([]byte, 2*dioBlock)
-	off := int(dioBlock-uintptr(unsafe.Pointer(&b[0]))%dioBlock) % dioBlock
-	b = b[off : off+dioBlock : off+dioBlock]
+	b := alignedBytes(dioBlock)
 	return &b
+}
+
+// alignedBytes returns n zero bytes starting at a dioBlock-aligned
+// address.
+func alignedBytes(n int) []byte {
+	b := make([]byte, n+dioBlock)
+	off := int(dioBlock-uintptr(unsafe.Pointer(&b[0]))%dioBlock) % dioBlock
+	return b[off : off+n : off+n]
 }
 
 func aligned(b []byte) bool {
@@ -83,17 +101,16 @@ func (v *Volume) writeSpan(img []byte, base, from, to int64, cat IOCategory, dir
 	if from >= to {
 		return nil
 	}
-	d := v.direct.Load()
-	if !direct || d == nil || base%dioBlock != 0 || !aligned(img) {
+	if !direct || v.direct == nil || !v.directOn.Load() || base%dioBlock != 0 || !aligned(img) {
 		return v.writeAt(img[from:to], base+from, cat)
 	}
-	err := v.writeSpanDirect(d.f, img, base, from, to, cat, headIsFile)
-	if errors.Is(err, syscall.EINVAL) {
-		// The file system takes O_DIRECT at open but not these writes:
-		// write buffered from now on.
-		if v.direct.CompareAndSwap(d, nil) {
+	err := v.writeSpanDirect(v.direct, img, base, from, to, cat, headIsFile)
+	if err != nil && (refused(err) || !v.directOn.Load()) {
+		// The file system takes O_DIRECT at open but not these writes
+		// (or another writer found so): write buffered from now on. The
+		// span is written whole again, over any block that landed.
+		if v.directOn.Swap(false) {
 			v.log.Warn("direct I/O refused: replicas' writes go through the page cache", zap.Error(err))
-			_ = d.f.Close()
 		}
 		return v.writeAt(img[from:to], base+from, cat)
 	}
@@ -154,5 +171,9 @@ func (v *Volume) writeSpanDirect(f directFile, img []byte, base, from, to int64,
 	return nil
 }
 
-// directBox holds the volume's direct file (an atomic pointer's target).
-type directBox struct{ f directFile }
+// refused reports whether a direct read or write failed because the file
+// system does not do direct I/O as asked (rather than for want of space
+// or a device error).
+func refused(err error) bool {
+	return errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOTSUP)
+}

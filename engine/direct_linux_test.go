@@ -12,7 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestReplicaWritesBypassPageCache: on the OS file system a replica's
+// TestReplicaWritesBypassPageCache: on the OS file system (segments of
+// 2 MiB; smaller ones are written buffered) a replica's
 // segment written direct leaves no page of it in the page cache, while
 // the same write buffered (a primary's) leaves every page cached: what
 // BufferedReplicaWrites trades.
@@ -25,11 +26,19 @@ func TestReplicaWritesBypassPageCache(t *testing.T) {
 	if st.Type == unix.TMPFS_MAGIC {
 		t.Skip("the temporary directory is a tmpfs: its files live in the page cache")
 	}
+	small := smallOpts(vfs.Default)
+	small.Dir = filepath.Join(dir, "small")
+	sv := mustOpen(t, small)
+	if sv.directOn.Load() {
+		t.Error("64 KiB segments written direct: a page cache folio may span two of them")
+	}
+	sv.Close()
 	o := smallOpts(vfs.Default)
 	o.Dir = dir
+	o.SegmentSize = minDirectSegment // smaller segments are written buffered (openDirect)
 	v := mustOpen(t, o)
 	defer v.Close()
-	if v.direct.Load() == nil {
+	if !v.directOn.Load() {
 		t.Fatal("the OS file system gave no direct file")
 	}
 	f, err := os.Open(filepath.Join(dir, dataFileName))
@@ -43,7 +52,7 @@ func TestReplicaWritesBypassPageCache(t *testing.T) {
 			t.Fatal(err)
 		}
 		base, size := v.g.fileOff(s.seg), v.g.segSize
-		img := alignedImage(int(size))
+		img := alignedBytes(int(size))
 		for i := range img {
 			img[i] = byte(i%253 + 1)
 		}

@@ -383,7 +383,7 @@ func (l *vlog) read(p ptr, key []byte, vlen uint32, cat IOCategory) (record, err
 // writeLogHeader writes and syncs a new log segment's header (putLogHeader,
 // then an fdatasync).
 func (v *Volume) writeLogHeader(region uint64, ls *logSeg) error {
-	if err := v.putLogHeader(region, ls); err != nil {
+	if err := v.putLogHeader(region, ls, false); err != nil {
 		return err
 	}
 	return v.syncData()
@@ -397,11 +397,12 @@ func (v *Volume) writeLogHeader(region uint64, ls *logSeg) error {
 // ext4 here). In async mode the log is synced a segment at a time, so the
 // zeroing would only double the log's writes. (Stale bytes of a reused
 // segment never verify as records: their checksums are seeded with another
-// sequence.)
-func (v *Volume) putLogHeader(region uint64, ls *logSeg) error {
+// sequence.) A follower's (direct) zeroes go past the page cache, as its
+// records will.
+func (v *Volume) putLogHeader(region uint64, ls *logSeg, direct bool) error {
 	if v.opts.SyncMode == SyncModeSync {
-		v.zeroOnce.Do(func() { v.zeros = make([]byte, v.g.segSize-segHeaderSize) })
-		if err := v.writeAt(v.zeros, v.g.fileOff(ls.seg)+segHeaderSize, IOLog); err != nil {
+		v.zeroOnce.Do(func() { v.zeros = alignedBytes(int(v.g.segSize)) })
+		if err := v.writeSpan(v.zeros, v.g.fileOff(ls.seg), segHeaderSize, v.g.segSize, IOLog, direct, true); err != nil {
 			return err
 		}
 	}

@@ -95,7 +95,7 @@ func (l *vlog) prepare(upTo int) error {
 		}
 		ls := &logSeg{idx: idx + uint64(i), seg: s.seg, seq: s.seq}
 		batch = append(batch, ls)
-		if err := l.v.putLogHeader(l.r.desc.ID, ls); err != nil {
+		if err := l.v.putLogHeader(l.r.desc.ID, ls, l.r.follower.Load()); err != nil {
 			release()
 			return err
 		}

@@ -27,13 +27,16 @@ type Volume struct {
 	lock io.Closer
 	file vfs.File
 	// direct is file opened for direct I/O (direct.go), nil if the
-	// volume writes everything buffered.
-	direct atomic.Pointer[directBox]
-	meta   *pebble.DB
-	alloc  *allocator
-	cache  *ristretto.Cache[uint64, *node]
-	ctr    counters
-	log    *zap.Logger
+	// volume writes everything buffered; directOn is cleared for good
+	// when the file system refuses a direct write (the file stays open
+	// for writes in flight, until closeFiles).
+	direct   directFile
+	directOn atomic.Bool
+	meta     *pebble.DB
+	alloc    *allocator
+	cache    *ristretto.Cache[uint64, *node]
+	ctr      counters
+	log      *zap.Logger
 
 	mu         sync.Mutex
 	regions    map[uint64]handle // one live handle per region, in its role
@@ -52,7 +55,7 @@ type Volume struct {
 	seqLease uint64 // persisted bound on segment sequences; under growMu
 
 	zeroOnce sync.Once
-	zeros    []byte // a segment body of zeros; read-only once made
+	zeros    []byte // a segment of zeros, dioBlock-aligned; read-only once made
 }
 
 // seqLeaseBlock is how many segment sequences one v/seq commit leases.
@@ -278,11 +281,12 @@ func (v *Volume) open(explicitSeg int64, explicitNode int) error {
 		noReadahead(v.file) // or a merge's node reads would cache what follows them
 	}
 	if !v.opts.BufferedReplicaWrites {
-		d, err := openDirect(v.fs, path)
+		d, err := openDirect(v.fs, path, v.g.segSize)
 		if err != nil {
 			v.log.Warn("direct I/O unavailable: replicas' writes go through the page cache", zap.Error(err))
 		} else if d != nil {
-			v.direct.Store(&directBox{f: d})
+			v.direct = d
+			v.directOn.Store(true)
 		}
 	}
 	if err := v.syncDir(); err != nil {
@@ -527,8 +531,8 @@ func (v *Volume) closeFiles() {
 	if v.file != nil {
 		v.file.Close()
 	}
-	if d := v.direct.Swap(nil); d != nil {
-		d.f.Close()
+	if v.direct != nil {
+		v.direct.Close()
 	}
 	if v.cache != nil {
 		v.cache.Close()
