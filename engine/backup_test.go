@@ -12,25 +12,8 @@ import (
 // restart, and drops a segment when told.
 func TestBackupRegionLog(t *testing.T) {
 	fs := vfs.NewMem()
-	pv := mustOpen(t, smallOpts(fs))
+	pv, tail, bo, bv, br := backupOfTail(t, fs, fs, 40)
 	defer pv.Close()
-	pr := mustRegion(t, pv, 1)
-	for i := range 40 {
-		if err := pr.Put(key(i), []byte("value")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tail, err := pr.LogTail()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bo := smallOpts(fs)
-	bo.Dir = "backup"
-	bv := mustOpen(t, bo)
-	br, err := bv.CreateBackupRegion(RegionDesc{ID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	image := make([]byte, bv.SegmentSize())
 	copy(image, tail.Image)
 	half := (tail.Offset + segHeaderSize) / 2
@@ -93,4 +76,29 @@ func TestBackupRegionLog(t *testing.T) {
 	if m := br.LogMap(); len(m) != 0 {
 		t.Fatalf("log map after drop %v", m)
 	}
+}
+
+// backupOfTail puts n pairs into region 1 of a primary volume ("vol" on
+// pfs) and creates backup region 1 in a backup volume ("backup" on bfs):
+// the primary's log tail to adopt, and the backup.
+func backupOfTail(t *testing.T, pfs, bfs vfs.FS, n int) (pv *Volume, tail LogTail, bo Options, bv *Volume, br *Backup) {
+	t.Helper()
+	pv = mustOpen(t, smallOpts(pfs))
+	pr := mustRegion(t, pv, 1)
+	for i := range n {
+		if err := pr.Put(key(i), []byte("value")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tail, err := pr.LogTail()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bo = smallOpts(bfs)
+	bo.Dir = "backup"
+	bv = mustOpen(t, bo)
+	if br, err = bv.CreateBackupRegion(RegionDesc{ID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return pv, tail, bo, bv, br
 }

@@ -245,26 +245,9 @@ func TestWriteSpanRefusedFallsBack(t *testing.T) {
 // verify after a restart.
 func TestBackupRegionLogDirect(t *testing.T) {
 	mem := vfs.NewMem()
-	pv := mustOpen(t, smallOpts(mem))
-	defer pv.Close()
-	pr := mustRegion(t, pv, 1)
-	for i := range 300 {
-		if err := pr.Put(key(i), []byte("value")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tail, err := pr.LogTail()
-	if err != nil {
-		t.Fatal(err)
-	}
 	fs := newDioFS(mem)
-	bo := smallOpts(fs)
-	bo.Dir = "backup"
-	bv := mustOpen(t, bo)
-	br, err := bv.CreateBackupRegion(RegionDesc{ID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pv, tail, bo, bv, br := backupOfTail(t, mem, fs, 300)
+	defer pv.Close()
 	image := alignedBytes(int(bv.SegmentSize()))
 	copy(image, tail.Image)
 	half := (tail.Offset + segHeaderSize) / 2
