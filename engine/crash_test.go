@@ -47,7 +47,11 @@ func (c *crashFS) String() string { return fmt.Sprintf("crash at write op %d", c
 // crashWorkload writes, deletes, syncs, compacts and GCs until the crash;
 // it returns the state as of the last Sync that completed before the crash
 // and, per key, the values written after it (any of which may survive).
-func crashWorkload(t *testing.T, fs vfs.FS, c *crashFS, seed int64, stats *Stats) (synced map[string][]byte, later map[string][][]byte) {
+//
+// With follower set the region is a follower's copy (a Build-Index
+// backup's), whose log and levels are written direct through fs's
+// OpenDirect (dioFS), and so crash as the rest do.
+func crashWorkload(t *testing.T, fs vfs.FS, c *crashFS, seed int64, stats *Stats, follower bool) (synced map[string][]byte, later map[string][][]byte) {
 	rng := rand.New(rand.NewSource(seed))
 	o := smallOpts(fs)
 	o.L0Pairs = 32
@@ -68,6 +72,14 @@ func crashWorkload(t *testing.T, fs vfs.FS, c *crashFS, seed int64, stats *Stats
 			return map[string][]byte{}, nil
 		}
 		t.Fatalf("create region: %v", err)
+	}
+	if follower {
+		if err := v.SetFollower(1, true); err != nil {
+			if c.crashed.Load() {
+				return map[string][]byte{}, nil
+			}
+			t.Fatalf("set follower: %v", err)
+		}
 	}
 	model := map[string][]byte{}
 	synced = map[string][]byte{}
@@ -110,18 +122,32 @@ func crashWorkload(t *testing.T, fs vfs.FS, c *crashFS, seed int64, stats *Stats
 // TestCrashSweep crashes at every k-th file write operation of a workload
 // that flushes, compacts and garbage-collects, then checks that the
 // recovered volume holds every key as of the last successful Sync.
-func TestCrashSweep(t *testing.T) {
+func TestCrashSweep(t *testing.T) { crashSweep(t, false, 520) }
+
+// TestCrashSweepFollowerDirect is TestCrashSweep on a follower, whose log
+// flushes, seals and compaction output are written direct.
+func TestCrashSweepFollowerDirect(t *testing.T) { crashSweep(t, true, 200) }
+
+func crashSweep(t *testing.T, follower bool, points int) {
 	seed := testSeed(t)
+	fsOf := func(c *crashFS) vfs.FS {
+		if follower {
+			return newDioFS(errorfs.Wrap(c.mem, c))
+		}
+		return errorfs.Wrap(c.mem, c)
+	}
 	// A dry run counts the workload's write operations.
 	dry := &crashFS{mem: vfs.NewCrashableMem(), crashAt: -1, rng: rand2.New(rand2.NewPCG(uint64(seed), 1))}
 	var st Stats
-	crashWorkload(t, errorfs.Wrap(dry.mem, dry), dry, seed, &st)
+	crashWorkload(t, fsOf(dry), dry, seed, &st, follower)
 	total := dry.ops.Load()
+	if follower && st.DirectBytesWritten == 0 {
+		t.Fatal("the follower wrote nothing direct")
+	}
 	t.Logf("dry run: %d compactions, %d level moves, %d GC-relocated bytes, %d log segments freed", st.Compactions, st.LevelMoves, st.GCRelocated, st.GCFreed)
 	if st.Compactions == 0 || st.GCFreed == 0 {
 		t.Fatalf("workload does not exercise compaction and GC")
 	}
-	points := 520
 	if testing.Short() {
 		points = 100
 	}
@@ -132,7 +158,7 @@ func TestCrashSweep(t *testing.T) {
 		n++
 		runSeed := seed + k
 		c := &crashFS{mem: vfs.NewCrashableMem(), crashAt: k, rng: rand2.New(rand2.NewPCG(uint64(runSeed), 1))}
-		synced, later := crashWorkload(t, errorfs.Wrap(c.mem, c), c, seed, nil)
+		synced, later := crashWorkload(t, fsOf(c), c, seed, nil, follower)
 		c.mu.Lock()
 		clone := c.clone
 		c.mu.Unlock()
@@ -141,7 +167,7 @@ func TestCrashSweep(t *testing.T) {
 		}
 		verifyRecovered(t, clone, synced, later, fmt.Sprintf("crash at op %d (seed %d)", k, seed))
 	}
-	if n < 500 && !testing.Short() {
+	if n < points*24/25 && !testing.Short() {
 		t.Fatalf("only %d crash points", n)
 	}
 }
