@@ -41,19 +41,26 @@ func (c *armedCrash) String() string { return fmt.Sprintf("crash at write op %d"
 
 // promoteAt opens the backup volume saved in base, promotes region 1 with
 // tail and closes the volume, crashing at write op at (-1: never) of the
-// promotion and the close. It returns the crash clone (nil if there were
+// promotion and the close; with direct, the backup's writes go direct
+// (dioFS) through the crashing FS. It returns the crash clone (nil if there were
 // fewer operations) and the operations counted in the promotion and in
 // all.
-func promoteAt(t *testing.T, base *vfs.MemFS, o Options, tail *PromoteTail, at int64, seed int64) (clone *vfs.MemFS, promoteOps, ops int64) {
+func promoteAt(t *testing.T, base *vfs.MemFS, o Options, tail *PromoteTail, at int64, seed int64, direct bool) (clone *vfs.MemFS, promoteOps, ops int64) {
 	t.Helper()
 	c := &armedCrash{mem: base.CrashClone(vfs.CrashCloneCfg{}), at: at, rng: rand2.New(rand2.NewPCG(uint64(seed), uint64(at)))}
 	o.FS = errorfs.Wrap(c.mem, c)
+	if direct {
+		o.FS = newDioFS(o.FS)
+	}
 	v := mustOpen(t, o)
 	c.armed.Store(true)
 	if _, err := v.PromoteBackup(1, 2, tail); err != nil {
 		t.Fatalf("promote (crash clone at op %d): %v", at, err)
 	}
 	promoteOps = c.ops.Load()
+	if direct && at < 0 && v.Stats().DirectBytesWritten == 0 {
+		t.Fatal("the promotion wrote nothing direct")
+	}
 	if err := v.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -85,15 +92,23 @@ func TestPromoteBackupCrash(t *testing.T) {
 	if err := p.bv.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, promoteOps, total := promoteAt(t, bfs, p.bo, tail, -1, seed)
-	t.Logf("a promotion does %d write operations, the close after it %d", promoteOps, total-promoteOps)
+	for _, direct := range []bool{false, true} {
+		promoteCrashSweep(t, bfs, p, tail, seed, direct)
+	}
+}
+
+// promoteCrashSweep is TestPromoteBackupCrash's sweep over the promotion's
+// write operations, the backup's writes direct or not.
+func promoteCrashSweep(t *testing.T, bfs *vfs.MemFS, p *mirrorPair, tail *PromoteTail, seed int64, direct bool) {
+	_, promoteOps, total := promoteAt(t, bfs, p.bo, tail, -1, seed, direct)
+	t.Logf("direct %v: a promotion does %d write operations, the close after it %d", direct, promoteOps, total-promoteOps)
 	outcomes := map[string]int{}
 	for k := int64(1); k <= total; k++ {
-		clone, _, _ := promoteAt(t, bfs, p.bo, tail, k, seed)
+		clone, _, _ := promoteAt(t, bfs, p.bo, tail, k, seed, direct)
 		if clone == nil {
 			continue
 		}
-		what := fmt.Sprintf("crash at op %d of %d (seed %d)", k, total, seed)
+		what := fmt.Sprintf("direct %v: crash at op %d of %d (seed %d)", direct, k, total, seed)
 		sum := checkVolume(t, clone, "backup", what)
 		role := sum.Regions[0].Role
 		outcomes[role]++
@@ -127,7 +142,7 @@ func TestPromoteBackupCrash(t *testing.T) {
 		}
 		checkVolume(t, clone, "backup", what+", promoted and written")
 	}
-	t.Logf("outcomes %v", outcomes)
+	t.Logf("direct %v: outcomes %v", direct, outcomes)
 	if outcomes[roleBackup] == 0 || outcomes["primary"] == 0 {
 		t.Fatalf("crashes left only %v", outcomes)
 	}
