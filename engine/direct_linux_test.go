@@ -26,6 +26,15 @@ func TestReplicaWritesBypassPageCache(t *testing.T) {
 	if st.Type == unix.TMPFS_MAGIC {
 		t.Skip("the temporary directory is a tmpfs: its files live in the page cache")
 	}
+	probe := filepath.Join(dir, "probe")
+	if err := os.WriteFile(probe, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := openOSDirect(probe); err != nil {
+		t.Skipf("the temporary directory's file system refuses O_DIRECT: %v", err)
+	} else {
+		f.Close()
+	}
 	small := smallOpts(vfs.Default)
 	small.Dir = filepath.Join(dir, "small")
 	sv := mustOpen(t, small)
