@@ -107,7 +107,7 @@ func (b *builder) nextSegment() error {
 	b.allocated = append(b.allocated, s)
 	b.seg, b.segOff, b.segHeight = s, segHeaderSize, 0
 	if b.segBuf == nil {
-		b.segBuf = make([]byte, b.g.segSize)
+		b.segBuf = alignedBytes(int(b.g.segSize)) // aligned: a follower writes it direct
 	}
 	clear(b.segBuf)
 	return nil

@@ -15,53 +15,68 @@ import (
 
 // A replica's data (a Send-Index backup's log and installed index
 // segments, a Build-Index backup's log and levels) is read only after a
-// promotion, so the volume writes it past the OS page cache when it can
-// (Options.BufferedReplicaWrites off, the default): with O_DIRECT, from
-// the image itself, in whole dioBlock blocks. The page cache is then left
-// to the data primaries serve, and a replica's write costs no copy into
-// it. Reads stay buffered; the kernel keeps the two views coherent (a
-// direct write writes back and drops the cached pages it covers).
+// promotion, or in a follower's own merges and GC, so the volume writes
+// it past the OS page cache when it can (Options.BufferedReplicaWrites
+// off, the default): with O_DIRECT, from the image itself, in whole
+// dioBlock blocks. The page cache is then left to the data primaries
+// serve, and a replica's write costs no copy into it. Reads stay
+// buffered, but for a partial first block's read-back; the kernel keeps
+// the two views coherent (a direct write writes back and drops the
+// cached pages it covers).
 
 // dioBlock is the alignment of direct I/O: of file offsets, lengths and
 // memory. 4 KiB covers every Linux file system's logical block size.
 const dioBlock = 4096
 
-// directFile is the segment file opened for direct I/O: every call's
-// offset, length and buffer address are multiples of dioBlock.
-type directFile interface {
+// DirectFile is the segment file opened for direct I/O: every call's
+// offset, length and buffer address are multiples of 4 KiB.
+type DirectFile interface {
 	io.ReaderAt
 	io.WriterAt
 	io.Closer
 }
 
-// directOpener is implemented by a vfs.FS that can open a file for direct
-// I/O (tests' twins; the OS file system is handled by openDirect itself).
-type directOpener interface {
-	OpenDirect(path string) (directFile, error)
+// DirectOpener is implemented by a vfs.FS that opens the segment file for
+// direct I/O itself: a fault-injecting FS over the OS's (whose direct
+// writes must fail as its others do; OpenOSDirect gives it the file) or
+// a test's twin. OpenDirect returns nil and no error to have the volume
+// write everything buffered; segSize is the volume's segment size.
+type DirectOpener interface {
+	OpenDirect(path string, segSize int64) (DirectFile, error)
 }
 
 // openDirect opens path for direct I/O if fs can: the OS file system
-// where the kernel allows it, or an FS implementing directOpener. nil
-// (and no error) means the volume writes everything through fs.
-//
-// On the OS file system segments must be at least minDirectSegment long
-// and pages 4 KiB: a direct write drops the cached pages it covers, and
-// fails to (leaving them stale) if a buffered write dirties them
-// meanwhile; the page cache's folios reach 2 MiB there, naturally
-// aligned, so one never spans two segments, which are written by one
-// writer at a time.
-func openDirect(fs vfs.FS, path string, segSize int64) (directFile, error) {
-	if d, ok := fs.(directOpener); ok {
-		return d.OpenDirect(path)
+// (OpenOSDirect) or a DirectOpener. nil (and no error) means the volume
+// writes everything through fs, with the reason why.
+func openDirect(fs vfs.FS, path string, segSize int64) (DirectFile, string, error) {
+	if d, ok := fs.(DirectOpener); ok {
+		f, err := d.OpenDirect(path, segSize)
+		return f, "the file system opened no direct file", err
 	}
-	if fs != vfs.Default || segSize < minDirectSegment || os.Getpagesize() != dioBlock {
-		return nil, nil // a wrapped FS (fault injection): its writes must go through it
+	if fs != vfs.Default {
+		return nil, "the file system wraps the OS's (fault injection) without opening direct files", nil
+	}
+	f, err := OpenOSDirect(path, segSize)
+	return f, fmt.Sprintf("segments of %d bytes or pages of %d (direct I/O needs segments of at least %d and %d-byte pages) or not Linux", segSize, os.Getpagesize(), minDirectSegment, dioBlock), err
+}
+
+// OpenOSDirect opens path, a volume's segment file on the OS file system,
+// a second time with O_DIRECT (Linux). It returns nil and no error where
+// direct writes would not be safe or possible: segments under 2 MiB or
+// pages other than 4 KiB (a direct write drops the cached pages it
+// covers, and fails to, leaving them stale, if a buffered write dirties
+// them meanwhile; the page cache's folios reach 2 MiB there, naturally
+// aligned, so one never spans two segments, which are written by one
+// writer at a time), or another OS.
+func OpenOSDirect(path string, segSize int64) (DirectFile, error) {
+	if segSize < minDirectSegment || os.Getpagesize() != dioBlock {
+		return nil, nil
 	}
 	return openOSDirect(path)
 }
 
 // minDirectSegment is the smallest segment size written direct on the OS
-// file system (openDirect).
+// file system (OpenOSDirect).
 const minDirectSegment = 2 << 20
 
 // bounces are dioBlock-aligned blocks for the partial first and last
@@ -124,7 +139,7 @@ func (v *Volume) writeSpan(img []byte, base, from, to int64, cat IOCategory, dir
 	return nil
 }
 
-func (v *Volume) writeSpanDirect(f directFile, img []byte, base, from, to int64, cat IOCategory, headIsFile bool) error {
+func (v *Volume) writeSpanDirect(f DirectFile, img []byte, base, from, to int64, cat IOCategory, headIsFile bool) error {
 	pos := from &^ (dioBlock - 1)
 	if pos < from {
 		// The first block holds bytes before the span: keep them.

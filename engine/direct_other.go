@@ -4,4 +4,4 @@ package engine
 
 // openOSDirect: direct I/O is used on Linux only; elsewhere the volume
 // writes everything buffered.
-func openOSDirect(string) (directFile, error) { return nil, nil }
+func openOSDirect(string) (DirectFile, error) { return nil, nil }

@@ -19,9 +19,10 @@ import (
 type dioFS struct {
 	vfs.FS
 	mu     sync.Mutex
-	writes int   // direct writes that landed
-	bytes  int64 // their bytes
-	fail   error // returned by direct writes while set
+	writes int         // direct writes that landed
+	bytes  int64       // their bytes
+	sizes  map[int]int // direct writes that landed, by length
+	fail   error       // returned by direct writes while set
 	// before, if set, runs before each direct write (outside mu); an
 	// error it returns is the write's.
 	before func(off int64) error
@@ -29,7 +30,7 @@ type dioFS struct {
 
 func newDioFS(fs vfs.FS) *dioFS { return &dioFS{FS: fs} }
 
-func (d *dioFS) OpenDirect(path string) (directFile, error) {
+func (d *dioFS) OpenDirect(path string, _ int64) (DirectFile, error) {
 	f, err := d.FS.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return nil, err
@@ -85,6 +86,10 @@ func (f *dioFile) WriteAt(p []byte, off int64) (int, error) {
 	f.fs.mu.Lock()
 	f.fs.writes++
 	f.fs.bytes += int64(n)
+	if f.fs.sizes == nil {
+		f.fs.sizes = map[int]int{}
+	}
+	f.fs.sizes[len(p)]++
 	f.fs.mu.Unlock()
 	return n, err
 }
@@ -126,6 +131,11 @@ func TestWriteSpanDirect(t *testing.T) {
 			for i := pos; i < pos+n; i++ {
 				img[i] = byte(rng.Uint32() | 1)
 				want[i] = img[i]
+			}
+			// What lies past the span in the image (a spare tail's old
+			// bytes, records being appended) must not be written.
+			for i := pos + n; i < min(pos+n+dioBlock, segSize); i++ {
+				img[i] = 0xEE
 			}
 			if err := v.writeSpan(img, base, pos, pos+n, IOLog, true, headIsFile); err != nil {
 				t.Fatalf("headIsFile %v: span [%d, %d): %v", headIsFile, pos, pos+n, err)
@@ -369,6 +379,18 @@ func TestFollowerWritesDirect(t *testing.T) {
 	if !v.directOn.Load() {
 		t.Fatal("a direct write was refused (not aligned)")
 	}
+	// Its levels went direct: more bytes than its log's; so did the
+	// zeroing of its prepared segments (a write of a whole body).
+	t.Logf("direct %d bytes; log %d, compaction %d", st.DirectBytesWritten, st.BytesWritten[IOLog], st.BytesWritten[IOCompaction])
+	if st.DirectBytesWritten <= st.BytesWritten[IOLog] {
+		t.Fatalf("direct %d bytes, no more than the log's %d: the compactions wrote buffered", st.DirectBytesWritten, st.BytesWritten[IOLog])
+	}
+	fs.mu.Lock()
+	zeroed := fs.sizes[int(v.g.segSize-segHeaderSize)]
+	fs.mu.Unlock()
+	if zeroed == 0 {
+		t.Fatal("no prepared segment zeroed direct")
+	}
 	if err := v.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -391,5 +413,52 @@ func TestFollowerWritesDirect(t *testing.T) {
 	defer in.Close()
 	if rep := in.Check(); !rep.OK() {
 		t.Fatalf("check: %v", rep.Problems)
+	}
+}
+
+// TestWriteSpanRefusedPartway: a span whose first blocks landed direct
+// before the file system refused its last one is written again whole,
+// buffered, and counted once.
+func TestWriteSpanRefusedPartway(t *testing.T) {
+	fs := newDioFS(vfs.NewMem())
+	v := mustOpen(t, smallOpts(fs))
+	defer v.Close()
+	s, err := v.allocSegment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := v.g.fileOff(s.seg)
+	from, to := int64(segHeaderSize+100), int64(4*dioBlock+50)
+	last := base + to&^(dioBlock-1)
+	fs.before = func(off int64) error {
+		if off == last {
+			return syscall.EOPNOTSUPP
+		}
+		return nil
+	}
+	img := alignedBytes(int(v.g.segSize))
+	for i := range img {
+		img[i] = byte(i%239 + 1)
+	}
+	before := v.Stats()
+	if err := v.writeSpan(img, base, from, to, IOLog, true, true); err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := fs.counts(); w == 0 {
+		t.Fatal("no block landed direct before the refusal")
+	}
+	after := v.Stats()
+	if got := after.BytesWritten[IOLog] - before.BytesWritten[IOLog]; got != uint64(to-from) {
+		t.Fatalf("%d bytes counted written, the span has %d", got, to-from)
+	}
+	if after.DirectBytesWritten != before.DirectBytesWritten || v.directOn.Load() {
+		t.Fatalf("after the refusal: %d direct bytes counted, direct on %v", after.DirectBytesWritten-before.DirectBytesWritten, v.directOn.Load())
+	}
+	got := make([]byte, to)
+	if _, err := v.file.ReadAt(got, base); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got[from:], img[from:to]) {
+		t.Fatal("bytes differ")
 	}
 }

@@ -129,12 +129,14 @@ type Options struct {
 	// cache like a primary's. By default a Send-Index backup's log and
 	// index segments and a Build-Index backup's (a follower's) log and
 	// levels are written with direct I/O (O_DIRECT), in whole 4 KiB
-	// blocks: a replica's data is read only after a promotion, so it
-	// neither takes the page cache from the data primaries serve nor pays
-	// a copy into it. Where the file system refuses O_DIRECT, or the FS
-	// is not the OS's (an in-memory or fault-injecting one), writes are
-	// buffered whatever this says. Durability is unchanged: the same
-	// fdatasync calls make either kind durable.
+	// blocks: replicas' data is read only after a promotion (and in a
+	// follower's merges and GC), so it neither takes the page cache from
+	// the data primaries serve nor pays a copy into it. Writes are
+	// buffered whatever this says where the file system refuses O_DIRECT,
+	// with segments under 2 MiB or pages other than 4 KiB (OpenOSDirect),
+	// or on an FS other than the OS's that is no DirectOpener.
+	// Durability is unchanged: the same fdatasync calls make either kind
+	// durable.
 	BufferedReplicaWrites bool
 	// RequestRetention is how long a region keeps a client's write
 	// outcomes (its completion table row) after it last saw the client:

@@ -106,7 +106,7 @@ func (r *regionCore) replaySegment(ls *logSeg, start int64, index bool) error {
 	if unsealed {
 		size = v.g.segSize
 	}
-	data := make([]byte, v.g.segSize)
+	data := alignedBytes(int(v.g.segSize)) // the tail's image: a follower writes it direct
 	n, err := v.file.ReadAt(data[:size], v.g.fileOff(ls.seg))
 	v.ctr.read[IOLog].Add(uint64(n))
 	if err != nil && !(errors.Is(err, io.EOF) && (unsealed || n == int(size))) {

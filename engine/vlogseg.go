@@ -302,7 +302,7 @@ func (l *vlog) tailBuf() []byte {
 		clear(b[:segHeaderSize])
 		return b
 	}
-	return make([]byte, l.g.segSize)
+	return alignedBytes(int(l.g.segSize)) // aligned: a follower writes it direct
 }
 
 // lockSettled locks syncMu and mu: no seal is in progress while both are

@@ -30,7 +30,7 @@ type Volume struct {
 	// volume writes everything buffered; directOn is cleared for good
 	// when the file system refuses a direct write (the file stays open
 	// for writes in flight, until closeFiles).
-	direct   directFile
+	direct   DirectFile
 	directOn atomic.Bool
 	meta     *pebble.DB
 	alloc    *allocator
@@ -281,10 +281,13 @@ func (v *Volume) open(explicitSeg int64, explicitNode int) error {
 		noReadahead(v.file) // or a merge's node reads would cache what follows them
 	}
 	if !v.opts.BufferedReplicaWrites {
-		d, err := openDirect(v.fs, path, v.g.segSize)
-		if err != nil {
+		d, why, err := openDirect(v.fs, path, v.g.segSize)
+		switch {
+		case err != nil:
 			v.log.Warn("direct I/O unavailable: replicas' writes go through the page cache", zap.Error(err))
-		} else if d != nil {
+		case d == nil:
+			v.log.Info("replicas' writes go through the page cache", zap.String("why", why))
+		default:
 			v.direct = d
 			v.directOn.Store(true)
 		}

@@ -11,8 +11,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"go.uber.org/zap"
+
+	"github.com/tebis-go/tebis/engine"
 )
 
 // The fault-fs testing mode (docs/operations.md, "Fault injection"): a
@@ -109,4 +112,52 @@ func (f *faultInjector) poll(ctx context.Context) {
 			f.read()
 		}
 	}
+}
+
+// faultFS is the fault-fs mode's file system: the OS's through errorfs,
+// whose direct files (engine.DirectOpener: replicas' writes past the page
+// cache) fail as its other files do.
+type faultFS struct {
+	vfs.FS // errorfs over base
+	base   vfs.FS
+	inj    *faultInjector
+}
+
+func newFaultFS(base vfs.FS, inj *faultInjector) *faultFS {
+	return &faultFS{FS: errorfs.Wrap(base, inj), base: base, inj: inj}
+}
+
+// OpenDirect implements engine.DirectOpener: a direct file over the OS's
+// file system only.
+func (f *faultFS) OpenDirect(path string, segSize int64) (engine.DirectFile, error) {
+	if f.base != vfs.Default {
+		return nil, nil
+	}
+	d, err := engine.OpenOSDirect(path, segSize)
+	if d == nil || err != nil {
+		return nil, err
+	}
+	return &faultDirect{DirectFile: d, inj: f.inj, path: path}, nil
+}
+
+// faultDirect is a direct file whose reads and writes ask the injector
+// first.
+type faultDirect struct {
+	engine.DirectFile
+	inj  *faultInjector
+	path string
+}
+
+func (f *faultDirect) ReadAt(p []byte, off int64) (int, error) {
+	if err := f.inj.MaybeError(errorfs.Op{Kind: errorfs.OpFileReadAt, Path: f.path, Offset: off}); err != nil {
+		return 0, err
+	}
+	return f.DirectFile.ReadAt(p, off)
+}
+
+func (f *faultDirect) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.inj.MaybeError(errorfs.Op{Kind: errorfs.OpFileWriteAt, Path: f.path, Offset: off}); err != nil {
+		return 0, err
+	}
+	return f.DirectFile.WriteAt(p, off)
 }

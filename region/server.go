@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -128,7 +127,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Server, err error) {
 	}
 	if cfg.FaultFS {
 		fault = newFaultInjector(cfg.DataDir, log.Named("fault-fs"))
-		fs = errorfs.Wrap(fs, fault)
+		fs = newFaultFS(fs, fault)
 	}
 	vol, err := engine.Open(engine.Options{
 		FS: fs, GrowStep: int64(cfg.GrowStep), SpaceReserve: spaceReserve(cfg.SpaceReserve),

@@ -36,7 +36,7 @@ func serverFlags() []cli.Flag {
 		&cli.IntFlag{Name: "l0-pairs", Value: d.L0Pairs, Usage: "L0 capacity in pairs"},
 		&cli.IntFlag{Name: "growth-factor", Value: d.GrowthFactor, Usage: "level growth factor"},
 		&cli.BoolFlag{Name: "compaction-bypass-cache", Usage: "keep compaction I/O out of the OS page cache (as Kreon's direct I/O)"},
-		&cli.BoolFlag{Name: "buffered-replica-writes", Usage: "write backup regions' data through the OS page cache (default: O_DIRECT where the file system allows it)"},
+		&cli.BoolFlag{Name: "buffered-replica-writes", Usage: "write backup regions' data through the OS page cache (default: O_DIRECT, with segments of 2 MiB or more and 4 KiB pages, where the file system allows it)"},
 		&cli.StringFlag{Name: "cache-size", Value: d.CacheSize.String(), Usage: "node cache budget, with unit"},
 		&cli.StringFlag{Name: "max-key-size", Value: d.MaxKeySize.String(), Usage: "largest key, with unit"},
 		&cli.StringFlag{Name: "max-value-size", Value: d.MaxValueSize.String(), Usage: "largest value, with unit"},
