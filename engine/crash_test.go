@@ -126,7 +126,7 @@ func TestCrashSweep(t *testing.T) { crashSweep(t, false, 520) }
 
 // TestCrashSweepFollowerDirect is TestCrashSweep on a follower, whose log
 // flushes, seals and compaction output are written direct.
-func TestCrashSweepFollowerDirect(t *testing.T) { crashSweep(t, true, 200) }
+func TestCrashSweepFollowerDirect(t *testing.T) { crashSweep(t, true, 120) }
 
 func crashSweep(t *testing.T, follower bool, points int) {
 	seed := testSeed(t)
