@@ -26,6 +26,7 @@ var (
 	dVolRead      = desc("tebis_volume_read_bytes_total", "Bytes the volume read from its device, by what for (log, compaction, index, gc, meta).", "category")
 	dVolWritten   = desc("tebis_volume_written_bytes_total", "Bytes the volume wrote to its device, by what for (log, compaction, index, gc, meta).", "category")
 	dVolSyncs     = desc("tebis_volume_syncs_total", "fdatasync calls on the volume's segment file.")
+	dVolDirect    = desc("tebis_volume_direct_written_bytes_total", "Bytes of replicas' data the volume wrote past the page cache (O_DIRECT; buffered_replica_writes).")
 	dVolSegments  = desc("tebis_volume_segments", "Segments of the volume's file, by state (used, free).", "state")
 	dVolHealth    = desc("tebis_volume_health", "1 for the volume's current health state (ok, no-space, failed), 0 for the others.", "state")
 	dCompactions  = desc("tebis_compactions_total", "Compactions done by the volume's regions (L0 into L1 and level into level).")
@@ -69,7 +70,7 @@ var (
 )
 
 var allDescs = []metrics.Desc{
-	dVolRead, dVolWritten, dVolSyncs, dVolSegments, dVolHealth, dCompactions, dLevelMoves, dIndexBuilt, dStall,
+	dVolRead, dVolWritten, dVolSyncs, dVolDirect, dVolSegments, dVolHealth, dCompactions, dLevelMoves, dIndexBuilt, dStall,
 	dLogSeals, dSealWaits, dGCRuns, dGCRelocated, dGCFreed, dMapVersion, dRingConns, dRingRequests, dRingWraps, dRingBroken,
 	dRole, dL0Pairs, dL0Bytes, dL0Fill, dCompacting, dLevelPairs, dLevelBytes, dLevelSegments, dLogSegments,
 	dBackupUp, dLag, dFlushesPending, dCmdsPending, dIndexPending, dIndexShipped, dReplSent,
@@ -107,6 +108,7 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range []string{"ok", coord.HealthNoSpace, coord.HealthFailed} {
 		gauge(dVolHealth, b2f(st == state), st)
 	}
+	counter(dVolDirect, float64(vs.DirectBytesWritten))
 	counter(dCompactions, float64(vs.Compactions))
 	counter(dLevelMoves, float64(vs.LevelMoves))
 	counter(dIndexBuilt, float64(vs.IndexSegmentsBuilt))
