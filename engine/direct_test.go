@@ -96,6 +96,25 @@ func (f *dioFile) WriteAt(p []byte, off int64) (int, error) {
 
 func (f *dioFile) Close() error { return f.f.Close() }
 
+// spanVolume opens a volume on a fresh dioFS, allocates a segment and
+// returns its file offset and a segment-sized, aligned image of nonzero
+// bytes: what the writeSpan tests write.
+func spanVolume(t *testing.T, o Options) (*dioFS, *Volume, int64, []byte) {
+	t.Helper()
+	fs := newDioFS(vfs.NewMem())
+	o.FS = fs
+	v := mustOpen(t, o)
+	s, err := v.allocSegment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := alignedBytes(int(v.g.segSize))
+	for i := range img {
+		img[i] = byte(i%239 + 1)
+	}
+	return fs, v, v.g.fileOff(s.seg), img
+}
+
 var directSeed = flag.Uint64("direct-seed", 0, "seed of TestWriteSpanDirect (0: from the clock)")
 
 // TestWriteSpanDirect writes a segment as a log does, span after span of
@@ -214,23 +233,13 @@ func TestWriteSpanBuffered(t *testing.T) {
 // writes buffered from then on; ENOSPC is the volume's ErrNoSpace (Health
 // reports it) and loses nothing already written.
 func TestWriteSpanRefusedFallsBack(t *testing.T) {
-	fs := newDioFS(vfs.NewMem())
-	v := mustOpen(t, smallOpts(fs))
+	fs, v, base, img := spanVolume(t, smallOpts(nil))
 	defer v.Close()
-	s, err := v.allocSegment()
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := v.g.fileOff(s.seg)
-	img := alignedBytes(int(v.g.segSize))
-	for i := range img {
-		img[i] = byte(i%249 + 1)
-	}
 	if err := v.writeSpan(img, base, segHeaderSize, 2*dioBlock+7, IOLog, true, true); err != nil {
 		t.Fatal(err)
 	}
 	fs.setFail(syscall.ENOSPC)
-	err = v.writeSpan(img, base, 2*dioBlock+7, 3*dioBlock, IOLog, true, true)
+	err := v.writeSpan(img, base, 2*dioBlock+7, 3*dioBlock, IOLog, true, true)
 	if !errors.Is(err, ErrNoSpace) || v.noSpace.Load() == nil {
 		t.Fatalf("direct write on a full device: %v (no-space recorded: %v)", err, v.noSpace.Load() != nil)
 	}
@@ -303,18 +312,13 @@ func TestBackupRegionLogDirect(t *testing.T) {
 // direct I/O off while another region's direct write is in flight; that
 // one still lands (the direct file stays open), and both spans read back.
 func TestWriteSpanFallbackConcurrent(t *testing.T) {
-	fs := newDioFS(vfs.NewMem())
-	v := mustOpen(t, smallOpts(fs))
+	fs, v, refusedAt, img := spanVolume(t, smallOpts(nil))
 	defer v.Close()
-	var segs [2]segRef
-	for i := range segs {
-		s, err := v.allocSegment()
-		if err != nil {
-			t.Fatal(err)
-		}
-		segs[i] = s
+	other, err := v.allocSegment()
+	if err != nil {
+		t.Fatal(err)
 	}
-	refusedAt := v.g.fileOff(segs[0].seg)
+	otherAt := v.g.fileOff(other.seg)
 	inFlight, refusedDone := make(chan struct{}), make(chan struct{})
 	fs.before = func(off int64) error {
 		if off >= refusedAt && off < refusedAt+v.g.segSize {
@@ -324,13 +328,9 @@ func TestWriteSpanFallbackConcurrent(t *testing.T) {
 		<-refusedDone // the other write falls back meanwhile
 		return nil
 	}
-	img := alignedBytes(int(v.g.segSize))
-	for i := range img {
-		img[i] = byte(i%241 + 1)
-	}
 	errs := make(chan error, 1)
 	go func() {
-		errs <- v.writeSpan(img, v.g.fileOff(segs[1].seg), segHeaderSize, 3*dioBlock, IOLog, true, true)
+		errs <- v.writeSpan(img, otherAt, segHeaderSize, 3*dioBlock, IOLog, true, true)
 	}()
 	<-inFlight
 	if err := v.writeSpan(img, refusedAt, segHeaderSize, 2*dioBlock+3, IOLog, true, true); err != nil {
@@ -340,9 +340,10 @@ func TestWriteSpanFallbackConcurrent(t *testing.T) {
 	if err := <-errs; err != nil {
 		t.Fatalf("write in flight when direct I/O was turned off: %v", err)
 	}
-	for i, end := range []int64{2*dioBlock + 3, 3 * dioBlock} {
+	for i, at := range []int64{refusedAt, otherAt} {
+		end := []int64{2*dioBlock + 3, 3 * dioBlock}[i]
 		got := make([]byte, end)
-		if _, err := v.file.ReadAt(got, v.g.fileOff(segs[i].seg)); err != nil {
+		if _, err := v.file.ReadAt(got, at); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got[segHeaderSize:], img[segHeaderSize:end]) {
@@ -420,14 +421,8 @@ func TestFollowerWritesDirect(t *testing.T) {
 // before the file system refused its last one is written again whole,
 // buffered, and counted once.
 func TestWriteSpanRefusedPartway(t *testing.T) {
-	fs := newDioFS(vfs.NewMem())
-	v := mustOpen(t, smallOpts(fs))
+	fs, v, base, img := spanVolume(t, smallOpts(nil))
 	defer v.Close()
-	s, err := v.allocSegment()
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := v.g.fileOff(s.seg)
 	from, to := int64(segHeaderSize+100), int64(4*dioBlock+50)
 	last := base + to&^(dioBlock-1)
 	fs.before = func(off int64) error {
@@ -435,10 +430,6 @@ func TestWriteSpanRefusedPartway(t *testing.T) {
 			return syscall.EOPNOTSUPP
 		}
 		return nil
-	}
-	img := alignedBytes(int(v.g.segSize))
-	for i := range img {
-		img[i] = byte(i%239 + 1)
 	}
 	before := v.Stats()
 	if err := v.writeSpan(img, base, from, to, IOLog, true, true); err != nil {
