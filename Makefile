@@ -134,8 +134,9 @@ bench-curves: build
 # restarts and is re-seeded between rounds); docs/benchmarks.md.
 FAILOVER_ROUNDS ?= 10
 ZK_SESSION ?= 2s
+FAILOVER_SERVER_ARGS ?=
 bench-failover: deps
-	TEBIS_FAILOVER_ROUNDS=$(FAILOVER_ROUNDS) TEBIS_ZK_SESSION=$(ZK_SESSION) $(GO) test ./region -run TestE2ERepeatedFailover -count=1 -v -timeout 30m | grep -E 'round|failover times|PASS|FAIL|ok'
+	TEBIS_FAILOVER_ROUNDS=$(FAILOVER_ROUNDS) TEBIS_ZK_SESSION=$(ZK_SESSION) TEBIS_FAILOVER_SERVER_ARGS="$(FAILOVER_SERVER_ARGS)" $(GO) test ./region -run TestE2ERepeatedFailover -count=1 -v -timeout 30m | grep -E 'round|failover times|PASS|FAIL|ok'
 
 # A local replicated cluster: ZooKeeper, a master and 3 region servers, each a
 # process (shm), 3 regions with 3 replicas, a short YCSB Load A + Run A through

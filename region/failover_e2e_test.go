@@ -549,7 +549,9 @@ func TestE2ERepeatedFailoverBuildIndex(t *testing.T) {
 }
 
 func repeatedFailover(t *testing.T, init []string) {
-	c := startManagedInit(t, 3, "50", init)
+	// TEBIS_FAILOVER_SERVER_ARGS: more server flags, after the test's
+	// (make bench-failover FAILOVER_SERVER_ARGS="--segment-size 2MiB").
+	c := startManagedInit(t, 3, "50", init, strings.Fields(os.Getenv("TEBIS_FAILOVER_SERVER_ARGS"))...)
 	rng := rand.New(rand.NewPCG(testseed.Seed(t), 22))
 	preload := writeRandom(t, c.cl, rng, 800)
 	var keys []string
