@@ -32,8 +32,8 @@ type builder struct {
 	direct bool
 }
 
-func newBuilder(v *Volume, region uint64, level int, onSegment func(BuiltSegment) error) *builder {
-	return &builder{v: v, g: v.g, region: region, level: level, onSegment: onSegment,
+func newBuilder(v *Volume, region uint64, level int, direct bool, onSegment func(BuiltSegment) error) *builder {
+	return &builder{v: v, g: v.g, region: region, level: level, direct: direct, onSegment: onSegment,
 		logRefs: map[uint64]struct{}{}}
 }
 

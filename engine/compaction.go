@@ -224,12 +224,11 @@ func (r *regionCore) mergeInstall(info CompactionInfo, srcs []source, ver *versi
 	garbage := map[uint64]int64{}
 	shadow := func(k []byte, e entry) { garbage[r.v.g.seg(e.ptr)] += int64(e.recSize(len(k))) }
 	last := ver.deepest() <= info.Dst
-	b := newBuilder(r.v, r.desc.ID, info.Dst, func(s BuiltSegment) error {
+	b := newBuilder(r.v, r.desc.ID, info.Dst, r.follower.Load(), func(s BuiltSegment) error {
 		r.v.ctr.segsBuilt.Add(1)
 		r.listener.SegmentBuilt(info, s)
 		return nil
 	})
-	b.direct = r.follower.Load()
 	// A level's pointers name records below the recovery point (an L0
 	// compaction's: below rp, the end of the frozen L0), so the segments
 	// a pointer may still be read in are those of the log up to it: every

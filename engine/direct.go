@@ -116,7 +116,7 @@ func (v *Volume) writeSpan(img []byte, base, from, to int64, cat IOCategory, dir
 	if from >= to {
 		return nil
 	}
-	if !direct || v.direct == nil || !v.directOn.Load() || base%dioBlock != 0 || !aligned(img) {
+	if !direct || !v.directOn.Load() || base%dioBlock != 0 || !aligned(img) { // directOn: v.direct is set
 		return v.writeAt(img[from:to], base+from, cat)
 	}
 	err := v.writeSpanDirect(v.direct, img, base, from, to, cat, headIsFile)
@@ -143,29 +143,25 @@ func (v *Volume) writeSpanDirect(f DirectFile, img []byte, base, from, to int64,
 	pos := from &^ (dioBlock - 1)
 	if pos < from {
 		// The first block holds bytes before the span: keep them.
-		bp := bounces.Get().(*[]byte)
-		defer bounces.Put(bp)
-		blk := *bp
 		end := min(pos+dioBlock, to)
-		if headIsFile {
-			copy(blk, img[pos:from])
-		} else {
-			n, err := f.ReadAt(blk, base+pos)
-			v.ctr.read[cat].Add(uint64(n))
-			if err != nil && !errors.Is(err, io.EOF) {
-				return err
+		err := writeBlock(f, base+pos, end-pos, func(blk []byte) error {
+			if headIsFile {
+				copy(blk, img[pos:from])
+			} else {
+				n, err := f.ReadAt(blk, base+pos)
+				v.ctr.read[cat].Add(uint64(n))
+				if err != nil && !errors.Is(err, io.EOF) {
+					return err
+				}
+				clear(blk[n:])
 			}
-			clear(blk[n:])
-		}
-		copy(blk[from-pos:], img[from:end])
-		clear(blk[end-pos:])
-		if _, err := f.WriteAt(blk, base+pos); err != nil {
+			copy(blk[from-pos:], img[from:end])
+			return nil
+		})
+		if err != nil {
 			return err
 		}
 		pos += dioBlock
-	}
-	if pos >= to {
-		return nil
 	}
 	if whole := to &^ (dioBlock - 1); whole > pos {
 		if _, err := f.WriteAt(img[pos:whole], base+pos); err != nil {
@@ -174,16 +170,26 @@ func (v *Volume) writeSpanDirect(f DirectFile, img []byte, base, from, to int64,
 		pos = whole
 	}
 	if pos < to {
-		bp := bounces.Get().(*[]byte)
-		defer bounces.Put(bp)
-		blk := *bp
-		n := copy(blk, img[pos:to])
-		clear(blk[n:])
-		if _, err := f.WriteAt(blk, base+pos); err != nil {
-			return err
-		}
+		return writeBlock(f, base+pos, to-pos, func(blk []byte) error {
+			copy(blk, img[pos:to])
+			return nil
+		})
 	}
 	return nil
+}
+
+// writeBlock writes one dioBlock at file offset off from a bounce block
+// that fill sets up to n; the bytes after n are zeros.
+func writeBlock(f DirectFile, off, n int64, fill func(blk []byte) error) error {
+	bp := bounces.Get().(*[]byte)
+	defer bounces.Put(bp)
+	blk := *bp
+	if err := fill(blk); err != nil {
+		return err
+	}
+	clear(blk[n:])
+	_, err := f.WriteAt(blk, off)
+	return err
 }
 
 // refused reports whether a direct read or write failed because the file
