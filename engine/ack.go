@@ -19,6 +19,20 @@ type ack struct {
 // waits reports whether waiting for a may wait for other goroutines.
 func (a ack) waits() bool { return a.sync || (a.rep != nil && a.rep.waits()) }
 
+// acknowledgedNow reports, without waiting, whether wait(a) would return
+// nil at once: the log durable up to a.end if a.sync, and a replicator
+// that is a TryAcknowledger telling so (one that is not is waited for).
+func (a ack) acknowledgedNow(l *vlog) bool {
+	if a.sync && l.durable.Load() < a.end {
+		return false
+	}
+	if a.rep == nil {
+		return true
+	}
+	ta, ok := a.rep.Replicator.(TryAcknowledger)
+	return ok && ta.TryAcknowledged(a.end)
+}
+
 // wait waits for a and returns what keeps the write from being
 // acknowledged. here flushes the log on the caller's goroutine
 // (vlog.syncHere) rather than the flusher's.

@@ -139,6 +139,19 @@ type Waiter interface {
 	Waits() bool
 }
 
+// TryAcknowledger is implemented by Replicators that can tell without
+// waiting that a write is acknowledged: TryAcknowledged(pos) true
+// promises that the wait for pos (a WriteGate's WaitAcknowledged, else
+// WaitReplicated) would return nil at once; false says nothing, and the
+// write is waited for as usual. It may do the replicator's own work to
+// get there (post what is appended, collect completions), but must not
+// block: TryPutOnce asks it on a server's polling goroutine right after
+// the append, and a write it acknowledged is answered there, with no
+// hand-off to the region's acknowledger.
+type TryAcknowledger interface {
+	TryAcknowledged(pos uint64) bool
+}
+
 // WriteGate is implemented by Replicators that acknowledge a client write
 // on more than "replicated" (a minimum number of copies): AdmitWrite is
 // asked before the write's record is appended (an error refuses it with
@@ -149,6 +162,31 @@ type Waiter interface {
 type WriteGate interface {
 	AdmitWrite() error
 	WaitAcknowledged(pos uint64) error
+}
+
+// TryWriteGate is implemented by WriteGates whose AdmitWrite may wait for
+// other goroutines (a lock they hold while they post to backups):
+// TryAdmitWrite answers without waiting, told false when it cannot tell
+// now, and then the writer that must not wait (TryPutOnce) declines. Told
+// true, err is what AdmitWrite would have returned.
+type TryWriteGate interface {
+	TryAdmitWrite() (told bool, err error)
+}
+
+// AppendHolder is implemented by record listeners whose LogAppended takes
+// a lock other goroutines may hold while they wait (replication's mirror:
+// its waiters post to the backups under it, which over tcp waits for a
+// slow one). For a writer that must not wait (TryPutOnce), the engine
+// calls TryHoldAppend under the region's and the log's locks right
+// before the record is encoded: false (nothing held) declines the write
+// with nothing changed; true holds what LogAppended needs, so that the
+// next LogAppended runs without waiting for it, until ReleaseAppend,
+// which follows right after that LogAppended. A record listener that is
+// no AppendHolder makes TryPutOnce decline every write. Both must not
+// block.
+type AppendHolder interface {
+	TryHoldAppend() bool
+	ReleaseAppend()
 }
 
 // SealGate is implemented by Listeners whose LogSealed has a
@@ -217,6 +255,14 @@ func (h *hooks) sealGate() SealGate {
 func (h *hooks) wantsRecords() bool {
 	b := h.p.Load()
 	return b != nil && b.records
+}
+
+// appendHolder is the listener's AppendHolder, or nil.
+func (h *hooks) appendHolder() AppendHolder {
+	if a, ok := h.get().(AppendHolder); ok {
+		return a
+	}
+	return nil
 }
 
 func (h *hooks) LogAppended(e LogAppend) {

@@ -36,8 +36,9 @@ func (r *Region) PutOnce(key, value []byte, id RequestID) (applied bool, err err
 // nothing: while another goroutine holds the region's lock, during a
 // Quiesce, when L0 is full or the record would switch log segments (a
 // seal, which a listener's SealGate may hold), for a region that mirrors
-// its records to backups (a listener that WantsRecords: a replication
-// stream, whose locks its posts to the backups hold), for a duplicate (it
+// its records to backups while the mirror's lock is held (a listener that
+// WantsRecords and is no AppendHolder, or whose TryHoldAppend fails; a
+// WriteGate that is a TryWriteGate and cannot tell), for a duplicate (it
 // waits as its original does), and on a closed or failed region (PutOnce
 // reports why). Errors that need no wait (a malformed id, a stale seq, an
 // oversized pair) come with ok true.
@@ -47,9 +48,10 @@ func (r *Region) PutOnce(key, value []byte, id RequestID) (applied bool, err err
 // acknowledger, one goroutine for all such writes of the region: then
 // TryPutOnce returns later true, and done is called once, on that
 // goroutine with no lock held, with the error PutOnce would have
-// returned. With nothing to wait for, later is false and done is not
-// called. done must not block for long: the region's other writes are
-// acknowledged after it.
+// returned. With nothing to wait for (nothing to wait for at all, or a
+// replicator that is a TryAcknowledger telling the write acknowledged
+// at once), later is false and done is not called. done must not block
+// for long: the region's other writes are acknowledged after it.
 func (r *Region) TryPutOnce(key, value []byte, id RequestID, done func(error)) (ok, later bool, err error) {
 	if done == nil {
 		return false, false, errors.New("engine: TryPutOnce without done")
@@ -152,7 +154,7 @@ func (r *regionCore) checkpointLocked() (uint64, error) {
 	limit := min(r.v.g.maxRecord()-recHeaderLen, maxCheckpointChunk)
 	var end uint64
 	for _, c := range r.reqs.encodeChunks(limit) {
-		_, e, err := r.log.append(recTable, nil, c, RequestID{})
+		_, e, err := r.log.append(recTable, nil, c, RequestID{}, false)
 		if err != nil {
 			return 0, err
 		}

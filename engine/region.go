@@ -369,14 +369,14 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 	if err := r.checkKey(key); err != nil {
 		return false, err
 	}
-	if try && r.listener.wantsRecords() {
-		// A replication stream's mirror: its locks are held while it
-		// posts to the backups, which may wait for a slow one.
+	if try && r.listener.wantsRecords() && r.listener.appendHolder() == nil {
+		// A record listener whose LogAppended may wait, with no way to
+		// take what it needs without waiting.
 		return false, errDeclined
 	}
 	if cond == nil { // a client write: its replicator may refuse it before anything is appended
 		if b := r.repl.Load(); b != nil && b.gate != nil {
-			if err := b.gate.AdmitWrite(); err != nil {
+			if err := admit(b.gate, try); err != nil {
 				return false, err
 			}
 		}
@@ -390,7 +390,7 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 		// freezing L0 under it) or by readers: not worth a wait.
 		return false, errDeclined
 	}
-	if try && (r.held > 0 || r.closed || r.bgErr != nil || r.memFull() || r.log.maySeal(n) || r.listener.wantsRecords()) {
+	if try && (r.held > 0 || r.closed || r.bgErr != nil || r.memFull() || r.log.maySeal(n)) {
 		// A Quiesce, an error to report, a freeze, a seal: all for a
 		// caller that may wait. Nothing below waits then: with room in
 		// L0 and the tail, waitRoomLocked returns at once, and a
@@ -446,7 +446,7 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 			return false, fmt.Errorf("%w: region %d client %d seq %d", ErrStaleRequest, r.desc.ID, id.Client, id.Seq)
 		}
 	}
-	p, end, err := r.log.append(kind, key, value, id)
+	p, end, err := r.log.append(kind, key, value, id, try)
 	if err != nil {
 		r.mu.Unlock()
 		return false, err
@@ -465,7 +465,7 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 	if cond == nil { // GC relocations replicate, unacknowledged
 		a.rep = rep
 	}
-	if try && a.waits() {
+	if try && a.waits() && !a.acknowledgedNow(r.log) {
 		r.acknowledgeLater(a, then)
 		return true, errLater
 	}
@@ -478,6 +478,22 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 // errDeclined: a write made with try would have waited; nothing was
 // changed.
 var errDeclined = errors.New("engine: write declined: it would wait")
+
+// admit asks gate whether a client write may be appended; try: without
+// waiting (a TryWriteGate that cannot tell declines the write).
+func admit(gate WriteGate, try bool) error {
+	if !try {
+		return gate.AdmitWrite()
+	}
+	if tg, ok := gate.(TryWriteGate); ok {
+		told, err := tg.TryAdmitWrite()
+		if !told {
+			return errDeclined
+		}
+		return err
+	}
+	return gate.AdmitWrite()
+}
 
 // waits reports whether writes waiting on b wait for other goroutines'
 // work (a replicator that is a Waiter says; any other does).

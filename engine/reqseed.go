@@ -70,7 +70,7 @@ func (r *Region) MergeRequestTable(chunk []byte) error {
 	limit := min(r.v.g.maxRecord()-recHeaderLen, maxCheckpointChunk)
 	var end uint64
 	for _, c := range rows.encodeChunks(limit) {
-		_, e, err := r.log.append(recTable, nil, c, RequestID{})
+		_, e, err := r.log.append(recTable, nil, c, RequestID{}, false)
 		if err != nil {
 			return fmt.Errorf("engine: region %d: appending a request-table checkpoint: %w", r.desc.ID, err)
 		}

@@ -75,8 +75,11 @@ func (r *Region) LogTail() (LogTail, error) {
 func (l *vlog) posLocked() uint64 { return l.tail.idx<<l.g.shift | uint64(l.off) }
 
 // append adds one record (with request identity id, zero for none) and
-// returns its device pointer and the log position after it.
-func (l *vlog) append(kind uint8, key, value []byte, id RequestID) (ptr, uint64, error) {
+// returns its device pointer and the log position after it. try: the
+// writer must not wait (the caller ruled out a segment switch): a record
+// listener's LogAppended runs held (AppendHolder), or append fails with
+// errDeclined having appended nothing.
+func (l *vlog) append(kind uint8, key, value []byte, id RequestID, try bool) (ptr, uint64, error) {
 	n := int64(recordSize(len(key), payloadLen(id, value)))
 	l.mu.Lock()
 	// A record never ends exactly at the segment's end: the offset after it
@@ -109,6 +112,14 @@ func (l *vlog) append(kind uint8, key, value []byte, id RequestID) (ptr, uint64,
 		l.mu.Unlock()
 		return 0, 0, err
 	}
+	box := l.r.listener.p.Load() // one listener for the hold and the event
+	var hold AppendHolder
+	if try && box != nil && box.records {
+		if hold, _ = box.l.(AppendHolder); hold == nil || !hold.TryHoldAppend() {
+			l.mu.Unlock()
+			return 0, 0, errDeclined
+		}
+	}
 	off := l.off
 	encodeRecord(l.buf[off:off+n], l.tail.seq, kind, id, key, value)
 	l.off += n
@@ -116,13 +127,16 @@ func (l *vlog) append(kind uint8, key, value []byte, id RequestID) (ptr, uint64,
 		l.kickPrepare()
 	}
 	p, end := l.g.ptr(l.tail.seg, off), l.posLocked()
-	if lst := l.r.listener.get(); lst != nil {
+	if box != nil {
 		// Under mu, so listeners see records in log order.
 		ev := LogAppend{Region: l.r.desc.ID, Ptr: p, Segment: l.tail.seg, Seq: l.tail.seq, Offset: off, End: end}
-		if l.r.listener.wantsRecords() {
+		if box.records {
 			ev.Record = l.buf[off : off+n]
 		}
-		lst.LogAppended(ev)
+		box.l.LogAppended(ev)
+	}
+	if hold != nil {
+		hold.ReleaseAppend()
 	}
 	l.mu.Unlock()
 	return p, end, nil

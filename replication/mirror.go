@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tebis-go/tebis/engine"
@@ -73,9 +74,12 @@ type Mirror struct {
 	kick    chan struct{} // capacity 1: a waiter parked
 	onDrop  func(name string, err error)
 	closed  bool
-	tick    time.Duration      // idle completion drain and waiter wake-ups
-	cancel  context.CancelFunc // stops the completion loop
-	done    chan struct{}
+	// held: mu is held by TryHold for the next Append (set and cleared
+	// under the log's lock, as Append is called).
+	held   atomic.Bool
+	tick   time.Duration      // idle completion drain and waiter wake-ups
+	cancel context.CancelFunc // stops the completion loop
+	done   chan struct{}
 }
 
 type mirrorBackup struct {
@@ -129,8 +133,10 @@ func (m *Mirror) Append(off int64, rec []byte) (Pos, error) {
 	if off < 0 || off+int64(len(rec)) > m.segSize {
 		return Pos{}, fmt.Errorf("replication: record at %d+%d outside a %d-byte segment", off, len(rec), m.segSize)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	if !m.held.Load() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+	}
 	if off < m.appended || (off > m.appended && off != engine.SegmentHeaderSize) {
 		// Records follow each other; only the first one of a segment may
 		// skip to the end of the (unmirrored) header after a marker.
@@ -140,6 +146,28 @@ func (m *Mirror) Append(off int64, rec []byte) (Pos, error) {
 	copy(m.staging.Bytes()[base+off:], rec)
 	m.appended = off + int64(len(rec))
 	return Pos{gen: m.gen, end: m.appended}, nil
+}
+
+// TryHold takes the mirror's lock if nobody holds it (waiters hold it
+// while they post and poll, which over tcp may wait for a slow backup) and
+// reports whether it did; held, the next Append runs without waiting for
+// it, and Release lets it go. Called, like Append, in log order under the
+// log's lock, for a writer that must not wait: TryHold, at most one
+// Append, then Release.
+func (m *Mirror) TryHold() bool {
+	if !m.mu.TryLock() {
+		return false
+	}
+	m.held.Store(true)
+	return true
+}
+
+// Release lets go of what TryHold took.
+func (m *Mirror) Release() {
+	if m.held.Load() {
+		m.held.Store(false)
+		m.mu.Unlock()
+	}
 }
 
 // Tail is the position after everything appended so far.
@@ -491,6 +519,54 @@ func (m *Mirror) progress() map[string]writeProgress {
 func (m *Mirror) Census(skip []string) (live, outside int, dropped bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.censusLocked(skip)
+}
+
+// TryCensus is Census if the mirror's lock is free now (told true), else
+// it tells nothing.
+func (m *Mirror) TryCensus(skip []string) (live, outside int, dropped, told bool) {
+	if !m.mu.TryLock() {
+		return 0, 0, false, false
+	}
+	defer m.mu.Unlock()
+	live, outside, dropped = m.censusLocked(skip)
+	return live, outside, dropped, true
+}
+
+// census is what Census reports.
+type census struct {
+	live, outside int
+	dropped       bool
+}
+
+// TryHeld is, if the mirror's lock is free now (told true), whether every
+// live backup holds pos (tail false: a position before the tail, held by
+// every live backup) and the census. It first posts what is appended and
+// not posted yet and collects the completions, as Wait does, without
+// waiting for any.
+func (m *Mirror) TryHeld(pos Pos, tail bool, skip []string) (held bool, c census, told bool) {
+	if !m.mu.TryLock() {
+		return false, census{}, false
+	}
+	defer m.mu.Unlock()
+	if m.closed || (tail && (pos.gen > m.gen || (pos.gen == m.gen && pos.end > m.appended))) {
+		return false, census{}, true
+	}
+	if tail && pos.gen == m.gen && m.posted < pos.end {
+		m.postLocked()
+	}
+	m.pollLocked()
+	held = true
+	for _, b := range m.backups {
+		if !b.dropped && tail && pos.gen == m.gen && (b.ackGen < pos.gen || (b.ackGen == pos.gen && b.acked < pos.end)) {
+			held = false
+		}
+	}
+	c.live, c.outside, c.dropped = m.censusLocked(skip)
+	return held && c.live > 0, c, true
+}
+
+func (m *Mirror) censusLocked(skip []string) (live, outside int, dropped bool) {
 	for _, b := range m.backups {
 		switch {
 		case b.dropped:

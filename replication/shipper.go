@@ -438,7 +438,28 @@ func (s *Shipper) WaitAcknowledged(pos uint64) error {
 // could not be acknowledged anyway: a strict stream that dropped a backup,
 // no live backup, or fewer copies than MinCopies (engine.WriteGate).
 func (s *Shipper) AdmitWrite() error {
-	live, copies, dropped := s.cfg.Mirror.Census(s.cfg.Joining)
+	return s.admit(s.cfg.Mirror.Census(s.cfg.Joining))
+}
+
+// TryAdmitWrite is AdmitWrite without waiting for the mirror's lock
+// (engine.TryWriteGate): told false while another goroutine holds it.
+func (s *Shipper) TryAdmitWrite() (told bool, err error) {
+	live, copies, dropped, told := s.cfg.Mirror.TryCensus(s.cfg.Joining)
+	if !told {
+		return false, nil
+	}
+	return true, s.admit(live, copies, dropped)
+}
+
+// TryHoldAppend takes the mirror's lock for the next LogAppended if it is
+// free (engine.AppendHolder).
+func (s *Shipper) TryHoldAppend() bool { return s.cfg.Mirror.TryHold() }
+
+// ReleaseAppend lets go of what TryHoldAppend took.
+func (s *Shipper) ReleaseAppend() { s.cfg.Mirror.Release() }
+
+// admit is AdmitWrite's rule over the mirror's census.
+func (s *Shipper) admit(live, copies int, dropped bool) error {
 	switch {
 	case s.cfg.Strict && dropped:
 		return ErrBackupDropped
@@ -449,17 +470,45 @@ func (s *Shipper) AdmitWrite() error {
 	return err
 }
 
+// mirrorPos is the mirror's position of log position pos; tail false: pos
+// names nothing of the mirrored tail to wait for. A position at the start
+// of a segment's record area (an empty tail: a scan waits for the log's
+// position) names no record of that segment: what precedes it is in
+// earlier ones, which the mirror's switch or the attach waited for. The
+// mirror may not have appended up to the header of a tail it holds
+// nothing of.
+func (s *Shipper) mirrorPos(pos uint64) (p Pos, tail bool) {
+	idx, off := pos>>s.shift, int64(pos&(1<<s.shift-1))
+	if idx >= s.base && off > engine.SegmentHeaderSize {
+		return Pos{gen: idx - s.base, end: off}, true
+	}
+	return Pos{}, false
+}
+
+// TryAcknowledged reports, without waiting (engine.TryAcknowledger),
+// whether WaitAcknowledged(pos) would return nil at once: it posts what
+// is appended and not posted yet and collects the completions, so over
+// transports whose WRITEs complete as they are posted (shm, loopback) a
+// write just appended is acknowledged here. False says nothing: the
+// mirror's lock was held, a backup has not completed the WRITE, or the
+// write is to be refused or to wait for the primary's own fdatasync
+// (WaitAcknowledged tells).
+func (s *Shipper) TryAcknowledged(pos uint64) bool {
+	p, tail := s.mirrorPos(pos)
+	held, c, told := s.cfg.Mirror.TryHeld(p, tail, s.cfg.Joining)
+	if !told || !held || s.admit(c.live, c.outside, c.dropped) != nil {
+		return false
+	}
+	if sync, _ := ackRule(c.outside, 1); sync && !s.cfg.Region.Synced(pos) {
+		return false
+	}
+	return true
+}
+
 // waitHeld waits until the stream's group holds the log up to pos and
 // returns how many backups, joining ones not counted, hold it.
 func (s *Shipper) waitHeld(pos uint64) (int, error) {
-	idx, off := pos>>s.shift, int64(pos&(1<<s.shift-1))
-	// A position at the start of a segment's record area (an empty tail:
-	// a scan waits for the log's position) names no record of that
-	// segment: what precedes it is in earlier ones, which the mirror's
-	// switch or the attach waited for. The mirror may not have appended
-	// up to the header of a tail it holds nothing of.
-	if idx >= s.base && off > engine.SegmentHeaderSize {
-		p := Pos{gen: idx - s.base, end: off}
+	if p, tail := s.mirrorPos(pos); tail {
 		if !s.cfg.Mirror.Acked(p) { // else done already (a read of a settled write)
 			setLabel(labelLog)
 			err := s.cfg.Mirror.WaitTimeout(p, s.cfg.Timeout)
