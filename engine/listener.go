@@ -57,6 +57,9 @@ type LogAppend struct {
 	Offset  int64
 	End     uint64 // the log position after the record (what Replicator.WaitReplicated gets)
 	Record  []byte // the encoded record (nil unless the listener wants records)
+	// Held: the listener's TryHoldAppend took what this LogAppended needs
+	// (AppendHolder); ReleaseAppend follows it.
+	Held bool
 }
 
 // LogSeal describes a filled log segment.
@@ -179,11 +182,11 @@ type TryWriteGate interface {
 // slow one). For a writer that must not wait (TryPutOnce), the engine
 // calls TryHoldAppend under the region's and the log's locks right
 // before the record is encoded: false (nothing held) declines the write
-// with nothing changed; true holds what LogAppended needs, so that the
-// next LogAppended runs without waiting for it, until ReleaseAppend,
-// which follows right after that LogAppended. A record listener that is
-// no AppendHolder makes TryPutOnce decline every write. Both must not
-// block.
+// with nothing changed; true holds what LogAppended needs, and the next
+// LogAppended, whose event says Held, runs without waiting for it, until
+// ReleaseAppend, which follows right after that LogAppended. A record
+// listener that is no AppendHolder makes TryPutOnce decline every write.
+// Both must not block.
 type AppendHolder interface {
 	TryHoldAppend() bool
 	ReleaseAppend()

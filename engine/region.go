@@ -465,7 +465,10 @@ func (r *regionCore) write(kind uint8, key, value []byte, id RequestID, cond fun
 	if cond == nil { // GC relocations replicate, unacknowledged
 		a.rep = rep
 	}
-	if try && a.waits() && !a.acknowledgedNow(r.log) {
+	if try && a.waits() {
+		if a.acknowledgedNow(r.log) {
+			return true, nil // the wait would return at once: not made here, it may block
+		}
 		r.acknowledgeLater(a, then)
 		return true, errLater
 	}

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -42,6 +44,9 @@ func (h *holdingListener) ReleaseAppend() {
 func (h *holdingListener) LogAppended(e LogAppend) {
 	if e.Record == nil {
 		panic("a record listener got no record")
+	}
+	if e.Held != h.held {
+		panic(fmt.Sprintf("LogAppended with Held %v, the listener held %v", e.Held, h.held))
 	}
 	if h.held {
 		h.heldSeen++
@@ -160,9 +165,10 @@ func TestTryPutOnceTryWriteGate(t *testing.T) {
 type tryAckReplicator struct {
 	now   bool
 	asked []uint64
+	waits atomic.Int32 // WaitReplicated calls
 }
 
-func (r *tryAckReplicator) WaitReplicated(uint64) error { return nil }
+func (r *tryAckReplicator) WaitReplicated(uint64) error { r.waits.Add(1); return nil }
 func (r *tryAckReplicator) TryAcknowledged(pos uint64) bool {
 	r.asked = append(r.asked, pos)
 	return r.now
@@ -209,6 +215,10 @@ func TestTryPutOnceAcknowledgedNow(t *testing.T) {
 					t.Fatal(err)
 				}
 				return
+			}
+			// Told at once, the wait (which may block) is not made.
+			if n := rep.waits.Load(); n != 0 {
+				t.Fatalf("WaitReplicated called %d times for a write told acknowledged at once", n)
 			}
 			select {
 			case err := <-dones:

@@ -129,7 +129,7 @@ func (l *vlog) append(kind uint8, key, value []byte, id RequestID, try bool) (pt
 	p, end := l.g.ptr(l.tail.seg, off), l.posLocked()
 	if box != nil {
 		// Under mu, so listeners see records in log order.
-		ev := LogAppend{Region: l.r.desc.ID, Ptr: p, Segment: l.tail.seg, Seq: l.tail.seq, Offset: off, End: end}
+		ev := LogAppend{Region: l.r.desc.ID, Ptr: p, Segment: l.tail.seg, Seq: l.tail.seq, Offset: off, End: end, Held: hold != nil}
 		if box.records {
 			ev.Record = l.buf[off : off+n]
 		}

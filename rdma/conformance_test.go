@@ -20,14 +20,16 @@ func TestLoopbackConformance(t *testing.T) {
 		Addr:            func(*testing.T) string { return fmt.Sprintf("loop-%d", loopNames.Add(1)) },
 		DeadWithin:      300 * time.Millisecond,
 		ViewHoldsWrites: true,
+		CompletesOnPost: true,
 	})
 }
 
 func TestShmConformance(t *testing.T) {
 	conformance.Run(t, conformance.Env{
-		Transport:  &rdma.Shm{},
-		Addr:       func(t *testing.T) string { return filepath.Join(t.TempDir(), "s") },
-		DeadWithin: 300 * time.Millisecond,
+		Transport:       &rdma.Shm{},
+		Addr:            func(t *testing.T) string { return filepath.Join(t.TempDir(), "s") },
+		DeadWithin:      300 * time.Millisecond,
+		CompletesOnPost: true,
 	})
 }
 

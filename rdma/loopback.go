@@ -164,6 +164,10 @@ func (s exposedSet) list() []*MR {
 	return out
 }
 
+// CompletesOnPost: a WRITE is a copy into the peer's memory, its
+// completion queued before PostWrite returns (Immediate).
+func (q *loopQP) CompletesOnPost() bool { return true }
+
 func (q *loopQP) PostWrite(wr WriteWR) error {
 	src, err := wr.source()
 	if err != nil {

@@ -356,6 +356,10 @@ func (q *shmQP) reader() {
 	}
 }
 
+// CompletesOnPost: a WRITE is a copy into the peer's mapping, its
+// completion queued before PostWrite returns (Immediate).
+func (q *shmQP) CompletesOnPost() bool { return true }
+
 func (q *shmQP) PostWrite(wr WriteWR) error {
 	src, err := wr.source()
 	if err != nil {

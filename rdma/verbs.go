@@ -98,6 +98,16 @@ type QP interface {
 	Close() error
 }
 
+// Immediate is implemented by QPs whose PostWrite never waits for the
+// peer or the link: CompletesOnPost true means the bytes are in the peer's
+// memory when PostWrite returns and a signaled WRITE's completion is
+// queued by then (shm, loopback; tcp queues the bytes and waits for room
+// while its queue is full). A caller that must not wait posts only to
+// such QPs.
+type Immediate interface {
+	CompletesOnPost() bool
+}
+
 // ConnConfig is one side's part of a connection.
 type ConnConfig struct {
 	CQ      *CQ   // required: where completions go (may be shared by QPs)

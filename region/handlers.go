@@ -182,11 +182,13 @@ func (s *Server) admitPut(mr *regionmap.Assignment, q wire.PutRequest) *ring.Rep
 
 // tryPut is handlePut on the ring's spinner (ring.ShortFunc): a put the
 // engine applies without waiting before its append (engine.TryPutOnce:
-// room in L0 and the log tail) is answered from the spinner, at once when
-// nothing is to be waited for (async mode, a lone primary with unsafe
-// lone acks), else by the region's acknowledger once its group commit or
-// its backups hold it (ring.Later): no worker waits meanwhile. The rest
-// is declined, having changed nothing, to a worker.
+// room in L0 and the log tail, a replication stream's lock free) is
+// answered from the spinner, at once when nothing is to be waited for
+// (async mode, a lone primary with unsafe lone acks, backups that hold it
+// as soon as its WRITEs are posted: engine.TryAcknowledger), else by the
+// region's acknowledger once its group commit or its backups hold it
+// (ring.Later): no worker waits meanwhile. The rest is declined, having
+// changed nothing, to a worker.
 func (s *Server) tryPut(req *ring.ServerRequest) (ring.Reply, bool) {
 	q, err := wire.DecodePutRequest(req.Payload)
 	if err != nil {

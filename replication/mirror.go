@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tebis-go/tebis/engine"
@@ -37,7 +36,9 @@ type Backup struct {
 // posts what is not yet posted (one WRITE per backup for everything
 // appended since, so concurrent writers share WRITEs as they share a group
 // commit) and returns when every live backup's WRITEs completed up to the
-// asked offset: the acknowledgement a client may be given.
+// asked offset: the acknowledgement a client may be given. TryHeld asks
+// the same without waiting (posting only where WRITEs complete as posted),
+// and TryHold with AppendHeld appends without waiting for the lock.
 //
 // A waiter collects the completions of the WRITEs it waits for itself (as
 // an RDMA poster polls its CQ), so where WRITEs complete as they are posted
@@ -74,12 +75,12 @@ type Mirror struct {
 	kick    chan struct{} // capacity 1: a waiter parked
 	onDrop  func(name string, err error)
 	closed  bool
-	// held: mu is held by TryHold for the next Append (set and cleared
-	// under the log's lock, as Append is called).
-	held   atomic.Bool
-	tick   time.Duration      // idle completion drain and waiter wake-ups
-	cancel context.CancelFunc // stops the completion loop
-	done   chan struct{}
+	// postNow: every backup's QP completes a WRITE as it is posted
+	// (rdma.Immediate): TryHeld may post without waiting.
+	postNow bool
+	tick    time.Duration      // idle completion drain and waiter wake-ups
+	cancel  context.CancelFunc // stops the completion loop
+	done    chan struct{}
 }
 
 type mirrorBackup struct {
@@ -115,6 +116,11 @@ func newMirror(segSize int64, seg uint64, cq *rdma.CQ, backups []Backup, tick ti
 		}
 		m.backups = append(m.backups, &mirrorBackup{Backup: b})
 	}
+	m.postNow = true
+	for _, b := range m.backups {
+		im, ok := b.QP.(rdma.Immediate)
+		m.postNow = m.postNow && ok && im.CompletesOnPost()
+	}
 	go m.completions(ctx)
 	go m.ticker(m.done)
 	return m, nil
@@ -133,10 +139,20 @@ func (m *Mirror) Append(off int64, rec []byte) (Pos, error) {
 	if off < 0 || off+int64(len(rec)) > m.segSize {
 		return Pos{}, fmt.Errorf("replication: record at %d+%d outside a %d-byte segment", off, len(rec), m.segSize)
 	}
-	if !m.held.Load() {
-		m.mu.Lock()
-		defer m.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.appendLocked(off, rec)
+}
+
+// AppendHeld is Append by the holder of TryHold.
+func (m *Mirror) AppendHeld(off int64, rec []byte) (Pos, error) {
+	if off < 0 || off+int64(len(rec)) > m.segSize {
+		return Pos{}, fmt.Errorf("replication: record at %d+%d outside a %d-byte segment", off, len(rec), m.segSize)
 	}
+	return m.appendLocked(off, rec)
+}
+
+func (m *Mirror) appendLocked(off int64, rec []byte) (Pos, error) {
 	if off < m.appended || (off > m.appended && off != engine.SegmentHeaderSize) {
 		// Records follow each other; only the first one of a segment may
 		// skip to the end of the (unmirrored) header after a marker.
@@ -150,25 +166,13 @@ func (m *Mirror) Append(off int64, rec []byte) (Pos, error) {
 
 // TryHold takes the mirror's lock if nobody holds it (waiters hold it
 // while they post and poll, which over tcp may wait for a slow backup) and
-// reports whether it did; held, the next Append runs without waiting for
-// it, and Release lets it go. Called, like Append, in log order under the
-// log's lock, for a writer that must not wait: TryHold, at most one
-// Append, then Release.
-func (m *Mirror) TryHold() bool {
-	if !m.mu.TryLock() {
-		return false
-	}
-	m.held.Store(true)
-	return true
-}
+// reports whether it did; held, the caller appends with AppendHeld (at
+// most once, in log order under the log's lock as every Append) and then
+// lets it go with Release, for a writer that must not wait.
+func (m *Mirror) TryHold() bool { return m.mu.TryLock() }
 
-// Release lets go of what TryHold took.
-func (m *Mirror) Release() {
-	if m.held.Load() {
-		m.held.Store(false)
-		m.mu.Unlock()
-	}
-}
+// Release lets go of what a TryHold that returned true took.
+func (m *Mirror) Release() { m.mu.Unlock() }
 
 // Tail is the position after everything appended so far.
 func (m *Mirror) Tail() Pos {
@@ -541,9 +545,10 @@ type census struct {
 
 // TryHeld is, if the mirror's lock is free now (told true), whether every
 // live backup holds pos (tail false: a position before the tail, held by
-// every live backup) and the census. It first posts what is appended and
-// not posted yet and collects the completions, as Wait does, without
-// waiting for any.
+// every live backup) and the census. Where every backup's WRITEs complete
+// as they are posted (rdma.Immediate) it first posts what is appended and
+// not posted yet; it collects the completions, as Wait does, without
+// waiting for any. Elsewhere a position not posted yet is not held.
 func (m *Mirror) TryHeld(pos Pos, tail bool, skip []string) (held bool, c census, told bool) {
 	if !m.mu.TryLock() {
 		return false, census{}, false
@@ -552,11 +557,15 @@ func (m *Mirror) TryHeld(pos Pos, tail bool, skip []string) (held bool, c census
 	if m.closed || (tail && (pos.gen > m.gen || (pos.gen == m.gen && pos.end > m.appended))) {
 		return false, census{}, true
 	}
+	held = true
 	if tail && pos.gen == m.gen && m.posted < pos.end {
-		m.postLocked()
+		if m.postNow {
+			m.postLocked()
+		} else {
+			held = false // a post may wait: Wait's
+		}
 	}
 	m.pollLocked()
-	held = true
 	for _, b := range m.backups {
 		if !b.dropped && tail && pos.gen == m.gen && (b.ackGen < pos.gen || (b.ackGen == pos.gen && b.acked < pos.end)) {
 			held = false

@@ -410,7 +410,11 @@ func (s *Shipper) WantsRecords() bool { return true }
 
 // LogAppended copies the record into the mirror (under the log's lock).
 func (s *Shipper) LogAppended(a engine.LogAppend) {
-	if _, err := s.cfg.Mirror.Append(a.Offset, a.Record); err != nil {
+	appendRec := s.cfg.Mirror.Append
+	if a.Held {
+		appendRec = s.cfg.Mirror.AppendHeld
+	}
+	if _, err := appendRec(a.Offset, a.Record); err != nil {
 		s.cfg.Log.Error("mirroring a log record failed", zap.Uint64("region", a.Region), zap.Error(err))
 	}
 }
@@ -494,15 +498,35 @@ func (s *Shipper) mirrorPos(pos uint64) (p Pos, tail bool) {
 // write is to be refused or to wait for the primary's own fdatasync
 // (WaitAcknowledged tells).
 func (s *Shipper) TryAcknowledged(pos uint64) bool {
+	c, ok := s.tryHeld(pos)
+	if !ok {
+		return false
+	}
+	_, err := ackRule(c.outside, s.cfg.MinCopies)
+	return err == nil
+}
+
+// Replicated reports, without waiting (engine.ReplicatedProbe), whether
+// WaitReplicated(pos) would return nil at once: a read on a server's
+// polling goroutine of a key whose record is in L0. Like TryAcknowledged
+// it posts what is appended and not posted yet.
+func (s *Shipper) Replicated(pos uint64) bool {
+	_, ok := s.tryHeld(pos)
+	return ok
+}
+
+// tryHeld is waitHeld without waiting: ok true when waitHeld(pos) would
+// return at once without an error, with the census it would count.
+func (s *Shipper) tryHeld(pos uint64) (census, bool) {
 	p, tail := s.mirrorPos(pos)
 	held, c, told := s.cfg.Mirror.TryHeld(p, tail, s.cfg.Joining)
-	if !told || !held || s.admit(c.live, c.outside, c.dropped) != nil {
-		return false
+	if !told || !held || (s.cfg.Strict && c.dropped) || c.live == 0 {
+		return c, false
 	}
 	if sync, _ := ackRule(c.outside, 1); sync && !s.cfg.Region.Synced(pos) {
-		return false
+		return c, false
 	}
-	return true
+	return c, true
 }
 
 // waitHeld waits until the stream's group holds the log up to pos and

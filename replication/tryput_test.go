@@ -2,6 +2,7 @@ package replication
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/tebis-go/tebis/engine"
 	"github.com/tebis-go/tebis/internal/testseed"
+	"github.com/tebis-go/tebis/rdma"
 )
 
 // TestTryPutOnceHeldMirror: while another goroutine holds the mirror's
@@ -49,7 +51,7 @@ func TestTryPutOnceHeldMirror(t *testing.T) {
 	if !g.mirror.Acked(Pos{gen: g.mirror.Tail().gen, end: tail.Offset}) {
 		t.Fatal("acknowledged before every backup held the record")
 	}
-	if g.mirror.held.Load() || !g.mirror.mu.TryLock() {
+	if !g.mirror.mu.TryLock() {
 		t.Fatal("the mirror's lock is still held after the put")
 	}
 	g.mirror.mu.Unlock()
@@ -81,6 +83,14 @@ func TestTryPutOnceLaterWhileWritePending(t *testing.T) {
 		t.Fatalf("acknowledged (%v) before b1 completed the WRITE", err)
 	case <-time.After(50 * time.Millisecond):
 	}
+	// A read on the spinner may not return it yet either (ReplicatedProbe).
+	end := logEnd(t, r.g.pr)
+	if r.g.shipper.Replicated(end) {
+		t.Fatal("Replicated with b1's WRITE pending")
+	}
+	if _, ok, err := r.g.pr.TryGet([]byte("k")); ok || err != nil {
+		t.Fatalf("TryGet of the pending put: ok %v err %v, want declined", ok, err)
+	}
 	for r.qp.outstanding() > 0 {
 		r.qp.completeOne(t)
 	}
@@ -91,6 +101,18 @@ func TestTryPutOnceLaterWhileWritePending(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("not acknowledged after b1 completed the WRITE")
+	}
+	if !r.g.shipper.Replicated(end) {
+		t.Fatal("not Replicated once both backups completed the WRITE")
+	}
+	if v, ok, err := r.g.pr.TryGet([]byte("k")); !ok || err != nil || string(v) != "v" {
+		t.Fatalf("TryGet of the acknowledged put: %q ok %v err %v", v, ok, err)
+	}
+	r.g.mirror.mu.Lock()
+	held := r.g.shipper.Replicated(end)
+	r.g.mirror.mu.Unlock()
+	if held {
+		t.Fatal("Replicated told with the mirror's lock held")
 	}
 }
 
@@ -176,4 +198,153 @@ func TestTryPutOnceReplicatedContent(t *testing.T) {
 		checkContent(t, fmt.Sprintf("backup %d", i), copyOf(r), model)
 	}
 	g.stopAndCompare(model, g.bvs, "b0", "b1")
+}
+
+// TestMirrorTryHold: TryHold fails while another goroutine holds the
+// mirror's lock; held, AppendHeld appends without taking it, and Release
+// lets it go.
+func TestMirrorTryHold(t *testing.T) {
+	m, _ := newTestMirror(t, rdma.NewLoopback(), func() string { loopAddrs++; return fmt.Sprintf("th%d", loopAddrs) }, 2)
+	m.mu.Lock()
+	if m.TryHold() {
+		t.Fatal("TryHold with the lock held elsewhere")
+	}
+	m.mu.Unlock()
+	if !m.TryHold() {
+		t.Fatal("TryHold with the lock free")
+	}
+	rec := bytes.Repeat([]byte{5}, 100)
+	pos, err := m.AppendHeld(engine.SegmentHeaderSize, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Release()
+	if got := m.Tail(); got != pos { // Tail takes the lock: it was let go
+		t.Fatalf("tail %+v after AppendHeld, want %+v", got, pos)
+	}
+	if !bytes.Equal(m.staging.Bytes()[engine.SegmentHeaderSize:engine.SegmentHeaderSize+100], rec) {
+		t.Fatal("AppendHeld did not copy the record into the staging image")
+	}
+}
+
+// TestMirrorTryHeldPostsOnlyImmediate: where every backup's WRITEs
+// complete as they are posted (loopback, shm) TryHeld posts a record just
+// appended and finds it held; over tcp, whose posts may wait, it posts
+// nothing and tells the record not held until Wait posts it.
+func TestMirrorTryHeldPostsOnlyImmediate(t *testing.T) {
+	for name, tc := range transports(t) {
+		t.Run(name, func(t *testing.T) {
+			m, _ := newTestMirror(t, tc.tr, tc.addr, 2)
+			pos, err := m.Append(engine.SegmentHeaderSize, bytes.Repeat([]byte{6}, 100))
+			if err != nil {
+				t.Fatal(err)
+			}
+			held, c, told := m.TryHeld(pos, true, nil)
+			if !told || c.live != 2 || c.outside != 2 || c.dropped {
+				t.Fatalf("TryHeld told %v census %+v", told, c)
+			}
+			m.mu.Lock()
+			posted := m.posted
+			m.mu.Unlock()
+			if name == "tcp" {
+				if held || posted != 0 {
+					t.Fatalf("over tcp: held %v, %d bytes posted, want neither", held, posted)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if err := m.Wait(ctx, pos); err != nil {
+					t.Fatal(err)
+				}
+				held, _, told = m.TryHeld(pos, true, nil)
+				if !told || !held {
+					t.Fatalf("over tcp after Wait: held %v told %v", held, told)
+				}
+				return
+			}
+			if !held || posted != pos.end {
+				t.Fatalf("over %s: held %v, posted to %d, want held and posted to %d", name, held, posted, pos.end)
+			}
+		})
+	}
+}
+
+// TestTryAcknowledgedAgreesWithWait: in every acknowledgement rule of a
+// stream (MinCopies met or not, a strict stream's drop, only joining
+// backups: the primary must be durable), TryAcknowledged tells a write
+// acknowledged only where WaitAcknowledged returns nil, and Replicated
+// only where WaitReplicated does.
+func TestTryAcknowledgedAgreesWithWait(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		min       int
+		joining   []string
+		strict    bool
+		drop      bool
+		wantAck   bool // WaitAcknowledged nil
+		wantRepl  bool // WaitReplicated nil
+		syncFirst bool // the primary's own fdatasync decides: TryAcknowledged false until it
+	}{
+		{name: "two backups", min: 1, wantAck: true, wantRepl: true},
+		{name: "min_copies 3 met", min: 3, wantAck: true, wantRepl: true},
+		{name: "min_copies 3, one dropped", min: 3, drop: true, wantAck: false, wantRepl: true},
+		{name: "strict, one dropped", min: 1, strict: true, drop: true, wantAck: false, wantRepl: false},
+		{name: "only joining backups", min: 1, joining: []string{"b0", "b1"}, wantAck: true, wantRepl: true, syncFirst: true},
+		{name: "min_copies 2, one joining", min: 2, joining: []string{"b1"}, wantAck: true, wantRepl: true},
+		{name: "min_copies 3, one joining", min: 3, joining: []string{"b1"}, wantAck: false, wantRepl: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newReplGroup(t, 1<<20, []Mode{SendIndex, SendIndex}, nil)
+			g.shipper.Close()
+			g.mirror.Close()
+			g.minCopies, g.joining, g.strict = tc.min, tc.joining, tc.strict
+			g.follow(g.pr, 3, g.reps, nil)
+			if err := g.pr.Compact(); err != nil { // the primary durable up to here
+				t.Fatal(err)
+			}
+			// A record appended through TryPutOnce's path, whose
+			// acknowledgement is the question; a drop comes after its
+			// admission, between its append and its acknowledgement.
+			s := g.shipper
+			ok, _, err := g.pr.TryPutOnce([]byte("k"), []byte("v"), engine.RequestID{}, func(error) {})
+			for i := 0; !ok && err == nil && i < 1000; i++ {
+				ok, _, err = g.pr.TryPutOnce([]byte("k"), []byte("v"), engine.RequestID{}, func(error) {})
+			}
+			if !ok && err == nil {
+				t.Fatal("the put was never taken")
+			}
+			if err != nil { // refused at admission: nothing to compare
+				if tc.wantAck {
+					t.Fatalf("refused (%v) where WaitAcknowledged admits", err)
+				}
+				return
+			}
+			if tc.drop {
+				g.mirror.Drop("b1", fmt.Errorf("test: b1 dropped"))
+			}
+			end := logEnd(t, g.pr)
+			tryAck, tryRepl := s.TryAcknowledged(end), s.Replicated(end)
+			if tc.syncFirst && (tryAck || tryRepl) && !g.pr.Synced(end) {
+				t.Fatalf("told (ack %v, replicated %v) before the primary is durable, with only joining backups", tryAck, tryRepl)
+			}
+			waitAck := s.WaitAcknowledged(end)
+			waitRepl := s.WaitReplicated(end)
+			if (waitAck == nil) != tc.wantAck || (waitRepl == nil) != tc.wantRepl {
+				t.Fatalf("WaitAcknowledged %v, WaitReplicated %v; want nil %v, %v", waitAck, waitRepl, tc.wantAck, tc.wantRepl)
+			}
+			if tryAck && waitAck != nil {
+				t.Fatalf("TryAcknowledged true where WaitAcknowledged returns %v", waitAck)
+			}
+			if tryRepl && waitRepl != nil {
+				t.Fatalf("Replicated true where WaitReplicated returns %v", waitRepl)
+			}
+			// Once the waits returned nil, nothing is left to wait for: the
+			// probes tell so too.
+			if waitAck == nil && !s.TryAcknowledged(end) {
+				t.Fatal("TryAcknowledged false after WaitAcknowledged returned nil")
+			}
+			if waitRepl == nil && !s.Replicated(end) {
+				t.Fatal("Replicated false after WaitReplicated returned nil")
+			}
+		})
+	}
 }

@@ -27,6 +27,8 @@ type Env struct {
 	// ViewHoldsWrites: the transport's WRITEs copy in this process, so
 	// MR.View excludes them (loopback, tcp; not shm).
 	ViewHoldsWrites bool
+	// CompletesOnPost: the transport's QPs say so (rdma.Immediate).
+	CompletesOnPost bool
 }
 
 // Run runs the suite.
@@ -50,6 +52,7 @@ func Run(t *testing.T, env Env) {
 		{"DeregisterDuringWrites", testDeregisterDuringWrites},
 		{"LongStream", testLongStream},
 		{"View", testView},
+		{"CompletesOnPost", testCompletesOnPost},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, env) })
@@ -419,6 +422,36 @@ func testZeroLengthProbe(t *testing.T, env Env) {
 	c = wait(t, p.acq, 10*time.Second)
 	if c.Op != rdma.OpWrite || c.WRID != 3 || !errors.Is(c.Err, rdma.ErrAccess) {
 		t.Fatalf("probe of a revoked region %+v, want ErrAccess", c)
+	}
+}
+
+// testCompletesOnPost: a QP claims rdma.Immediate exactly where the
+// environment says, and one that does has every signaled WRITE's bytes
+// in the peer's memory and its completion on the CQ when PostWrite
+// returns.
+func testCompletesOnPost(t *testing.T, env Env) {
+	p := connect(t, env, 4096, 4096)
+	im, ok := p.a.(rdma.Immediate)
+	if claims := ok && im.CompletesOnPost(); claims != env.CompletesOnPost {
+		t.Fatalf("CompletesOnPost %v, want %v", claims, env.CompletesOnPost)
+	}
+	if !env.CompletesOnPost {
+		return
+	}
+	r := p.a.PeerRegions()[0]
+	var cs [4]rdma.Completion
+	for i := range 100 {
+		msg := fmt.Appendf(nil, "write-%03d", i)
+		copy(p.amr.Bytes(), msg)
+		if err := p.a.PostWrite(rdma.WriteWR{ID: uint64(i), Local: p.amr, Len: len(msg), Remote: r, Signaled: true}); err != nil {
+			t.Fatal(err)
+		}
+		if n := p.acq.Poll(cs[:]); n != 1 || cs[0].WRID != uint64(i) || cs[0].Err != nil {
+			t.Fatalf("WRITE %d: %d completions queued at its return (%+v), want its own", i, n, cs[:n])
+		}
+		if got := string(p.bmr.Bytes()[:len(msg)]); got != string(msg) {
+			t.Fatalf("WRITE %d: the peer holds %q at its return", i, got)
+		}
 	}
 }
 
