@@ -38,14 +38,19 @@ func (r *regionCore) committed(end uint64) bool {
 	return true
 }
 
-// entryEnd is the log position after the record of L0 entry e of key (ok
-// false if its segment is no longer in the log).
-func (l *vlog) entryEnd(e entry, keyLen int) (uint64, bool) {
-	l.mu.Lock()
+// entryEnd is the log position after the record of L0 entry e of key
+// (found false if its segment is no longer in the log). try: told false,
+// and nothing else, if the log's lock is held by another goroutine.
+func (l *vlog) entryEnd(e entry, keyLen int, try bool) (end uint64, found, told bool) {
+	if !try {
+		l.mu.Lock()
+	} else if !l.mu.TryLock() {
+		return 0, false, false
+	}
 	ls := l.bySeg[l.g.seg(e.ptr)]
 	l.mu.Unlock()
 	if ls == nil {
-		return 0, false
+		return 0, false, true
 	}
-	return ls.idx<<l.g.shift | uint64(l.g.off(e.ptr)+int64(e.recSize(keyLen))), true
+	return ls.idx<<l.g.shift | uint64(l.g.off(e.ptr)+int64(e.recSize(keyLen))), true, true
 }

@@ -157,3 +157,59 @@ func TestTryGetNeverWaits(t *testing.T) {
 		t.Fatalf("no probe: TryGet ok %v err %v; want ok false", ok, err)
 	}
 }
+
+// TestTryGetDeclinesOnHeldLocks: while another goroutine holds the
+// region's lock (a writer) or its log's (a writer whose listener waits
+// under it, a segment switch's flush), TryGet declines, with ok false
+// and nothing else, a key in L0 and a key in a level alike, where Get
+// would wait; with the locks free it answers both.
+func TestTryGetDeclinesOnHeldLocks(t *testing.T) {
+	o := smallOpts(vfs.NewMem())
+	o.L0Pairs = 1 << 20
+	v := mustOpen(t, o)
+	defer v.Close()
+	r := mustRegion(t, v, 1)
+	if err := r.Put(key(1), []byte("in-level")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Put(key(2), []byte("in-l0")); err != nil {
+		t.Fatal(err)
+	}
+	check := func(state string, wantOK bool) {
+		t.Helper()
+		for k, want := range map[int]string{1: "in-level", 2: "in-l0"} {
+			done := make(chan struct{})
+			var val []byte
+			var ok bool
+			var err error
+			go func() { defer close(done); val, ok, err = r.TryGet(key(k)) }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s: TryGet of key %d waited", state, k)
+			}
+			switch {
+			case err != nil:
+				t.Fatalf("%s: TryGet of key %d: %v", state, k, err)
+			case ok != wantOK:
+				t.Fatalf("%s: TryGet of key %d ok %v, want %v", state, k, ok, wantOK)
+			case ok && string(val) != want:
+				t.Fatalf("%s: TryGet of key %d = %q, want %q", state, k, val, want)
+			case !ok && val != nil:
+				t.Fatalf("%s: a declined TryGet returned %q", state, val)
+			}
+		}
+	}
+	held := func(state string, lock, unlock func()) {
+		lock()
+		defer unlock() // also when check fails: the region closes after
+		check(state, false)
+	}
+	check("locks free", true)
+	held("region lock held", r.mu.Lock, r.mu.Unlock)
+	held("log lock held", r.log.mu.Lock, r.log.mu.Unlock)
+	check("locks free again", true)
+}

@@ -624,8 +624,10 @@ func (r *regionCore) Get(key []byte) ([]byte, error) {
 // key whose L0 record is not yet replicated (or durable, in sync mode),
 // or whose region's Replicator cannot tell without waiting (it does not
 // implement ReplicatedProbe), returns ok false and nothing else; the
-// caller asks Get. It still reads the levels and the log (a read from the
-// page cache, or the device).
+// caller asks Get. So does a read that would wait for the region's or its
+// log's lock held by another goroutine (a writer whose listener waits, a
+// segment switch's flush). It still reads the levels and the log (a read
+// from the page cache, or the device).
 func (r *regionCore) TryGet(key []byte) (value []byte, ok bool, err error) {
 	v, ok, err := r.get(key, false)
 	return v, ok, err
@@ -637,7 +639,11 @@ func (r *regionCore) get(key []byte, wait bool) ([]byte, bool, error) {
 	if err := r.checkKey(key); err != nil {
 		return nil, true, err
 	}
-	r.mu.RLock()
+	if wait {
+		r.mu.RLock()
+	} else if !r.mu.TryRLock() {
+		return nil, false, nil
+	}
 	if r.closed {
 		r.mu.RUnlock()
 		return nil, true, ErrClosed
@@ -652,7 +658,11 @@ func (r *regionCore) get(key []byte, wait bool) ([]byte, bool, error) {
 	r.mu.RUnlock()
 	defer r.release(ver)
 	if inL0 {
-		if end, found := r.log.entryEnd(e, len(key)); found {
+		end, found, told := r.log.entryEnd(e, len(key), !wait)
+		if !told {
+			return nil, false, nil
+		}
+		if found {
 			if !wait {
 				if !r.committed(end) {
 					return nil, false, nil
@@ -671,7 +681,10 @@ func (r *regionCore) get(key []byte, wait bool) ([]byte, bool, error) {
 	if !ok || e.tomb {
 		return nil, true, ErrNotFound
 	}
-	rec, err := r.log.read(e.ptr, key, e.vlen, IOIndex)
+	rec, err := r.log.readTry(e.ptr, key, e.vlen, IOIndex, !wait)
+	if errors.Is(err, errLogBusy) {
+		return nil, false, nil
+	}
 	if err != nil {
 		return nil, true, err
 	}

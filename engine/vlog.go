@@ -360,11 +360,24 @@ func (l *vlog) flushTo(pos uint64, here bool) error {
 
 // read returns the record at p, verifying its checksum and key.
 func (l *vlog) read(p ptr, key []byte, vlen uint32, cat IOCategory) (record, error) {
+	return l.readTry(p, key, vlen, cat, false)
+}
+
+// errLogBusy: a read made with try found the log's lock held.
+var errLogBusy = errors.New("engine: the log's lock is held")
+
+// readTry is read; try: errLogBusy, and nothing read, if the log's lock
+// is held by another goroutine.
+func (l *vlog) readTry(p ptr, key []byte, vlen uint32, cat IOCategory, try bool) (record, error) {
 	n := recordSize(len(key), int(vlen))
 	seg, off := l.g.seg(p), l.g.off(p)
+	if !try {
+		l.mu.Lock()
+	} else if !l.mu.TryLock() {
+		return record{}, errLogBusy
+	}
 	buf := make([]byte, n)
 	var seq uint64
-	l.mu.Lock()
 	if l.tail != nil && seg == l.tail.seg && off+int64(n) <= l.off {
 		copy(buf, l.buf[off:])
 		seq = l.tail.seq
