@@ -9,6 +9,8 @@ package engine
 // after the read then cannot take back what it returned. The wait is a
 // position check once the write is done.
 
+import "sync"
+
 // waitCommitted waits until the log up to end is replicated (a region
 // with a Replicator) or durable (sync mode).
 func (r *regionCore) waitCommitted(end uint64) error {
@@ -38,13 +40,21 @@ func (r *regionCore) committed(end uint64) bool {
 	return true
 }
 
+// lockOrTry locks mu, or with try only if it is free now, and reports
+// whether it did.
+func lockOrTry(mu *sync.Mutex, try bool) bool {
+	if !try {
+		mu.Lock()
+		return true
+	}
+	return mu.TryLock()
+}
+
 // entryEnd is the log position after the record of L0 entry e of key
 // (found false if its segment is no longer in the log). try: told false,
 // and nothing else, if the log's lock is held by another goroutine.
 func (l *vlog) entryEnd(e entry, keyLen int, try bool) (end uint64, found, told bool) {
-	if !try {
-		l.mu.Lock()
-	} else if !l.mu.TryLock() {
+	if !lockOrTry(&l.mu, try) {
 		return 0, false, false
 	}
 	ls := l.bySeg[l.g.seg(e.ptr)]

@@ -371,9 +371,7 @@ var errLogBusy = errors.New("engine: the log's lock is held")
 func (l *vlog) readTry(p ptr, key []byte, vlen uint32, cat IOCategory, try bool) (record, error) {
 	n := recordSize(len(key), int(vlen))
 	seg, off := l.g.seg(p), l.g.off(p)
-	if !try {
-		l.mu.Lock()
-	} else if !l.mu.TryLock() {
+	if !lockOrTry(&l.mu, try) {
 		return record{}, errLogBusy
 	}
 	buf := make([]byte, n)

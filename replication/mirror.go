@@ -136,9 +136,6 @@ type Pos struct {
 // Append places an encoded log record at off of the tail segment and
 // returns the position to Wait for.
 func (m *Mirror) Append(off int64, rec []byte) (Pos, error) {
-	if off < 0 || off+int64(len(rec)) > m.segSize {
-		return Pos{}, fmt.Errorf("replication: record at %d+%d outside a %d-byte segment", off, len(rec), m.segSize)
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.appendLocked(off, rec)
@@ -146,13 +143,13 @@ func (m *Mirror) Append(off int64, rec []byte) (Pos, error) {
 
 // AppendHeld is Append by the holder of TryHold.
 func (m *Mirror) AppendHeld(off int64, rec []byte) (Pos, error) {
-	if off < 0 || off+int64(len(rec)) > m.segSize {
-		return Pos{}, fmt.Errorf("replication: record at %d+%d outside a %d-byte segment", off, len(rec), m.segSize)
-	}
 	return m.appendLocked(off, rec)
 }
 
 func (m *Mirror) appendLocked(off int64, rec []byte) (Pos, error) {
+	if off < 0 || off+int64(len(rec)) > m.segSize {
+		return Pos{}, fmt.Errorf("replication: record at %d+%d outside a %d-byte segment", off, len(rec), m.segSize)
+	}
 	if off < m.appended || (off > m.appended && off != engine.SegmentHeaderSize) {
 		// Records follow each other; only the first one of a segment may
 		// skip to the end of the (unmirrored) header after a marker.
@@ -162,6 +159,13 @@ func (m *Mirror) appendLocked(off int64, rec []byte) (Pos, error) {
 	copy(m.staging.Bytes()[base+off:], rec)
 	m.appended = off + int64(len(rec))
 	return Pos{gen: m.gen, end: m.appended}, nil
+}
+
+// behindLocked reports whether backup b has not completed the WRITEs up to
+// pos of the current tail (a position of an older tail is complete: Switch
+// waited for it).
+func (m *Mirror) behindLocked(b *mirrorBackup, pos Pos) bool {
+	return pos.gen == m.gen && (b.ackGen < pos.gen || (b.ackGen == pos.gen && b.acked < pos.end))
 }
 
 // TryHold takes the mirror's lock if nobody holds it (waiters hold it
@@ -465,7 +469,7 @@ func (m *Mirror) Acked(pos Pos) bool {
 			continue
 		}
 		live++
-		if pos.gen == m.gen && (b.ackGen < pos.gen || (b.ackGen == pos.gen && b.acked < pos.end)) {
+		if m.behindLocked(b, pos) {
 			return false
 		}
 	}
@@ -567,7 +571,7 @@ func (m *Mirror) TryHeld(pos Pos, tail bool, skip []string) (held bool, c census
 	}
 	m.pollLocked()
 	for _, b := range m.backups {
-		if !b.dropped && tail && pos.gen == m.gen && (b.ackGen < pos.gen || (b.ackGen == pos.gen && b.acked < pos.end)) {
+		if !b.dropped && tail && m.behindLocked(b, pos) {
 			held = false
 		}
 	}

@@ -162,6 +162,21 @@ func (g *replGroup) newReplica(i int, bv *engine.Volume, m Mode, create bool) *R
 // write runs writers goroutines of random puts and deletes over nkeys keys
 // and returns the final model.
 func (g *replGroup) write(rng *rand.Rand, writers, ops, nkeys int) map[string][]byte {
+	return g.writeOps(rng, writers, ops, nkeys, func(w, i int, r *rand.Rand, k []byte) ([]byte, error) {
+		if r.IntN(6) == 0 {
+			return nil, g.pr.Delete(k)
+		}
+		v := bytes.Repeat(fmt.Appendf(nil, "%d.%d.", w, i), 1+r.IntN(40))
+		return v, g.pr.Put(k, v)
+	})
+}
+
+// writeOps runs writers goroutines of ops operations each over nkeys keys
+// and returns the final model. Each writer owns the keys k ≡ w (mod
+// writers), so its model is exact; op applies writer w's operation i to
+// key k, drawing what else it needs from r, and returns the value the key
+// then holds (nil: deleted).
+func (g *replGroup) writeOps(rng *rand.Rand, writers, ops, nkeys int, op func(w, i int, r *rand.Rand, k []byte) ([]byte, error)) map[string][]byte {
 	seeds := make([]uint64, writers)
 	for i := range seeds {
 		seeds[i] = rng.Uint64()
@@ -176,18 +191,9 @@ func (g *replGroup) write(rng *rand.Rand, writers, ops, nkeys int) map[string][]
 			r := rand.New(rand.NewPCG(seeds[w], 1))
 			m := map[string][]byte{}
 			for i := range ops {
-				// Each writer owns the keys k ≡ w (mod writers): its model is exact.
 				k := fmt.Appendf(nil, "k%06d", r.IntN(nkeys/writers)*writers+w)
-				if r.IntN(6) == 0 {
-					if err := g.pr.Delete(k); err != nil {
-						errs <- err
-						return
-					}
-					m[string(k)] = nil
-					continue
-				}
-				v := bytes.Repeat(fmt.Appendf(nil, "%d.%d.", w, i), 1+r.IntN(40))
-				if err := g.pr.Put(k, v); err != nil {
+				v, err := op(w, i, r, k)
+				if err != nil {
 					errs <- err
 					return
 				}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -126,64 +125,31 @@ func TestTryPutOnceReplicatedContent(t *testing.T) {
 	rng := rand.New(rand.NewPCG(testseed.Seed(t), 41))
 	g := newReplGroup(t, 64, []Mode{SendIndex, SendIndex}, nil)
 	const writers, ops, nkeys = 4, 1500, 2400
-	seeds := make([]uint64, writers)
-	for i := range seeds {
-		seeds[i] = rng.Uint64()
-	}
-	models := make([]map[string][]byte, writers)
 	var taken, declined [writers]int
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(seeds[w], 1))
-			m := map[string][]byte{}
-			dones := make(chan error, 1)
-			for i := range ops {
-				k := fmt.Appendf(nil, "k%06d", r.IntN(nkeys/writers)*writers+w)
-				v := bytes.Repeat(fmt.Appendf(nil, "%d.%d.", w, i), 1+r.IntN(40))
-				id := engine.RequestID{Client: uint64(w + 1), Seq: uint64(i + 1), Ack: uint64(i + 1)}
-				if w%2 == 1 { // plain writers
-					if _, err := g.pr.PutOnce(k, v, id); err != nil {
-						errs <- err
-						return
-					}
-					m[string(k)] = v
-					continue
-				}
-				ok, later, err := g.pr.TryPutOnce(k, v, id, func(err error) { dones <- err })
-				switch {
-				case !ok:
-					declined[w]++
-					_, err = g.pr.PutOnce(k, v, id)
-				case later:
-					taken[w]++
-					err = <-dones
-				default:
-					taken[w]++
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-				m[string(k)] = v
-			}
-			models[w] = m
-		}()
+	var dones [writers]chan error
+	for w := range dones {
+		dones[w] = make(chan error, 1)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	model := map[string][]byte{}
-	for _, m := range models {
-		for k, v := range m {
-			model[k] = v
+	model := g.writeOps(rng, writers, ops, nkeys, func(w, i int, r *rand.Rand, k []byte) ([]byte, error) {
+		v := bytes.Repeat(fmt.Appendf(nil, "%d.%d.", w, i), 1+r.IntN(40))
+		id := engine.RequestID{Client: uint64(w + 1), Seq: uint64(i + 1), Ack: uint64(i + 1)}
+		if w%2 == 1 { // plain writers
+			_, err := g.pr.PutOnce(k, v, id)
+			return v, err
 		}
-	}
+		ok, later, err := g.pr.TryPutOnce(k, v, id, func(err error) { dones[w] <- err })
+		switch {
+		case !ok:
+			declined[w]++
+			_, err = g.pr.PutOnce(k, v, id)
+		case later:
+			taken[w]++
+			err = <-dones[w]
+		default:
+			taken[w]++
+		}
+		return v, err
+	})
 	tk, dc := taken[0]+taken[2], declined[0]+declined[2]
 	t.Logf("tried puts: %d taken, %d declined; %d compactions", tk, dc, g.pv.Stats().Compactions)
 	if tk < (tk+dc)/2 {
