@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/tebis-go/tebis/internal/testseed"
@@ -46,4 +47,42 @@ func mustRegion(t testing.TB, v *Volume, id uint64) *Region {
 		t.Fatalf("open region: %v", err)
 	}
 	return r
+}
+
+// tryGetter is a region's TryGet.
+type tryGetter interface {
+	TryGet(key []byte) ([]byte, bool, error)
+}
+
+// tryGetAnswered is TryGet retried while it declines, at most 1000 times a
+// millisecond apart: a decline may come from the region's or its log's
+// lock held for a moment by a background goroutine (a flush check, a
+// compaction's install, a sync), which TryGet does not wait for.
+func tryGetAnswered(r tryGetter, k []byte) ([]byte, bool, error) {
+	var (
+		v   []byte
+		ok  bool
+		err error
+	)
+	for i := 0; i < 1000; i++ {
+		if v, ok, err = r.TryGet(k); ok {
+			return v, ok, err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return v, ok, err
+}
+
+// tryGetDeclined reports whether TryGet declined (ok false, no error) each
+// of 20 tries; else it returns the first answer. A lock held for a moment
+// elsewhere cannot make a decline that should not be one pass: the key
+// would be answered on some try.
+func tryGetDeclined(r tryGetter, k []byte) ([]byte, bool, error) {
+	for i := 0; i < 20; i++ {
+		if v, ok, err := r.TryGet(k); ok || err != nil {
+			return v, ok, err
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return nil, false, nil
 }

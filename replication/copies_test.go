@@ -127,7 +127,7 @@ func TestUnsafeAloneAcksFromMemory(t *testing.T) {
 	if err := r.Put([]byte("k"), []byte("from memory")); err != nil {
 		t.Fatal(err)
 	}
-	if got, ok, err := r.TryGet([]byte("k")); !ok || err != nil || string(got) != "from memory" {
+	if got, ok, err := tryGetAnswered(r, []byte("k")); !ok || err != nil || string(got) != "from memory" {
 		t.Fatalf("TryGet of the unsynced write: %q, %v, %v (deferred: the probe waits for a sync)", got, ok, err)
 	}
 	cv, cr := crash()
@@ -289,7 +289,7 @@ func TestAloneProbe(t *testing.T) {
 	if probe.Replicated(end) {
 		t.Fatal("Replicated before the log was synced")
 	}
-	if _, ok, err := r.TryGet([]byte("k")); ok || err != nil {
+	if _, ok, err := tryGetDeclined(r, []byte("k")); ok || err != nil {
 		t.Fatalf("TryGet of an unsynced L0 key: ok %v err %v, want deferred", ok, err)
 	}
 	if err := r.SyncTo(end); err != nil {
@@ -298,7 +298,7 @@ func TestAloneProbe(t *testing.T) {
 	if !probe.Replicated(end) {
 		t.Fatal("not Replicated after SyncTo")
 	}
-	if got, ok, err := r.TryGet([]byte("k")); !ok || err != nil || string(got) != "v" {
+	if got, ok, err := tryGetAnswered(r, []byte("k")); !ok || err != nil || string(got) != "v" {
 		t.Fatalf("TryGet after the sync: %q, %v, %v", got, ok, err)
 	}
 	if !(Follow{}).Replicated(end + 1<<20) {

@@ -39,10 +39,7 @@ func TestTryPutOnceHeldMirror(t *testing.T) {
 		t.Fatal("a declined put was appended")
 	}
 
-	ok, later, err := g.pr.TryPutOnce([]byte("k"), []byte("v"), id, noDone)
-	for i := 0; !ok && err == nil && i < 1000; i++ { // the mirror's own goroutines hold it now and then
-		ok, later, err = g.pr.TryPutOnce([]byte("k"), []byte("v"), id, noDone)
-	}
+	ok, later, err := tryPutTaken(g.pr, []byte("k"), []byte("v"), id, noDone)
 	if !ok || later || err != nil {
 		t.Fatalf("with the mirror free: ok %v later %v err %v, want taken and acknowledged at once", ok, later, err)
 	}
@@ -62,13 +59,16 @@ func TestTryPutOnceHeldMirror(t *testing.T) {
 // before.
 func TestTryPutOnceLaterWhileWritePending(t *testing.T) {
 	r := newHungRig(t, false, 0)
+	// The rig's writes may have left its 64-pair L0 full; a put that must
+	// not wait declines then (the freeze is a waiting writer's), every
+	// time. Compacted, L0 has room for the put under test.
+	if err := r.g.pr.Compact(); err != nil {
+		t.Fatal(err)
+	}
 	r.qp.hold()
 	dones := make(chan error, 1)
 	id := engine.RequestID{Client: 9, Seq: 1}
-	ok, later, err := r.g.pr.TryPutOnce([]byte("k"), []byte("v"), id, func(err error) { dones <- err })
-	for i := 0; !ok && err == nil && i < 1000; i++ {
-		ok, later, err = r.g.pr.TryPutOnce([]byte("k"), []byte("v"), id, func(err error) { dones <- err })
-	}
+	ok, later, err := tryPutTaken(r.g.pr, []byte("k"), []byte("v"), id, func(err error) { dones <- err })
 	if !ok || !later || err != nil {
 		t.Fatalf("with b1's WRITE pending: ok %v later %v err %v, want taken and acknowledged later", ok, later, err)
 	}
@@ -87,7 +87,7 @@ func TestTryPutOnceLaterWhileWritePending(t *testing.T) {
 	if r.g.shipper.Replicated(end) {
 		t.Fatal("Replicated with b1's WRITE pending")
 	}
-	if _, ok, err := r.g.pr.TryGet([]byte("k")); ok || err != nil {
+	if _, ok, err := tryGetDeclined(r.g.pr, []byte("k")); ok || err != nil {
 		t.Fatalf("TryGet of the pending put: ok %v err %v, want declined", ok, err)
 	}
 	for r.qp.outstanding() > 0 {
@@ -104,7 +104,7 @@ func TestTryPutOnceLaterWhileWritePending(t *testing.T) {
 	if !r.g.shipper.Replicated(end) {
 		t.Fatal("not Replicated once both backups completed the WRITE")
 	}
-	if v, ok, err := r.g.pr.TryGet([]byte("k")); !ok || err != nil || string(v) != "v" {
+	if v, ok, err := tryGetAnswered(r.g.pr, []byte("k")); !ok || err != nil || string(v) != "v" {
 		t.Fatalf("TryGet of the acknowledged put: %q ok %v err %v", v, ok, err)
 	}
 	r.g.mirror.mu.Lock()
@@ -271,10 +271,7 @@ func TestTryAcknowledgedAgreesWithWait(t *testing.T) {
 			// acknowledgement is the question; a drop comes after its
 			// admission, between its append and its acknowledgement.
 			s := g.shipper
-			ok, _, err := g.pr.TryPutOnce([]byte("k"), []byte("v"), engine.RequestID{}, func(error) {})
-			for i := 0; !ok && err == nil && i < 1000; i++ {
-				ok, _, err = g.pr.TryPutOnce([]byte("k"), []byte("v"), engine.RequestID{}, func(error) {})
-			}
+			ok, _, err := tryPutTaken(g.pr, []byte("k"), []byte("v"), engine.RequestID{}, func(error) {})
 			if !ok && err == nil {
 				t.Fatal("the put was never taken")
 			}
@@ -313,4 +310,51 @@ func TestTryAcknowledgedAgreesWithWait(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tryGetAnswered is r.TryGet retried while it declines, at most 1000 times
+// a millisecond apart: a decline may come from the region's or its log's
+// lock held for a moment by a background goroutine (a flush check, a
+// compaction's install, a sync), which TryGet does not wait for.
+func tryGetAnswered(r *engine.Region, k []byte) ([]byte, bool, error) {
+	var (
+		v   []byte
+		ok  bool
+		err error
+	)
+	for i := 0; i < 1000; i++ {
+		if v, ok, err = r.TryGet(k); ok {
+			return v, ok, err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return v, ok, err
+}
+
+// tryGetDeclined reports whether r.TryGet declined (ok false, no error)
+// each of 20 tries; else it returns the first answer. A lock held for a
+// moment elsewhere cannot make a decline that should not be one pass: the
+// key would be answered on some try.
+func tryGetDeclined(r *engine.Region, k []byte) ([]byte, bool, error) {
+	for i := 0; i < 20; i++ {
+		if v, ok, err := r.TryGet(k); ok || err != nil {
+			return v, ok, err
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return nil, false, nil
+}
+
+// tryPutTaken retries r.TryPutOnce, a millisecond apart and at most 1000
+// times, while it declines: the mirror's and the region's own goroutines
+// hold their locks now and then, and a decline appends nothing, so a
+// retry is the same put.
+func tryPutTaken(r *engine.Region, k, v []byte, id engine.RequestID, done func(error)) (ok, later bool, err error) {
+	for i := 0; i < 1000; i++ {
+		if ok, later, err = r.TryPutOnce(k, v, id, done); ok || err != nil {
+			return ok, later, err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return ok, later, err
 }
