@@ -76,12 +76,9 @@ func TestTryPutOnceLaterFailedLog(t *testing.T) {
 	r := mustRegion(t, v, 1)
 	fail.Store(true)
 	done := make(chan error, 1)
-	ok, later := false, false
-	for try := 0; !ok && try < 1000; try++ {
-		var err error
-		if ok, later, err = r.TryPutOnce(key(1), []byte("v"), RequestID{}, func(err error) { done <- err }); err != nil {
-			t.Fatal(err)
-		}
+	ok, later, err := tryPutTaken(r, key(1), []byte("v"), RequestID{}, func(err error) { done <- err })
+	if err != nil {
+		t.Fatal(err)
 	}
 	if !ok || !later {
 		t.Fatalf("ok %v later %v, want both", ok, later)

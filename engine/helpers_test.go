@@ -49,6 +49,21 @@ func mustRegion(t testing.TB, v *Volume, id uint64) *Region {
 	return r
 }
 
+// tryPutTaken retries r.TryPutOnce, a millisecond apart and at most 1000
+// times, while it declines: background goroutines (the flusher, segment
+// preparation, a compaction's install) hold the region's or the log's
+// lock now and then, and a decline changes nothing, so a retry is the
+// same put.
+func tryPutTaken(r *Region, k, v []byte, id RequestID, done func(error)) (ok, later bool, err error) {
+	for i := 0; i < 1000; i++ {
+		if ok, later, err = r.TryPutOnce(k, v, id, done); ok || err != nil {
+			return ok, later, err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return ok, later, err
+}
+
 // tryGetter is a region's TryGet.
 type tryGetter interface {
 	TryGet(key []byte) ([]byte, bool, error)

@@ -70,10 +70,7 @@ func TestTryPutOnceHoldsRecordListener(t *testing.T) {
 	r.SetListener(h)
 	noDone := func(error) { t.Error("done called for a write with nothing to wait for") }
 	for i := range 100 {
-		ok, later, err := r.TryPutOnce(key(i), []byte("v"), RequestID{Client: 3, Seq: uint64(i + 1)}, noDone)
-		for j := 0; !ok && err == nil && j < 100; j++ { // a passing holder of the region lock
-			ok, later, err = r.TryPutOnce(key(i), []byte("v"), RequestID{Client: 3, Seq: uint64(i + 1)}, noDone)
-		}
+		ok, later, err := tryPutTaken(r, key(i), []byte("v"), RequestID{Client: 3, Seq: uint64(i + 1)}, noDone)
 		if !ok || later || err != nil {
 			t.Fatalf("put %d: ok %v later %v err %v", i, ok, later, err)
 		}
@@ -151,7 +148,7 @@ func TestTryPutOnceTryWriteGate(t *testing.T) {
 		t.Fatalf("a declined or refused put moved the log: %d -> %d", pos, r.log.pos())
 	}
 	g.admit = nil
-	if ok, _, err := r.TryPutOnce([]byte("k"), []byte("v"), RequestID{}, done); !ok || err != nil {
+	if ok, _, err := tryPutTaken(r, []byte("k"), []byte("v"), RequestID{}, done); !ok || err != nil {
 		t.Fatalf("a gate that admits: ok %v err %v", ok, err)
 	}
 	g.told, g.admit = false, refused
@@ -200,10 +197,7 @@ func TestTryPutOnceAcknowledgedNow(t *testing.T) {
 			rep := &tryAckReplicator{now: tc.now}
 			r.SetReplicator(rep)
 			dones := make(chan error, 1)
-			ok, later, err := r.TryPutOnce([]byte("k"), []byte("v"), RequestID{Client: 1, Seq: 1}, func(err error) { dones <- err })
-			for i := 0; !ok && err == nil && i < 100; i++ {
-				ok, later, err = r.TryPutOnce([]byte("k"), []byte("v"), RequestID{Client: 1, Seq: 1}, func(err error) { dones <- err })
-			}
+			ok, later, err := tryPutTaken(r, []byte("k"), []byte("v"), RequestID{Client: 1, Seq: 1}, func(err error) { dones <- err })
 			if !ok || later != tc.later || err != nil {
 				t.Fatalf("ok %v later %v err %v, want later %v", ok, later, err, tc.later)
 			}

@@ -130,9 +130,8 @@ func TestTryPutOnce(t *testing.T) {
 			dones := make(chan error, 2)
 			done := func(err error) { dones <- err }
 			ok, later, err := r.TryPutOnce([]byte("tryput"), value, id(1), done)
-			for i := 0; !ok && err == nil && !tc.decline && i < 1000; i++ {
-				time.Sleep(time.Millisecond)
-				ok, later, err = r.TryPutOnce([]byte("tryput"), value, id(1), done)
+			if !ok && err == nil && !tc.decline {
+				ok, later, err = tryPutTaken(r, []byte("tryput"), value, id(1), done)
 			}
 			if err != nil {
 				t.Fatalf("TryPutOnce: %v", err)
@@ -237,18 +236,14 @@ func TestTryPutOnceAcknowledgesLater(t *testing.T) {
 			dones := make([]int, n)
 			errs := make([]error, n)
 			for i := range n {
-				ok, later := false, false
-				for try := 0; !ok && try < 1000; try++ { // a passing lock holder may decline it
-					var err error
-					ok, later, err = r.TryPutOnce(key(i), []byte("v"), RequestID{Client: 3, Seq: uint64(i + 1)}, func(err error) {
-						mu.Lock()
-						dones[i]++
-						errs[i] = err
-						mu.Unlock()
-					})
-					if err != nil {
-						t.Fatal(err)
-					}
+				ok, later, err := tryPutTaken(r, key(i), []byte("v"), RequestID{Client: 3, Seq: uint64(i + 1)}, func(err error) {
+					mu.Lock()
+					dones[i]++
+					errs[i] = err
+					mu.Unlock()
+				})
+				if err != nil {
+					t.Fatal(err)
 				}
 				if !ok || !later {
 					t.Fatalf("put %d: ok %v later %v, want both", i, ok, later)
@@ -321,12 +316,9 @@ func TestTryPutOnceFailedWaitNotRepeated(t *testing.T) {
 	const n = 40
 	errs := make(chan error, n)
 	for i := range n {
-		ok := false
-		for try := 0; !ok && try < 1000; try++ {
-			var err error
-			if ok, _, err = r.TryPutOnce(key(i), []byte("v"), RequestID{}, func(err error) { errs <- err }); err != nil {
-				t.Fatal(err)
-			}
+		ok, _, err := tryPutTaken(r, key(i), []byte("v"), RequestID{}, func(err error) { errs <- err })
+		if err != nil {
+			t.Fatal(err)
 		}
 		if !ok {
 			t.Fatalf("put %d declined", i)
@@ -375,6 +367,7 @@ func TestTryPutOnceFailedWaitStaysOnItsReplicator(t *testing.T) {
 			if ok {
 				return
 			}
+			time.Sleep(time.Millisecond)
 		}
 		t.Fatalf("put %d declined", i)
 	}
