@@ -287,6 +287,8 @@ type request struct {
 	// until ends the request's attempts (zero: only ctx does): a write's
 	// retry window.
 	until time.Time
+	// start is when the request began (zero: when do is called).
+	start time.Time
 }
 
 // do routes req, sends it and follows WRONG_REGION redirects. It returns
@@ -310,7 +312,10 @@ func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.As
 	var last error
 	const firstBackoff = 200 * time.Microsecond
 	backoff := firstBackoff
-	start := time.Now()
+	start := req.start
+	if start.IsZero() {
+		start = time.Now()
+	}
 	var newer chan struct{}
 	for attempt := 0; attempt <= c.cfg.Retries; attempt++ {
 		if attempt > 0 {

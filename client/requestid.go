@@ -60,14 +60,15 @@ type seqTracker struct {
 
 func newSeqTracker() *seqTracker { return &seqTracker{next: 1} }
 
-// begin returns a fresh sequence number, in progress until end.
-func (s *seqTracker) begin() uint64 {
+// begin returns a fresh sequence number, in progress until end, and what
+// ack returns once it is in progress.
+func (s *seqTracker) begin() (seq, ack uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	seq := s.next
+	seq = s.next
 	s.next++
 	s.inflight = append(s.inflight, seq)
-	return seq
+	return seq, s.inflight[0]
 }
 
 // end marks seq complete: the client never sends it again. Ending a seq
@@ -98,11 +99,17 @@ func (s *seqTracker) ack() uint64 {
 // encode returns on the wire (a put's value, sent without a copy of its
 // own).
 func (c *Client) write(ctx context.Context, typ uint16, key, tail []byte, encode func(v uint64, id wire.RequestID) []byte) error {
-	seq := c.seqs.begin()
+	seq, ack := c.seqs.begin()
 	defer c.seqs.end(seq)
-	until := time.Now().Add(c.cfg.RetryWindow)
-	rep, _, err := c.do(ctx, request{typ: typ, key: key, until: until, tail: tail, payload: func(v uint64) []byte {
-		return encode(v, wire.RequestID{Client: c.id, Seq: seq, Ack: c.seqs.ack()})
+	start := time.Now()
+	until := start.Add(c.cfg.RetryWindow)
+	first := true
+	rep, _, err := c.do(ctx, request{typ: typ, key: key, start: start, until: until, tail: tail, payload: func(v uint64) []byte {
+		if !first { // a retry acknowledges what ended since
+			ack = c.seqs.ack()
+		}
+		first = false
+		return encode(v, wire.RequestID{Client: c.id, Seq: seq, Ack: ack})
 	}})
 	if err != nil && ctx.Err() == nil && !time.Now().Before(until) {
 		return fmt.Errorf("%w: not acknowledged within the retry window (%v): %w", ErrUnavailable, c.cfg.RetryWindow, err)

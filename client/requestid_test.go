@@ -35,8 +35,8 @@ func TestSeqTrackerAck(t *testing.T) {
 	}
 	for i, st := range steps {
 		if st.begin {
-			if got := s.begin(); got != st.seq {
-				t.Fatalf("step %d: begin = %d, want %d", i, got, st.seq)
+			if got, ack := s.begin(); got != st.seq || ack != st.wantAck {
+				t.Fatalf("step %d: begin = %d, ack %d, want %d, %d", i, got, ack, st.seq, st.wantAck)
 			}
 		} else {
 			s.end(st.seq)
@@ -59,10 +59,14 @@ func TestSeqTrackerAckModel(t *testing.T) {
 	for step := range 20000 {
 		switch r := rng.IntN(10); {
 		case len(inProgress) == 0 || (r < 5 && len(inProgress) < 24):
-			if got := s.begin(); got != next {
+			got, ack := s.begin()
+			if got != next {
 				t.Fatalf("step %d: begin = %d, want %d", step, got, next)
 			}
 			inProgress = append(inProgress, next)
+			if ack != inProgress[0] {
+				t.Fatalf("step %d: begin's ack %d, want the lowest in progress %d", step, ack, inProgress[0])
+			}
 			next++
 		case r < 9:
 			i := rng.IntN(len(inProgress))
@@ -93,8 +97,8 @@ func TestSeqTrackerConcurrent(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 2000 {
-				seq := s.begin()
-				if ack := s.ack(); ack > seq {
+				seq, first := s.begin()
+				if ack := s.ack(); ack > seq || first > seq {
 					bad.Add(1)
 				}
 				s.end(seq)
@@ -254,16 +258,15 @@ func TestWriteHungAttemptEndsAtWindow(t *testing.T) {
 	}
 }
 
-// BenchmarkSeqTracker is one write's bookkeeping (begin, the ack its
-// request carries, end) from parallel writers.
+// BenchmarkSeqTracker is one write's bookkeeping (begin with the ack its
+// first attempt carries, end) from parallel writers.
 func BenchmarkSeqTracker(b *testing.B) {
 	s := newSeqTracker()
 	b.ReportAllocs()
 	b.SetParallelism(8)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			seq := s.begin()
-			_ = s.ack()
+			seq, _ := s.begin()
 			s.end(seq)
 		}
 	})

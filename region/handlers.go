@@ -213,7 +213,7 @@ func (s *Server) tryPut(req *ring.ServerRequest) (ring.Reply, bool) {
 		return ring.Reply{}, false
 	}
 	p := putAckPool.Get().(*putAck)
-	p.s, p.later, p.region, p.start = s, req.Later(), req.Region, time.Now()
+	p.s, p.later, p.region, p.start = s, req.Later(), req.Region, arrived(req)
 	var ok, waits bool
 	err = labeledErrOn(labelInsert, labelPoll, func() error {
 		var err error

@@ -96,7 +96,7 @@ func newRequestMetrics() *requestMetrics {
 		}, []string{"region", "kind"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    opDurationName,
-			Help:    "Time to serve a client request for a region this server hosts as primary, by kind (replication included).",
+			Help:    "Time to serve a client request for a region this server hosts as primary, by kind, from when the server took it off its ring (a wait for a worker and replication included).",
 			Buckets: metrics.LatencyBuckets,
 		}, []string{"region", "kind"}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -177,7 +177,7 @@ func (m *requestMetrics) observe(k opKind, region uint64, hosted bool, status ui
 // measured by the handler that then serves it.
 func (s *Server) measuredShort(k opKind, h ring.ShortFunc) ring.ShortFunc {
 	return func(req *ring.ServerRequest) (ring.Reply, bool) {
-		start := time.Now()
+		start := arrived(req)
 		rep, ok := h(req)
 		if !ok || req.TookLater() {
 			return rep, ok // declined: measured by the handler that serves it; later: by h
@@ -185,6 +185,17 @@ func (s *Server) measuredShort(k opKind, h ring.ShortFunc) ring.ShortFunc {
 		s.observe(k, req.Region, rep.Status, time.Since(start))
 		return rep, true
 	}
+}
+
+// arrived is when req's latency starts: when the ring's spinner took it
+// off its ring (ring.ServerRequest.Arrived, a clock reading it shares with
+// the requests of its poll round), or now for a request made outside a
+// server.
+func arrived(req *ring.ServerRequest) time.Time {
+	if !req.Arrived.IsZero() {
+		return req.Arrived
+	}
+	return time.Now()
 }
 
 // observe records one client request's outcome and latency.
@@ -198,7 +209,7 @@ func (s *Server) observe(k opKind, region uint64, status uint16, d time.Duration
 
 func (s *Server) measured(k opKind, h ring.HandlerFunc) ring.HandlerFunc {
 	return func(req *ring.ServerRequest) ring.Reply {
-		start := time.Now()
+		start := arrived(req)
 		rep := h(req)
 		s.observe(k, req.Region, rep.Status, time.Since(start))
 		return rep

@@ -16,6 +16,7 @@ import (
 	"github.com/tebis-go/tebis/client"
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/wire"
+	"github.com/tebis-go/tebis/rdma/ring"
 )
 
 // scrape reads the server's /metrics.
@@ -287,4 +288,19 @@ func BenchmarkRequestMetricsObserve(b *testing.B) {
 			m.observe(opPut, 1, true, 0, time.Microsecond)
 		}
 	})
+}
+
+// TestArrivedStartsLatency: a request's latency starts when the ring's
+// spinner took it off its ring (ServerRequest.Arrived), so a wait for a
+// worker counts; a request made outside a server starts now.
+func TestArrivedStartsLatency(t *testing.T) {
+	req := ring.NewShortRequest(ring.Header{}, nil, nil)
+	before := time.Now()
+	if got := arrived(req); got.Before(before) || time.Since(got) > time.Second {
+		t.Fatalf("outside a server: arrived %v, want now (%v)", got, before)
+	}
+	req.Arrived = before.Add(-time.Hour)
+	if got := arrived(req); !got.Equal(req.Arrived) {
+		t.Fatalf("arrived %v, want the request's Arrived %v", got, req.Arrived)
+	}
 }

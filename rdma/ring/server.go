@@ -42,6 +42,12 @@ type ServerRequest struct {
 	// ever take (MaxPayload of its size; 0: not known): a handler bounds
 	// what it builds by it.
 	MaxReply int
+	// Arrived is when the spinner took the request off its ring (zero
+	// outside a server): a clock reading it takes then, or that it took
+	// for an earlier request of the same poll round which it only handed
+	// to a worker. A handler's latency counted from it includes the
+	// request's wait in a worker's queue.
+	Arrived time.Time
 
 	s *Server // the worker's server (nil on a spinner): WillBlock
 	w int     // the worker's index

@@ -24,6 +24,11 @@ type spinner struct {
 	// dispatched is set by pollAll when it queued a request on a worker
 	// (cleared by run when it looks for stalled handlers).
 	dispatched bool
+	// now is Arrived for pollAll's next request: read when a request is
+	// taken, again at every round and after a ShortFunc ran (a hand-off
+	// to a worker takes next to no time: the requests behind it share
+	// the reading).
+	now time.Time
 }
 
 // perConnBatch bounds the requests taken from one ring per round, so one
@@ -119,6 +124,7 @@ func (sp *spinner) run() {
 // pollAll takes up to perConnBatch requests from each ring.
 func (sp *spinner) pollAll() bool {
 	progressed := false
+	sp.now = time.Time{}
 	for i := 0; i < len(sp.conns); i++ {
 		c := sp.conns[i]
 		for range perConnBatch {
@@ -141,6 +147,10 @@ func (sp *spinner) pollAll() bool {
 			if t.c == nil {
 				sp.s.noops.Add(1)
 			} else {
+				if sp.now.IsZero() {
+					sp.now = time.Now()
+				}
+				t.req.Arrived = sp.now
 				sp.s.requests.Add(1)
 				c.tasks.Add(1)
 				c.inflight.Add(1)
@@ -197,6 +207,7 @@ func (sp *spinner) short(t task) bool {
 	sp.req = t.req
 	sp.req.c = t.c
 	rep, ok := f(&sp.req)
+	sp.now = time.Time{} // f took time: the next request reads the clock
 	later := sp.req.later
 	sp.req = ServerRequest{}
 	if !ok {
