@@ -91,8 +91,8 @@ func (c *sconn) poll() (task, bool, error) {
 		return task{}, false, fmt.Errorf("%w: request %d: flags %#x, reply slot %d+%d in a ring of %d", ErrMalformed, h.ReqID, h.Flags, h.ReplyOff, h.ReplySize, c.repSize)
 	}
 	t := task{c: c, buf: getBuf(int(h.Len))}
-	copy(t.buf, buf[pos+HeaderSize:pos+HeaderSize+int(h.Len)])
-	t.req = ServerRequest{Header: h, Payload: t.buf, MaxReply: MaxPayload(c.repSize)}
+	copy(*t.buf, buf[pos+HeaderSize:pos+HeaderSize+int(h.Len)])
+	t.req = ServerRequest{Header: h, Payload: *t.buf, MaxReply: MaxPayload(c.repSize)}
 	clear(buf[pos : pos+n])
 	c.rp, c.waitFrom = (pos+n)%c.reqSize, time.Time{}
 	return t, true, nil
@@ -136,27 +136,36 @@ func (c *sconn) close(err error) {
 	}()
 }
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+// bufPool holds request payload buffers of poolBuf bytes, as the
+// pointers Put takes: a buffer goes back in the pointer it came out in,
+// so taking and returning one allocates nothing.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, poolBuf); return &b }}
 
-func getBuf(n int) []byte {
-	if n > 4096 {
-		return make([]byte, n)
+const poolBuf = 4096
+
+// getBuf returns a buffer of n bytes for a request's payload; putBuf
+// returns it.
+func getBuf(n int) *[]byte {
+	if n > poolBuf {
+		b := make([]byte, n)
+		return &b
 	}
-	return (*bufPool.Get().(*[]byte))[:n]
+	p := bufPool.Get().(*[]byte)
+	*p = (*p)[:n]
+	return p
 }
 
 // poisonFreed (tests) overwrites a buffer as it is freed, so a use after
 // putBuf shows.
 var poisonFreed bool
 
-func putBuf(b []byte) {
+func putBuf(p *[]byte) {
 	if poisonFreed {
-		for i := range b {
-			b[i] = 0xEE
+		for i := range *p {
+			(*p)[i] = 0xEE
 		}
 	}
-	if cap(b) == 4096 {
-		b = b[:0]
-		bufPool.Put(&b)
+	if cap(*p) == poolBuf {
+		bufPool.Put(p)
 	}
 }

@@ -199,7 +199,7 @@ func (s *Server) Stats() Stats {
 type task struct {
 	c   *sconn
 	req ServerRequest
-	buf []byte // pooled copy of the message
+	buf *[]byte // pooled copy of the message's payload (getBuf)
 }
 
 // Listen starts a server on cfg.Addr.
