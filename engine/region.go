@@ -688,7 +688,9 @@ func (r *regionCore) get(key []byte, wait bool) ([]byte, bool, error) {
 	if err != nil {
 		return nil, true, err
 	}
-	return append([]byte(nil), rec.Value...), true, nil
+	// The record was read into a buffer of this get's own: its value is
+	// the caller's without a copy.
+	return rec.Value[:len(rec.Value):len(rec.Value)], true, nil
 }
 
 func (r *regionCore) isClosed() bool {
