@@ -88,8 +88,8 @@ func tryGetAnswered(r tryGetter, k []byte) ([]byte, bool, error) {
 	return v, ok, err
 }
 
-// tryGetDeclined reports whether TryGet declined (ok false, no error) each
-// of 20 tries; else it returns the first answer. A lock held for a moment
+// tryGetDeclined tries TryGet 20 times, 100 µs apart: ok false and no
+// error if every try declined, else the first answer. A lock held for a moment
 // elsewhere cannot make a decline that should not be one pass: the key
 // would be answered on some try.
 func tryGetDeclined(r tryGetter, k []byte) ([]byte, bool, error) {

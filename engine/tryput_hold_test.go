@@ -104,7 +104,7 @@ func TestTryPutOnceHoldsRecordListener(t *testing.T) {
 	r.log.mu.Lock()
 	r.log.failed = errors.New("injected log failure")
 	r.log.mu.Unlock()
-	if ok, _, err := r.TryPutOnce([]byte("failed"), []byte("v"), RequestID{Client: 3, Seq: 102}, noDone); !ok || err == nil {
+	if ok, _, err := tryPutTaken(r, []byte("failed"), []byte("v"), RequestID{Client: 3, Seq: 102}, noDone); !ok || err == nil {
 		t.Fatalf("on a failed log: ok %v err %v, want the log's error", ok, err)
 	}
 	if h.held || h.holds != h.releases {

@@ -367,7 +367,9 @@ func (l *vlog) read(p ptr, key []byte, vlen uint32, cat IOCategory) (record, err
 var errLogBusy = errors.New("engine: the log's lock is held")
 
 // readTry is read; try: errLogBusy, and nothing read, if the log's lock
-// is held by another goroutine.
+// is held by another goroutine. The record is read (or copied from the
+// tail) into a buffer of its own, which the caller owns: its key and
+// value alias nothing of the log's.
 func (l *vlog) readTry(p ptr, key []byte, vlen uint32, cat IOCategory, try bool) (record, error) {
 	n := recordSize(len(key), int(vlen))
 	seg, off := l.g.seg(p), l.g.off(p)

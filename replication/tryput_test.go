@@ -331,8 +331,8 @@ func tryGetAnswered(r *engine.Region, k []byte) ([]byte, bool, error) {
 	return v, ok, err
 }
 
-// tryGetDeclined reports whether r.TryGet declined (ok false, no error)
-// each of 20 tries; else it returns the first answer. A lock held for a
+// tryGetDeclined tries r.TryGet 20 times, 100 µs apart: ok false and no
+// error if every try declined, else the first answer. A lock held for a
 // moment elsewhere cannot make a decline that should not be one pass: the
 // key would be answered on some try.
 func tryGetDeclined(r *engine.Region, k []byte) ([]byte, bool, error) {

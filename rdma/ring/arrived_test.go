@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -54,6 +55,48 @@ func TestServerRequestArrived(t *testing.T) {
 				t.Fatalf("request %d: arrived %v, want within its call (from %v) and before its handler ran (%v)",
 					i, g.arrived, before, g.ran)
 			}
+		}
+	})
+}
+
+// TestServerRequestArrivedAfterInlineHandler: on a server whose handlers
+// run on the spinner (Inline), a request that came while the handler
+// before it ran, in the same poll round, is stamped after it came, not
+// with the reading taken for the one before.
+func TestServerRequestArrivedAfterInlineHandler(t *testing.T) {
+	forEnv(t, func(t *testing.T, e env) {
+		started, sent := make(chan struct{}), make(chan struct{})
+		arrived := make(chan time.Time, 2)
+		cfg := ServerConfig{Inline: true, Handlers: map[uint16]HandlerFunc{
+			typeEcho: func(r *ServerRequest) Reply {
+				arrived <- r.Arrived
+				if r.Payload[0] == 0 {
+					close(started)
+					<-sent // the second request is on the ring before this one is answered
+				}
+				return Reply{Payload: r.Payload}
+			},
+		}}
+		s, _ := start(t, e, cfg)
+		c := dial(t, e, s, ClientConfig{})
+		first := c.Go(context.Background(), Request{Type: typeEcho, Payload: []byte{0}}, nil)
+		<-started
+		before := time.Now()
+		second := c.Go(context.Background(), Request{Type: typeEcho, Payload: []byte{1}}, nil)
+		close(sent)
+		for _, call := range []*Call{first, second} {
+			select {
+			case <-call.Done:
+				if call.Err != nil {
+					t.Fatal(call.Err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("no reply")
+			}
+		}
+		<-arrived
+		if a := <-arrived; a.Before(before) {
+			t.Fatalf("the second request arrived %v, before it was sent (%v)", a, before)
 		}
 	})
 }

@@ -92,7 +92,7 @@ func (c *sconn) poll() (task, bool, error) {
 	}
 	t := task{c: c, buf: getBuf(int(h.Len))}
 	copy(*t.buf, buf[pos+HeaderSize:pos+HeaderSize+int(h.Len)])
-	t.req = ServerRequest{Header: h, Payload: *t.buf, MaxReply: MaxPayload(c.repSize)}
+	t.req = ServerRequest{Header: h, Payload: (*t.buf)[:h.Len:h.Len], MaxReply: MaxPayload(c.repSize)}
 	clear(buf[pos : pos+n])
 	c.rp, c.waitFrom = (pos+n)%c.reqSize, time.Time{}
 	return t, true, nil

@@ -44,8 +44,9 @@ type ServerRequest struct {
 	MaxReply int
 	// Arrived is when the spinner took the request off its ring (zero
 	// outside a server): a clock reading it takes then, or that it took
-	// for an earlier request of the same poll round which it only handed
-	// to a worker. A handler's latency counted from it includes the
+	// for an earlier request of the same poll round which it only queued
+	// for a worker without waiting (no handler ran on the spinner
+	// between the two). A handler's latency counted from it includes the
 	// request's wait in a worker's queue.
 	Arrived time.Time
 

@@ -25,9 +25,10 @@ type spinner struct {
 	// (cleared by run when it looks for stalled handlers).
 	dispatched bool
 	// now is Arrived for pollAll's next request: read when a request is
-	// taken, again at every round and after a ShortFunc ran (a hand-off
-	// to a worker takes next to no time: the requests behind it share
-	// the reading).
+	// taken, again at every round and after a ShortFunc or an inline
+	// handler ran or a hand-off waited for a worker's room (a hand-off
+	// that did not wait takes next to no time: the requests behind it
+	// share the reading).
 	now time.Time
 }
 
@@ -236,6 +237,7 @@ func (sp *spinner) dispatch(t task) {
 	s := sp.s
 	if s.cfg.Inline {
 		s.handle(t, &sp.req)
+		sp.now = time.Time{} // the handler took time: the next request reads the clock
 		return
 	}
 	for range len(s.workers) {
@@ -254,4 +256,5 @@ func (sp *spinner) dispatch(t task) {
 	case <-s.stop:
 		t.c.done()
 	}
+	sp.now = time.Time{} // it waited for room: the next request reads the clock
 }
