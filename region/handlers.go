@@ -104,18 +104,19 @@ func (s *Server) routeUncounted(h *ring.ServerRequest, version uint64) (*engine.
 
 // checkKey validates a key against the limits and the region.
 func (s *Server) checkKey(mr *regionmap.Assignment, key []byte) *ring.Reply {
-	var r ring.Reply
+	// Each refusal makes its own reply: a reply declared for them all
+	// would be allocated for every key that passes too.
 	switch {
 	case len(key) == 0:
-		r = errorReply(wire.StatusBadRequest, "empty key")
+		r := errorReply(wire.StatusBadRequest, "empty key")
+		return &r
 	case len(key) > int(s.cfg.MaxKeySize):
-		r = errorReply(wire.StatusTooLarge, "key of %d bytes, limit %d", len(key), s.cfg.MaxKeySize)
+		r := errorReply(wire.StatusTooLarge, "key of %d bytes, limit %d", len(key), s.cfg.MaxKeySize)
+		return &r
 	case !mr.Contains(key):
-		r = ring.Reply{Status: wire.StatusWrongRegion, Payload: wire.EncodeVersion(s.state.Load().m.Version)}
-	default:
-		return nil
+		return &ring.Reply{Status: wire.StatusWrongRegion, Payload: wire.EncodeVersion(s.state.Load().m.Version)}
 	}
-	return &r
+	return nil
 }
 
 // engineReply maps an engine error to a reply.
