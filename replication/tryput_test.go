@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tebis-go/tebis/engine"
+	"github.com/tebis-go/tebis/internal/retry"
 	"github.com/tebis-go/tebis/internal/testseed"
 	"github.com/tebis-go/tebis/rdma"
 )
@@ -316,18 +317,11 @@ func TestTryAcknowledgedAgreesWithWait(t *testing.T) {
 // a millisecond apart: a decline may come from the region's or its log's
 // lock held for a moment by a background goroutine (a flush check, a
 // compaction's install, a sync), which TryGet does not wait for.
-func tryGetAnswered(r *engine.Region, k []byte) ([]byte, bool, error) {
-	var (
-		v   []byte
-		ok  bool
-		err error
-	)
-	for i := 0; i < 1000; i++ {
-		if v, ok, err = r.TryGet(k); ok {
-			return v, ok, err
-		}
-		time.Sleep(time.Millisecond)
-	}
+func tryGetAnswered(r *engine.Region, k []byte) (v []byte, ok bool, err error) {
+	retry.Until(1000, time.Millisecond, func() bool {
+		v, ok, err = r.TryGet(k)
+		return ok
+	})
 	return v, ok, err
 }
 
@@ -335,14 +329,14 @@ func tryGetAnswered(r *engine.Region, k []byte) ([]byte, bool, error) {
 // error if every try declined, else the first answer. A lock held for a
 // moment elsewhere cannot make a decline that should not be one pass: the
 // key would be answered on some try.
-func tryGetDeclined(r *engine.Region, k []byte) ([]byte, bool, error) {
-	for i := 0; i < 20; i++ {
-		if v, ok, err := r.TryGet(k); ok || err != nil {
-			return v, ok, err
-		}
-		time.Sleep(100 * time.Microsecond)
+func tryGetDeclined(r *engine.Region, k []byte) (v []byte, ok bool, err error) {
+	if !retry.Until(20, 100*time.Microsecond, func() bool {
+		v, ok, err = r.TryGet(k)
+		return ok || err != nil
+	}) {
+		return nil, false, nil
 	}
-	return nil, false, nil
+	return v, ok, err
 }
 
 // tryPutTaken retries r.TryPutOnce, a millisecond apart and at most 1000
@@ -350,11 +344,9 @@ func tryGetDeclined(r *engine.Region, k []byte) ([]byte, bool, error) {
 // hold their locks now and then, and a decline appends nothing, so a
 // retry is the same put.
 func tryPutTaken(r *engine.Region, k, v []byte, id engine.RequestID, done func(error)) (ok, later bool, err error) {
-	for i := 0; i < 1000; i++ {
-		if ok, later, err = r.TryPutOnce(k, v, id, done); ok || err != nil {
-			return ok, later, err
-		}
-		time.Sleep(time.Millisecond)
-	}
+	retry.Until(1000, time.Millisecond, func() bool {
+		ok, later, err = r.TryPutOnce(k, v, id, done)
+		return ok || err != nil
+	})
 	return ok, later, err
 }
