@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/tebis-go/tebis/internal/retry"
 )
 
 // TestGetAllocations: a get allocates the record it reads from the log
@@ -69,4 +71,101 @@ func TestGetAllocations(t *testing.T) {
 			t.Errorf("%s: Get %v allocations, TryGet %v; want at most 1 (the record read)", k, get, try)
 		}
 	}
+}
+
+// TestTryGetIntoReadsIntoTheBuffer: TryGetInto reads a record that fits
+// in dst's capacity into dst's storage, allocating nothing, for a key in
+// the log's tail and for one in a sealed segment behind a level; a record
+// larger than dst's capacity goes into a buffer of its own, and dst is
+// left alone.
+func TestTryGetIntoReadsIntoTheBuffer(t *testing.T) {
+	o := smallOpts(vfs.NewMem())
+	o.L0Pairs = 1 << 20
+	v := mustOpen(t, o)
+	defer v.Close()
+	r := mustRegion(t, v, 1)
+	big := make([]byte, 3000)
+	for i := range big {
+		big[i] = byte('a' + i%26)
+	}
+	if err := r.Put([]byte("level"), []byte("in a level")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Put([]byte("big"), big); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Put([]byte("l0"), []byte("in L0")); err != nil {
+		t.Fatal(err)
+	}
+	within := func(v, dst []byte) bool {
+		if len(v) == 0 || cap(dst) == 0 {
+			return false
+		}
+		return uintptrIn(&v[0], dst[:cap(dst)])
+	}
+	for _, c := range []struct {
+		key, want string
+		dstCap    int
+		inDst     bool
+	}{
+		{"l0", "in L0", 64 << 10, true},
+		{"level", "in a level", 64 << 10, true},
+		{"big", string(big), 64 << 10, true},
+		{"big", string(big), 1024, false},
+		{"l0", "in L0", 0, false},
+	} {
+		dst := make([]byte, 0, c.dstCap)
+		var got []byte
+		var ok bool
+		var err error
+		retry.Until(1000, time.Millisecond, func() bool { // a decline (a lock held for a moment) is retried
+			got, ok, err = r.TryGetInto([]byte(c.key), dst)
+			return ok
+		})
+		if !ok || err != nil || string(got) != c.want {
+			t.Fatalf("TryGetInto(%s, cap %d): %.20q, %v, %v; want %.20q", c.key, c.dstCap, got, ok, err, c.want)
+		}
+		if in := within(got, dst); in != c.inDst {
+			t.Fatalf("TryGetInto(%s, cap %d): value in dst %v, want %v", c.key, c.dstCap, in, c.inDst)
+		}
+		if !c.inDst {
+			continue
+		}
+		// Nothing allocated once the level's nodes are cached (the cache
+		// admits them in the background: measured until it has, for at
+		// most a second).
+		key := []byte(c.key)
+		var allocs float64
+		for deadline := time.Now().Add(time.Second); ; time.Sleep(time.Millisecond) {
+			allocs = testing.AllocsPerRun(50, func() { _, _, _ = r.TryGetInto(key, dst) })
+			if allocs == 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if allocs != 0 {
+			t.Errorf("TryGetInto(%s) into a buffer that holds its record: %v allocations, want 0", c.key, allocs)
+		}
+		// The value read into dst is the caller's: overwriting dst changes
+		// nothing the region reads.
+		full := dst[:cap(dst)]
+		for i := range full {
+			full[i] = 'X'
+		}
+		if again, err := r.Get([]byte(c.key)); err != nil || string(again) != c.want {
+			t.Fatalf("%s after overwriting dst: %.20q, %v", c.key, again, err)
+		}
+	}
+}
+
+// uintptrIn reports whether p points into b's storage.
+func uintptrIn(p *byte, b []byte) bool {
+	for i := range b {
+		if &b[i] == p {
+			return true
+		}
+	}
+	return false
 }

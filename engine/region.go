@@ -616,7 +616,7 @@ func (r *regionCore) signal() {
 // Backup it finds what the installed levels index (the adopted log past
 // the recovery point is indexed only by a promotion).
 func (r *regionCore) Get(key []byte) ([]byte, error) {
-	v, _, err := r.get(key, true)
+	v, _, err := r.get(key, true, nil)
 	return v, err
 }
 
@@ -629,13 +629,22 @@ func (r *regionCore) Get(key []byte) ([]byte, error) {
 // segment switch's flush). It still reads the levels and the log (a read
 // from the page cache, or the device).
 func (r *regionCore) TryGet(key []byte) (value []byte, ok bool, err error) {
-	v, ok, err := r.get(key, false)
-	return v, ok, err
+	return r.get(key, false, nil)
+}
+
+// TryGetInto is TryGet that reads the value's record into dst's storage
+// when it fits in dst's capacity (else into a buffer of its own, as
+// TryGet): the value returned then aliases dst, which the caller must
+// not reuse while it needs the value. The caller lends dst for the call
+// only; nothing of the region keeps it.
+func (r *regionCore) TryGetInto(key, dst []byte) (value []byte, ok bool, err error) {
+	return r.get(key, false, dst)
 }
 
 // get reads key; an L0 hit not yet committed is waited for (wait) or
-// reported as ok false.
-func (r *regionCore) get(key []byte, wait bool) ([]byte, bool, error) {
+// reported as ok false. The record is read into dst if it fits
+// (vlog.readTry).
+func (r *regionCore) get(key []byte, wait bool, dst []byte) ([]byte, bool, error) {
 	if err := r.checkKey(key); err != nil {
 		return nil, true, err
 	}
@@ -681,15 +690,15 @@ func (r *regionCore) get(key []byte, wait bool) ([]byte, bool, error) {
 	if !ok || e.tomb {
 		return nil, true, ErrNotFound
 	}
-	rec, err := r.log.readTry(e.ptr, key, e.vlen, IOIndex, !wait)
+	rec, err := r.log.readTry(e.ptr, key, e.vlen, IOIndex, !wait, dst)
 	if errors.Is(err, errLogBusy) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, true, err
 	}
-	// The record was read into a buffer of this get's own: its value is
-	// the caller's without a copy.
+	// The record was read into dst or a buffer of this get's own: its
+	// value is the caller's without a copy.
 	return rec.Value[:len(rec.Value):len(rec.Value)], true, nil
 }
 

@@ -360,7 +360,7 @@ func (l *vlog) flushTo(pos uint64, here bool) error {
 
 // read returns the record at p, verifying its checksum and key.
 func (l *vlog) read(p ptr, key []byte, vlen uint32, cat IOCategory) (record, error) {
-	return l.readTry(p, key, vlen, cat, false)
+	return l.readTry(p, key, vlen, cat, false, nil)
 }
 
 // errLogBusy: a read made with try found the log's lock held.
@@ -368,15 +368,21 @@ var errLogBusy = errors.New("engine: the log's lock is held")
 
 // readTry is read; try: errLogBusy, and nothing read, if the log's lock
 // is held by another goroutine. The record is read (or copied from the
-// tail) into a buffer of its own, which the caller owns: its key and
-// value alias nothing of the log's.
-func (l *vlog) readTry(p ptr, key []byte, vlen uint32, cat IOCategory, try bool) (record, error) {
+// tail) into dst's storage if the record fits in its capacity, else into
+// a buffer of its own; either is the caller's: its key and value alias
+// nothing of the log's.
+func (l *vlog) readTry(p ptr, key []byte, vlen uint32, cat IOCategory, try bool, dst []byte) (record, error) {
 	n := recordSize(len(key), int(vlen))
 	seg, off := l.g.seg(p), l.g.off(p)
 	if !lockOrTry(&l.mu, try) {
 		return record{}, errLogBusy
 	}
-	buf := make([]byte, n)
+	var buf []byte
+	if n <= cap(dst) {
+		buf = dst[:n]
+	} else {
+		buf = make([]byte, n)
+	}
 	var seq uint64
 	if l.tail != nil && seg == l.tail.seg && off+int64(n) <= l.off {
 		copy(buf, l.buf[off:])

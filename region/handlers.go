@@ -307,7 +307,9 @@ func (s *Server) tryGet(req *ring.ServerRequest) (ring.Reply, bool) {
 	if rej != nil {
 		return *rej, true
 	}
-	v, ok, err := er.TryGet(q.Key)
+	// The value is read into the spinner's scratch: the reply aliasing it
+	// is written to the client's ring before the spinner's next request.
+	v, ok, err := er.TryGetInto(q.Key, req.Scratch)
 	if !ok {
 		return ring.Reply{}, false
 	}

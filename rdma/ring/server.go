@@ -49,6 +49,13 @@ type ServerRequest struct {
 	// between the two). A handler's latency counted from it includes the
 	// request's wait in a worker's queue.
 	Arrived time.Time
+	// Scratch, on a spinner, is a buffer of ScratchSize bytes' capacity
+	// (length 0) that the spinner owns and lends to the ShortFunc it runs:
+	// the Reply the ShortFunc returns may alias it, as the spinner writes
+	// that reply into the client's ring before it serves another request.
+	// A reply taken with Later must not alias it. Nil on a worker and
+	// outside a server (NewShortRequest).
+	Scratch []byte
 
 	s *Server // the worker's server (nil on a spinner): WillBlock
 	w int     // the worker's index
@@ -270,7 +277,7 @@ func newServer(cfg ServerConfig, ln rdma.Listener) *Server {
 		}
 	}
 	for range cfg.Spinners {
-		sp := &spinner{s: s, cq: rdma.NewCQ(), add: make(chan *sconn, 16), wake: make(chan struct{}, 1)}
+		sp := &spinner{s: s, cq: rdma.NewCQ(), add: make(chan *sconn, 16), wake: make(chan struct{}, 1), scratch: make([]byte, ScratchSize)}
 		s.spinners = append(s.spinners, sp)
 		s.wg.Add(1)
 		go pprof.Do(context.Background(), pprof.Labels("component", "ring-poll"), func(context.Context) { sp.run() })

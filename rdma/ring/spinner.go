@@ -21,6 +21,8 @@ type spinner struct {
 	conns []*sconn
 	cur   int           // the worker it currently feeds
 	req   ServerRequest // the request its ShortFunc serves
+	// scratch is lent to each ShortFunc as ServerRequest.Scratch.
+	scratch []byte
 	// dispatched is set by pollAll when it queued a request on a worker
 	// (cleared by run when it looks for stalled handlers).
 	dispatched bool
@@ -31,6 +33,9 @@ type spinner struct {
 	// share the reading).
 	now time.Time
 }
+
+// ScratchSize is the capacity of ServerRequest.Scratch on a spinner.
+const ScratchSize = 64 << 10
 
 // perConnBatch bounds the requests taken from one ring per round, so one
 // busy client cannot starve the others.
@@ -207,6 +212,7 @@ func (sp *spinner) short(t task) bool {
 	// is valid only during the call.
 	sp.req = t.req
 	sp.req.c = t.c
+	sp.req.Scratch = sp.scratch[:0]
 	rep, ok := f(&sp.req)
 	sp.now = time.Time{} // f took time: the next request reads the clock
 	later := sp.req.later
