@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -75,9 +76,10 @@ func TestGetAllocations(t *testing.T) {
 
 // TestTryGetIntoReadsIntoTheBuffer: TryGetInto reads a record that fits
 // in dst's capacity into dst's storage, allocating nothing, for a key in
-// the log's tail and for one in a sealed segment behind a level; a record
-// larger than dst's capacity goes into a buffer of its own, and dst is
-// left alone.
+// the log's tail (a copy from memory) and for keys in a sealed segment
+// behind a level (a read from the device, which the volume's read counter
+// shows); a record larger than dst's capacity goes into a buffer of its
+// own, and dst is left alone.
 func TestTryGetIntoReadsIntoTheBuffer(t *testing.T) {
 	o := smallOpts(vfs.NewMem())
 	o.L0Pairs = 1 << 20
@@ -93,6 +95,14 @@ func TestTryGetIntoReadsIntoTheBuffer(t *testing.T) {
 	}
 	if err := r.Put([]byte("big"), big); err != nil {
 		t.Fatal(err)
+	}
+	// Twice the segment size after them: their segment is sealed, so
+	// their records are read from the device.
+	filler := make([]byte, 1024)
+	for i := range 2 * int(o.SegmentSize) / len(filler) {
+		if err := r.Put([]byte(fmt.Sprintf("filler%04d", i)), filler); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := r.Compact(); err != nil {
 		t.Fatal(err)
@@ -110,19 +120,25 @@ func TestTryGetIntoReadsIntoTheBuffer(t *testing.T) {
 		key, want string
 		dstCap    int
 		inDst     bool
+		device    bool // the record is read from the device
 	}{
-		{"l0", "in L0", 64 << 10, true},
-		{"level", "in a level", 64 << 10, true},
-		{"big", string(big), 64 << 10, true},
-		{"big", string(big), 1024, false},
-		{"l0", "in L0", 0, false},
+		{"l0", "in L0", 64 << 10, true, false},
+		{"level", "in a level", 64 << 10, true, true},
+		{"big", string(big), 64 << 10, true, true},
+		{"big", string(big), 1024, false, true},
+		{"l0", "in L0", 0, false, false},
 	} {
+		key := []byte(c.key)
 		dst := make([]byte, 0, c.dstCap)
+		full := dst[:cap(dst)]
+		for i := range full {
+			full[i] = 'D'
+		}
 		var got []byte
 		var ok bool
 		var err error
 		retry.Until(1000, time.Millisecond, func() bool { // a decline (a lock held for a moment) is retried
-			got, ok, err = r.TryGetInto([]byte(c.key), dst)
+			got, ok, err = r.TryGetInto(key, dst)
 			return ok
 		})
 		if !ok || err != nil || string(got) != c.want {
@@ -132,12 +148,16 @@ func TestTryGetIntoReadsIntoTheBuffer(t *testing.T) {
 			t.Fatalf("TryGetInto(%s, cap %d): value in dst %v, want %v", c.key, c.dstCap, in, c.inDst)
 		}
 		if !c.inDst {
+			for i, b := range full {
+				if b != 'D' {
+					t.Fatalf("TryGetInto(%s, cap %d): dst[%d] written, though the record does not fit", c.key, c.dstCap, i)
+				}
+			}
 			continue
 		}
 		// Nothing allocated once the level's nodes are cached (the cache
 		// admits them in the background: measured until it has, for at
 		// most a second).
-		key := []byte(c.key)
 		var allocs float64
 		for deadline := time.Now().Add(time.Second); ; time.Sleep(time.Millisecond) {
 			allocs = testing.AllocsPerRun(50, func() { _, _, _ = r.TryGetInto(key, dst) })
@@ -148,13 +168,19 @@ func TestTryGetIntoReadsIntoTheBuffer(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("TryGetInto(%s) into a buffer that holds its record: %v allocations, want 0", c.key, allocs)
 		}
+		before := v.Stats().BytesRead[IOIndex]
+		if _, ok, err := r.TryGetInto(key, dst); !ok || err != nil {
+			t.Fatalf("TryGetInto(%s) again: %v, %v", c.key, ok, err)
+		}
+		if read := v.Stats().BytesRead[IOIndex] - before; (read >= uint64(len(c.want))) != c.device {
+			t.Fatalf("TryGetInto(%s): %d bytes read from the device, want a read of its record: %v", c.key, read, c.device)
+		}
 		// The value read into dst is the caller's: overwriting dst changes
 		// nothing the region reads.
-		full := dst[:cap(dst)]
 		for i := range full {
 			full[i] = 'X'
 		}
-		if again, err := r.Get([]byte(c.key)); err != nil || string(again) != c.want {
+		if again, err := r.Get(key); err != nil || string(again) != c.want {
 			t.Fatalf("%s after overwriting dst: %.20q, %v", c.key, again, err)
 		}
 	}

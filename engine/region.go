@@ -633,10 +633,11 @@ func (r *regionCore) TryGet(key []byte) (value []byte, ok bool, err error) {
 }
 
 // TryGetInto is TryGet that reads the value's record into dst's storage
-// when it fits in dst's capacity (else into a buffer of its own, as
-// TryGet): the value returned then aliases dst, which the caller must
-// not reuse while it needs the value. The caller lends dst for the call
-// only; nothing of the region keeps it.
+// from its start (dst's length is ignored) when it fits in dst's capacity,
+// else into a buffer of its own, as TryGet: the value returned then
+// aliases dst, which the caller must not reuse while it needs the value.
+// dst must not overlap key. The caller lends dst for the call only;
+// nothing of the region keeps it.
 func (r *regionCore) TryGetInto(key, dst []byte) (value []byte, ok bool, err error) {
 	return r.get(key, false, dst)
 }

@@ -14,7 +14,7 @@ import (
 // and a Region no backup API, so that calling the wrong one does not
 // compile. A method added to either type must be placed here, in its role.
 func TestRoleMethodSets(t *testing.T) {
-	shared := []string{"Desc", "Get", "Levels", "LogRecoveryPoint", "LogSegments", "Scan", "Stats", "TryGet"}
+	shared := []string{"Desc", "Get", "Levels", "LogRecoveryPoint", "LogSegments", "Scan", "Stats", "TryGet", "TryGetInto"}
 	primary := []string{
 		"ApplyDelete", "ApplyLogRecord", "ApplyPut", "CommitApplied", "Compact", "Delete", "DeleteOnce",
 		"GC", "InstallLevel", "LogTail", "MergeRequestTable", "Put", "PutOnce", "Quiesce", "ReadIndexSegment",

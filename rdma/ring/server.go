@@ -53,8 +53,9 @@ type ServerRequest struct {
 	// (length 0) that the spinner owns and lends to the ShortFunc it runs:
 	// the Reply the ShortFunc returns may alias it, as the spinner writes
 	// that reply into the client's ring before it serves another request.
-	// A reply taken with Later must not alias it. Nil on a worker and
-	// outside a server (NewShortRequest).
+	// A reply taken with Later must not alias it. Nil for a handler (on
+	// a worker, or on the spinner of an Inline server) and outside a
+	// server (NewShortRequest).
 	Scratch []byte
 
 	s *Server // the worker's server (nil on a spinner): WillBlock
