@@ -114,7 +114,7 @@ func TestTryGetIntoReadsIntoTheBuffer(t *testing.T) {
 		if len(v) == 0 || cap(dst) == 0 {
 			return false
 		}
-		return uintptrIn(&v[0], dst[:cap(dst)])
+		return pointsInto(&v[0], dst[:cap(dst)])
 	}
 	for _, c := range []struct {
 		key, want string
@@ -186,8 +186,8 @@ func TestTryGetIntoReadsIntoTheBuffer(t *testing.T) {
 	}
 }
 
-// uintptrIn reports whether p points into b's storage.
-func uintptrIn(p *byte, b []byte) bool {
+// pointsInto reports whether p points into b's storage.
+func pointsInto(p *byte, b []byte) bool {
 	for i := range b {
 		if &b[i] == p {
 			return true
