@@ -36,6 +36,8 @@ vet:
 
 test: deps vet
 	$(GO) test -race -timeout 25m ./...
+	# Allocation bounds, checked without the race detector's instrumentation.
+	$(GO) test ./client -run 'Allocations|StatusErr' -count 1
 	# A short fuzz run of the wire decoders (seed corpora run above). Budgets are
 	# execution counts: Go 1.26's fuzz coordinator can fail a duration budget with
 	# a spurious "context deadline exceeded" when it expires (golang/go#75804).

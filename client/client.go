@@ -282,19 +282,19 @@ type request struct {
 	key       []byte                      // routes the request
 	region    *regionmap.Assignment       // or this region (scans)
 	payload   func(version uint64) []byte // encodes with the map version used
-	tail      []byte                      // follows payload (ring.Request.Tail)
 	replySize int
-	// until ends the request's attempts (zero: only ctx does): a write's
-	// retry window.
-	until time.Time
 	// start is when the request began (zero: when do is called).
 	start time.Time
 }
 
 // do routes req, sends it and follows WRONG_REGION redirects. It returns
-// the OK (or NOT_FOUND) reply and the region that answered.
-func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.Assignment, error) {
-	// A deadline (req.until) is a context with a timer only once
+// the OK (or NOT_FOUND) reply and the region that answered. until ends
+// the request's attempts (zero: only ctx does: a write's retry window);
+// tail follows the payload (ring.Request.Tail). Both are parameters, not
+// fields of req, because the ring keeps them: req, its payload's closure
+// with it, then stays on the caller's stack.
+func (c *Client) do(ctx context.Context, req request, until time.Time, tail []byte) (ring.Reply, *regionmap.Assignment, error) {
+	// A deadline (until) is a context with a timer only once
 	// something but the first attempt's call waits: the ring bounds that
 	// call itself (CallUntil), and most requests end with it.
 	var cancel context.CancelFunc
@@ -304,8 +304,8 @@ func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.As
 		}
 	}()
 	waitCtx := func() context.Context {
-		if !req.until.IsZero() && cancel == nil {
-			ctx, cancel = context.WithDeadline(ctx, req.until)
+		if !until.IsZero() && cancel == nil {
+			ctx, cancel = context.WithDeadline(ctx, until)
 		}
 		return ctx
 	}
@@ -361,7 +361,7 @@ func (c *Client) do(ctx context.Context, req request) (ring.Reply, *regionmap.As
 			_ = c.refresh(waitCtx(), 0)
 			continue
 		}
-		rep, err := rc.CallUntil(ctx, req.until, ring.Request{Type: req.typ, Region: r.ID, Epoch: r.Epoch, Payload: req.payload(m.Version), Tail: req.tail, ReplySize: req.replySize})
+		rep, err := rc.CallUntil(ctx, until, ring.Request{Type: req.typ, Region: r.ID, Epoch: r.Epoch, Payload: req.payload(m.Version), Tail: tail, ReplySize: req.replySize})
 		switch {
 		case errors.Is(err, ring.ErrTooLarge):
 			return rep, r, fmt.Errorf("%w: %w", ErrTooLarge, err)
@@ -432,7 +432,7 @@ func (c *Client) Get(ctx context.Context, key []byte) ([]byte, error) {
 	rep, _, err := c.do(ctx, request{typ: wire.TypeGet, key: key, payload: func(v uint64) []byte {
 		q := wire.KeyRequest{MapVersion: v, Key: key}
 		return q.Encode(nil)
-	}})
+	}}, time.Time{}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -39,14 +39,17 @@ var (
 	ErrClosed = errors.New("client: closed")
 )
 
-// statusErr turns a non-OK reply into an error.
+// statusErr turns a non-OK reply into an error. An OK or NOT_FOUND
+// reply costs nothing: only an error's message copies the payload.
 func statusErr(rep ring.Reply) error {
-	msg := string(rep.Payload)
 	switch rep.Status {
 	case ring.StatusOK:
 		return nil
 	case wire.StatusNotFound:
 		return ErrNotFound
+	}
+	msg := string(rep.Payload)
+	switch rep.Status {
 	case wire.StatusTooLarge:
 		return fmt.Errorf("%w: %s", ErrTooLarge, msg)
 	case wire.StatusBadRequest:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tebis-go/tebis/internal/wire"
 )
@@ -97,7 +98,7 @@ func (c *Client) multiGetOnce(ctx context.Context, keys [][]byte, idx []int, out
 	rep, _, err := c.do(ctx, request{typ: wire.TypeMultiGet, key: batch[0], replySize: len(batch) * 64, payload: func(v uint64) []byte {
 		q := wire.MultiGetRequest{MapVersion: v, Keys: batch}
 		return q.Encode(make([]byte, 0, 12+size+4*len(batch)))
-	}})
+	}}, time.Time{}, nil)
 	if err != nil {
 		return err
 	}

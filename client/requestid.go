@@ -104,13 +104,13 @@ func (c *Client) write(ctx context.Context, typ uint16, key, tail []byte, encode
 	start := time.Now()
 	until := start.Add(c.cfg.RetryWindow)
 	first := true
-	rep, _, err := c.do(ctx, request{typ: typ, key: key, start: start, until: until, tail: tail, payload: func(v uint64) []byte {
+	rep, _, err := c.do(ctx, request{typ: typ, key: key, start: start, payload: func(v uint64) []byte {
 		if !first { // a retry acknowledges what ended since
 			ack = c.seqs.ack()
 		}
 		first = false
 		return encode(v, wire.RequestID{Client: c.id, Seq: seq, Ack: ack})
-	}})
+	}}, until, tail)
 	if err != nil && ctx.Err() == nil && !time.Now().Before(until) {
 		return fmt.Errorf("%w: not acknowledged within the retry window (%v): %w", ErrUnavailable, c.cfg.RetryWindow, err)
 	}

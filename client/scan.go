@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tebis-go/tebis/client/regionmap"
 	"github.com/tebis-go/tebis/internal/wire"
@@ -80,7 +81,7 @@ func (it *Iterator) fetch() {
 			payload: func(v uint64) []byte {
 				q := wire.ScanRequest{MapVersion: v, Start: cursor, End: it.end, Limit: uint32(it.opts.BatchPairs), MaxBytes: uint32(it.opts.BatchBytes)}
 				return q.Encode(nil)
-			}})
+			}}, time.Time{}, nil)
 		if errors.Is(err, errRegionMoved) {
 			continue // the map changed under the scan: route again
 		}
