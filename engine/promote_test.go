@@ -21,6 +21,12 @@ func TestPromoteBackup(t *testing.T) {
 	bfs := vfs.NewMem()
 	p := newMirrorPair(t, bfs)
 	defer p.pv.Close()
+	// A segment the backup volume holds and the primary's does not (never
+	// committed: free again at a reopen), so the backup adopts the
+	// primary's segments under other numbers and sequences.
+	if _, err := p.bv.allocSegment(); err != nil {
+		t.Fatal(err)
+	}
 	p.write(t, p.pr, rng, 8000)
 	p.settle(t)
 	// End shortly after a tail switch, with L0 spanning a whole adopted
@@ -73,19 +79,31 @@ func TestPromoteBackup(t *testing.T) {
 		t.Fatalf("promotion of a primary: %v", err)
 	}
 
-	// GC of an adopted segment, whatever its garbage estimate (a backup's
-	// estimate depends on which merges the primary ran): its header and
-	// records read back as the adopted log's, its live records are
+	// GC of the adopted segments, whatever their garbage estimates (a
+	// backup's depend on which merges the primary ran): each one's header
+	// must read as the backup's own segment and sequence, its records
+	// under the primary's sequence (the numbers differ: the backup volume
+	// holds a segment the primary's does not), its live records are
 	// relocated and it is freed.
-	adopted := oldestSealedBeforeRP(t, nr)
-	if _, err := nr.gcSegment(adopted); err != nil {
-		t.Fatalf("gc of adopted segment %d (seq %d): %v", adopted.seg, adopted.seq, err)
+	adopted := adoptedBeforeRP(t, nr)
+	var moved int64
+	for _, ls := range adopted {
+		n, err := nr.gcSegment(ls)
+		if err != nil {
+			t.Fatalf("gc of adopted segment %d (seq %d, the primary's %d seq %d): %v", ls.seg, ls.seq, ls.primary, ls.recSeq, err)
+		}
+		moved += n
 	}
-	if gc, err := nr.GC(); err != nil || gc.Freed == 0 {
-		t.Fatalf("gc after relocating adopted segment %d: %+v, %v", adopted.seg, gc, err)
+	if moved == 0 {
+		t.Fatalf("gc of %d adopted segments relocated nothing", len(adopted))
 	}
-	if holdsLogSeq(nr, adopted.seq) {
-		t.Fatalf("adopted segment %d (seq %d) still in the log after its gc", adopted.seg, adopted.seq)
+	if _, err := nr.GC(); err != nil {
+		t.Fatalf("gc after relocating the adopted segments: %v", err)
+	}
+	for _, ls := range adopted {
+		if holdsLogSeq(nr, ls.seq) {
+			t.Fatalf("adopted segment %d (seq %d) still in the log after its gc", ls.seg, ls.seq)
+		}
 	}
 	checkModel(t, nr, p.model, "after adopted-segment gc")
 
@@ -116,15 +134,18 @@ func TestPromoteBackup(t *testing.T) {
 	if err := nr.Compact(); err != nil {
 		t.Fatal(err)
 	}
+	// Overwritten segments are freed whole by the compaction once no level
+	// points into them, or become candidates: GC frees every candidate.
+	candidates := nr.gcCandidates()
 	gc, err := nr.GC()
 	if err != nil {
 		t.Fatalf("gc of the promoted region: %v", err)
 	}
-	t.Logf("gc after promotion: %+v", gc)
-	// Overwritten segments are freed whole by the compaction once no level
-	// points into them, or become candidates: none may be left over.
-	if left := nr.gcCandidates(); len(left) != 0 {
-		t.Fatalf("gc left %d candidates after overwriting every key", len(left))
+	t.Logf("gc after promotion: %+v, %d candidates", gc, len(candidates))
+	for _, ls := range candidates {
+		if holdsLogSeq(nr, ls.seq) {
+			t.Fatalf("gc candidate segment %d (seq %d) still in the log after gc", ls.seg, ls.seq)
+		}
 	}
 	checkModel(t, nr, p.model, "after gc")
 
@@ -144,22 +165,26 @@ func TestPromoteBackup(t *testing.T) {
 	checkModel(t, r, p.model, "reopened")
 }
 
-// oldestSealedBeforeRP returns the oldest sealed log segment of r wholly
-// before its recovery point.
-func oldestSealedBeforeRP(t *testing.T, r *Region) logSeg {
+// adoptedBeforeRP returns r's sealed log segments wholly before its
+// recovery point that were adopted from a primary under another segment
+// number and sequence; at least one.
+func adoptedBeforeRP(t *testing.T, r *Region) []logSeg {
 	t.Helper()
 	r.mu.RLock()
 	rpIdx := r.rp >> r.v.g.shift
 	r.mu.RUnlock()
 	r.log.mu.Lock()
 	defer r.log.mu.Unlock()
+	var out []logSeg
 	for _, ls := range r.log.segs {
-		if ls.end != 0 && ls.idx < rpIdx {
-			return *ls
+		if ls.end != 0 && ls.idx < rpIdx && ls.primary != 0 && ls.primary != ls.seg && ls.recSeq != 0 && ls.recSeq != ls.seq {
+			out = append(out, *ls)
 		}
 	}
-	t.Fatalf("no sealed log segment before the recovery point (index %d)", rpIdx)
-	return logSeg{}
+	if len(out) == 0 {
+		t.Fatalf("no sealed log segment before the recovery point (index %d) adopted under another number and sequence", rpIdx)
+	}
+	return out
 }
 
 // holdsLogSeq reports whether r's log holds a segment of sequence seq.
