@@ -47,19 +47,16 @@ func statusErr(rep ring.Reply) error {
 		return nil
 	case wire.StatusNotFound:
 		return ErrNotFound
-	}
-	msg := string(rep.Payload)
-	switch rep.Status {
 	case wire.StatusTooLarge:
-		return fmt.Errorf("%w: %s", ErrTooLarge, msg)
+		return fmt.Errorf("%w: %s", ErrTooLarge, rep.Payload)
 	case wire.StatusBadRequest:
-		return fmt.Errorf("%w: %s", ErrBadRequest, msg)
+		return fmt.Errorf("%w: %s", ErrBadRequest, rep.Payload)
 	case wire.StatusUnavailable:
-		return fmt.Errorf("%w: %s", ErrUnavailable, msg)
+		return fmt.Errorf("%w: %s", ErrUnavailable, rep.Payload)
 	case wire.StatusStorage:
-		return fmt.Errorf("%w: %w: %s", ErrUnavailable, ErrStorage, msg)
+		return fmt.Errorf("%w: %w: %s", ErrUnavailable, ErrStorage, rep.Payload)
 	case wire.StatusInternal:
-		return fmt.Errorf("%w: %s", ErrServer, msg)
+		return fmt.Errorf("%w: %s", ErrServer, rep.Payload)
 	}
-	return fmt.Errorf("%w: status %d %s", ErrServer, rep.Status, msg)
+	return fmt.Errorf("%w: status %d %s", ErrServer, rep.Status, rep.Payload)
 }

@@ -50,16 +50,11 @@ func TestL0OverwriteGarbagePersisted(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[uint64]int64{}
-	r.mu.RLock()
-	rpIdx := r.rp >> r.v.g.shift
-	r.mu.RUnlock()
-	r.log.mu.Lock()
-	for _, ls := range r.log.segs {
-		if ls.end != 0 && ls.idx < rpIdx && ls.garbage > 0 {
+	for _, ls := range sealedBeforeRP(r) {
+		if ls.garbage > 0 {
 			want[ls.idx] = ls.garbage
 		}
 	}
-	r.log.mu.Unlock()
 	if len(want) < 2 {
 		t.Fatalf("only %d segments before the recovery point carry garbage (%v): the test no longer exercises L0 overwrites of sealed segments", len(want), want)
 	}

@@ -93,3 +93,20 @@ func tryGetDeclined(r tryGetter, k []byte) (v []byte, ok bool, err error) {
 	}
 	return v, ok, err
 }
+
+// sealedBeforeRP returns copies of r's sealed log segments wholly before
+// its recovery point, oldest first.
+func sealedBeforeRP(r *Region) []logSeg {
+	r.mu.RLock()
+	rpIdx := r.rp >> r.v.g.shift
+	r.mu.RUnlock()
+	r.log.mu.Lock()
+	defer r.log.mu.Unlock()
+	var out []logSeg
+	for _, ls := range r.log.segs {
+		if ls.end != 0 && ls.idx < rpIdx {
+			out = append(out, *ls)
+		}
+	}
+	return out
+}

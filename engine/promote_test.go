@@ -170,19 +170,14 @@ func TestPromoteBackup(t *testing.T) {
 // number and sequence; at least one.
 func adoptedBeforeRP(t *testing.T, r *Region) []logSeg {
 	t.Helper()
-	r.mu.RLock()
-	rpIdx := r.rp >> r.v.g.shift
-	r.mu.RUnlock()
-	r.log.mu.Lock()
-	defer r.log.mu.Unlock()
 	var out []logSeg
-	for _, ls := range r.log.segs {
-		if ls.end != 0 && ls.idx < rpIdx && ls.primary != 0 && ls.primary != ls.seg && ls.recSeq != 0 && ls.recSeq != ls.seq {
-			out = append(out, *ls)
+	for _, ls := range sealedBeforeRP(r) {
+		if ls.primary != 0 && ls.primary != ls.seg && ls.recSeq != 0 && ls.recSeq != ls.seq {
+			out = append(out, ls)
 		}
 	}
 	if len(out) == 0 {
-		t.Fatalf("no sealed log segment before the recovery point (index %d) adopted under another number and sequence", rpIdx)
+		t.Fatal("no sealed log segment before the recovery point adopted under another number and sequence")
 	}
 	return out
 }
